@@ -1,0 +1,59 @@
+// A small command-line parser shared by the vllm-cpp subcommands.
+//
+// Options are declared with their help text and default; Parse() rejects unknown
+// options and missing values with an error that names the option and the
+// subcommand. Boolean flags accept vLLM's "--flag / --no-flag" pairs.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vllm {
+
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CliArgs {
+ public:
+  explicit CliArgs(std::string command) : command_(std::move(command)) {}
+
+  // --name VALUE (or --name=VALUE); `fallback` empty means "no default".
+  void AddOption(const std::string& name, const std::string& help, std::optional<std::string> fallback = {});
+  // --name (true) and --no-name (false).
+  void AddFlag(const std::string& name, const std::string& help, bool fallback = false);
+  // Positional arguments are collected in order (e.g. `serve MODEL`).
+  void AddPositional(const std::string& name, const std::string& help, bool required);
+
+  void Parse(const std::vector<std::string>& args);
+  std::string Help() const;
+
+  bool Has(const std::string& name) const;  // given or has a default
+  std::string GetString(const std::string& name) const;
+  int64_t GetInt(const std::string& name) const;
+  double GetDouble(const std::string& name) const;
+  bool GetFlag(const std::string& name) const;
+  bool WasGiven(const std::string& name) const;
+
+ private:
+  struct Spec {
+    std::string help;
+    std::optional<std::string> fallback;
+    bool is_flag = false;
+    bool is_positional = false;
+    bool required = false;
+  };
+  const Spec& Find(const std::string& name) const;
+
+  std::string command_;
+  std::map<std::string, Spec> specs_;
+  std::vector<std::string> positional_order_;
+  std::vector<std::string> declared_order_;
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace vllm

@@ -1,0 +1,16 @@
+// The vllm-cpp subcommands. Each takes the arguments after its name and returns
+// the process exit code; errors are reported on stderr by main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vllm {
+
+using CommandArgs = std::vector<std::string>;
+
+// Lists the backends, their devices and the op coverage matrix, then runs a tiny
+// computation on every available device.
+int RunSelfCheckCommand(const CommandArgs& args);
+
+}  // namespace vllm

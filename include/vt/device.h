@@ -1,0 +1,86 @@
+// Devices and the per-device backend interface (memory, copies, queues).
+//
+// The CPU backend is built into libvt. GPU backends (CUDA, ROCm) are shared
+// libraries (libvt_cuda.so, libvt_rocm.so) that LoadBackends() opens at run time
+// from the folder holding libvt; loading one registers its DeviceBackend and its
+// kernels. A binary built with CUDA therefore still runs on a machine without it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vt {
+
+enum class DeviceType : uint8_t { kCPU, kCUDA, kROCM };
+inline constexpr int kNumDeviceTypes = 3;
+inline constexpr DeviceType kAllDeviceTypes[kNumDeviceTypes] = {DeviceType::kCPU, DeviceType::kCUDA,
+                                                                DeviceType::kROCM};
+
+const char* DeviceTypeName(DeviceType type);  // "cpu", "cuda", "rocm"
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;
+
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  std::string ToString() const;  // "cpu", "cuda:0"
+};
+
+inline constexpr Device kCpu{DeviceType::kCPU, 0};
+
+// Parses "cpu", "cuda", "cuda:1", "rocm". Throws on anything else.
+Device ParseDevice(const std::string& text);
+
+struct MemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+// What a device type provides beyond kernels. Every call takes the device index.
+// All work on a device goes to its one queue (stream), in order; Synchronize waits.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual DeviceType type() const = 0;
+  virtual int DeviceCount() const = 0;
+  virtual std::string DeviceName(int index) const = 0;
+  virtual MemoryInfo GetMemoryInfo(int index) const = 0;
+
+  // Returns memory aligned to at least 256 bytes; throws std::bad_alloc-like
+  // vt errors (naming the device and size) when out of memory.
+  virtual void* Allocate(size_t bytes, int index) = 0;
+  virtual void Free(void* ptr, int index) = 0;
+
+  // Copies run in queue order on the device's queue; host-side copies block
+  // until the data is in place.
+  virtual void CopyHostToDevice(void* dst, const void* src, size_t bytes, int index) = 0;
+  virtual void CopyDeviceToHost(void* dst, const void* src, size_t bytes, int index) = 0;
+  virtual void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int index) = 0;
+  virtual void Synchronize(int index) = 0;
+};
+
+// Installs the backend of a device type (called by the backend itself when loaded).
+void RegisterDeviceBackend(std::unique_ptr<DeviceBackend> backend);
+
+// The backend of `type`; throws "vt: device cuda is not available (...why...)".
+DeviceBackend& GetDeviceBackend(DeviceType type);
+bool IsBackendLoaded(DeviceType type);
+// Whether the backend is loaded and has a device with this index (GPU tests skip
+// themselves when this is false).
+bool IsDeviceAvailable(Device device);
+
+// Opens the GPU backend libraries that were built next to libvt. Idempotent.
+// Returns one line per backend saying whether it loaded and, if not, why.
+std::vector<std::string> LoadBackends();
+
+// Whether this build produced a backend library for `type` (fixed at build time).
+bool IsBackendBuilt(DeviceType type);
+
+// Why a built backend failed to load ("" if loaded or not attempted).
+std::string BackendLoadError(DeviceType type);
+
+}  // namespace vt

@@ -1,0 +1,185 @@
+// Argument structs of the ops in ops.def: what a kernel receives.
+//
+// The public functions in vt/ops.h fill these after validating shapes, dtypes,
+// strides, devices and aliasing, so a kernel may rely on every contract written
+// here. Shapes use: T tokens, B sequences, H hidden/heads, D head dim.
+// "rows" means every dim but the last; unless a field says "contiguous", rows may
+// have any stride but the last dim has stride 1.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/tensor.h"
+
+namespace vt {
+
+// dst and src have the same shape, any strides, the same device. src may be a
+// block type (then src's last dim is contiguous and dst is a float type).
+struct CopyArgs {
+  Tensor src;
+  Tensor dst;
+};
+
+struct FillArgs {
+  Tensor dst;  // any dtype but a block type; any strides
+  double value;
+};
+
+// Same shape; any strides; out may be the same view as a or b.
+struct AddArgs {
+  Tensor a, b, out;
+};
+
+// table [V, H] (contiguous rows; any dtype incl. block types), ids [T] i32 or i64
+// with 0 <= id < V, out [T, H] float.
+struct GatherRowsArgs {
+  Tensor table, ids, out;
+};
+
+// x [M, K] float, w [N, K] with contiguous rows (f32/f16/bf16 or a block type whose
+// block divides K), out [M, N] float. x and out have unit stride in the last dim.
+// Accumulation is f32.
+struct MatMulArgs {
+  Tensor x, w, out;
+};
+
+// x [rows..., D], weight [D] float, out like x (may be the same view as x).
+// out = x * rsqrt(mean(x^2) + eps) * (weight + weight_offset); weight_offset is 0
+// (plain) or 1 (Gemma-style zero-centred weight, y = x_hat * (1 + w)).
+struct RmsNormArgs {
+  Tensor x, weight, out;
+  float eps;
+  float weight_offset;
+};
+
+// residual [T, D] is updated in place to residual + x; out = RmsNorm(residual).
+// out may be the same view as x.
+struct AddRmsNormArgs {
+  Tensor x, residual, weight, out;
+  float eps;
+  float weight_offset;
+};
+
+// x, z [rows..., D], weight [D]: out = x_hat * weight * silu(z) (plain weight).
+struct GatedRmsNormArgs {
+  Tensor x, z, weight, out;
+  float eps;
+};
+
+// out = x * rsqrt(sum(x^2) + eps) * scale over the last dim; x [rows..., D].
+struct L2NormArgs {
+  Tensor x, out;
+  float eps;
+  float scale;
+};
+
+// gate, up, out [rows..., I].
+struct SiluMulArgs {
+  Tensor gate, up, out;
+};
+
+// x, out [rows..., D]; gate [rows..., D] or [rows..., 1].
+struct SigmoidMulArgs {
+  Tensor x, gate, out;
+};
+
+// qg [T, H * 2 * D] contiguous, laid out q_h0 | g_h0 | q_h1 | g_h1 | ...
+// query [T, H, D] and gate [T, H * D] (rows may be strided).
+struct AttnGateSplitArgs {
+  Tensor qg, query, gate;
+  int64_t head_dim;
+};
+
+// x [T, heads, D] updated in place (any strides, last dim unit stride);
+// positions [T] i32/i64. Pairs (i, i + rotary_dim/2) for i < rotary_dim/2 rotate by
+// angle position * theta^(-2i/rotary_dim). 0 < rotary_dim <= D, even (the public op
+// returns before dispatch when rotary_dim == 0).
+struct RopeNeoxArgs {
+  Tensor x, positions;
+  int64_t rotary_dim;
+  float theta;
+};
+
+// k, v [T, Nkv, D]; k_cache, v_cache [num_blocks, block_size, Nkv, D] views with any
+// strides (last dim unit stride); slot_mapping [T] i32/i64, slot = block * block_size
+// + offset, negative = skip the token. Only the addressed elements are written.
+struct WriteKvCacheArgs {
+  Tensor k, v, k_cache, v_cache, slot_mapping;
+};
+
+// q [T, Nq, D]; caches as in WriteKvCacheArgs (already holding the new tokens);
+// block_tables [B, max_blocks] i32; seq_lens [B] i32 (context incl. the new tokens);
+// query_start_loc [B + 1] i32 (tokens of sequence b are rows
+// query_start_loc[b] .. query_start_loc[b+1]); out [T, Nq, D].
+// Token i of sequence b sits at position seq_lens[b] - q_len_b + i and attends to
+// positions <= its own. Query head h reads kv head h / (Nq / Nkv).
+// max_query_len / max_seq_len are host-side upper bounds used for kernel choice.
+struct PagedAttentionArgs {
+  Tensor q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, out;
+  float scale;
+  int64_t max_query_len;
+  int64_t max_seq_len;
+};
+
+// x [T, C] raw inputs (rows may be strided), weight [C, K] (w[c, K-1] multiplies the
+// current token), conv_states [num_slots, C, K-1] f32 (oldest first),
+// query_start_loc [B + 1] i32, state_slot_ids [B] i32, out [T, C].
+// y[c, t] = act(sum_j w[c, j] * xin[c, t - (K-1) + j]), where inputs before the
+// sequence's first token come from its conv state; afterwards the state holds the
+// last K-1 raw inputs (older state shifted in when the sequence is shorter).
+struct CausalConv1dArgs {
+  Tensor x, weight, conv_states, query_start_loc, state_slot_ids, out;
+  bool apply_silu;
+};
+
+// One token per sequence: x [B, C], state_slot_ids [B] i32, out [B, C]; the
+// window is [state..., x]; the state then shifts left and appends x.
+struct CausalConv1dUpdateArgs {
+  Tensor x, weight, conv_states, state_slot_ids, out;
+  bool apply_silu;
+};
+
+// a, b [T, Hv] float (rows may be strided); A [Hv] (= -exp(A_log)), dt_bias [Hv];
+// g, beta [T, Hv] f32 outputs. softplus(x) = x for x > 20.
+struct GdnGatesArgs {
+  Tensor a, b, A, dt_bias, g, beta;
+};
+
+// q, k [T, Hk, Dk] (already L2-normalised; q also scaled by 1/sqrt(Dk)); v [T, Hv, Dv];
+// g, beta [T, Hv] f32; states [num_slots, Hv, Dk, Dv] f32 (read as the initial
+// state, written with the final state); query_start_loc [B + 1] i32;
+// state_slot_ids [B] i32; out [T, Hv, Dv]. Value head j uses key head j / (Hv / Hk).
+// Per token: S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q.
+struct GdnArgs {
+  Tensor q, k, v, g, beta, states, query_start_loc, state_slot_ids, out;
+};
+using GdnChunkedPrefillArgs = GdnArgs;
+using GdnRecurrentArgs = GdnArgs;
+
+// logits [T, E] float; topk_weights [T, k] f32; topk_ids [T, k] i32.
+// p = softmax(logits); the k largest (ties: lower id first), renormalised to sum 1
+// when `renormalize`.
+struct MoeRouterArgs {
+  Tensor logits, topk_weights, topk_ids;
+  bool renormalize;
+};
+
+// x [T, H] float; w_gate, w_up [E, I, H] and w_down [E, H, I] (any dtype MatMul
+// accepts; each expert's matrix has contiguous rows, the expert stride is free, so
+// views into a fused gate_up tensor work); topk_weights [T, k] f32, topk_ids [T, k]
+// i32; out [T, H] (overwritten).
+struct MoeExpertsArgs {
+  Tensor x, w_gate, w_up, w_down, topk_weights, topk_ids, out;
+};
+
+// x [rows..., V] float; out same shape f32.
+struct LogSoftmaxArgs {
+  Tensor x, out;
+};
+
+// x [R, V] float; out [R] i32.
+struct ArgmaxArgs {
+  Tensor x, out;
+};
+
+}  // namespace vt

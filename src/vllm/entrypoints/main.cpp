@@ -1,0 +1,53 @@
+// vllm-cpp: one binary, several subcommands (vLLM's command names where they exist).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "vllm/entrypoints/commands.h"
+#include "vllm/version.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const vllm::CommandArgs&);
+};
+
+constexpr Command kCommands[] = {
+    {"selfcheck", "list backends, devices and op coverage; run a small check on each device",
+     vllm::RunSelfCheckCommand},
+};
+
+void PrintUsage() {
+  std::printf("vllm-cpp %s\nusage: vllm-cpp COMMAND [options]\n\ncommands:\n", vllm::Version());
+  for (const Command& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+  std::printf("\n`vllm-cpp COMMAND --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    PrintUsage();
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0) {
+    std::printf("%s\n", vllm::Version());
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(vllm::CommandArgs(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vllm-cpp %s: error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "vllm-cpp: unknown command '%s'\n\n", argv[1]);
+  PrintUsage();
+  return 2;
+}

@@ -1,0 +1,68 @@
+#include "cpu_features.h"
+
+#include <atomic>
+
+namespace vt::cpu {
+namespace {
+
+std::atomic<int> g_limit{static_cast<int>(Isa::kAvx512)};
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa DetectedIsa() {
+#if defined(__x86_64__)
+  static const Isa detected = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+      return Isa::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+    return Isa::kPortable;
+  }();
+  return detected;
+#else
+  return Isa::kPortable;
+#endif
+}
+
+Isa ActiveIsa() {
+  int detected = static_cast<int>(DetectedIsa());
+  int limit = g_limit.load(std::memory_order_relaxed);
+  return static_cast<Isa>(detected < limit ? detected : limit);
+}
+
+void SetIsaLimit(Isa limit) { g_limit.store(static_cast<int>(limit), std::memory_order_relaxed); }
+
+bool HasAvx512Vnni() {
+#if defined(__x86_64__)
+  return DetectedIsa() == Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+bool HasAvx512Bf16() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    // __builtin_cpu_supports has no "avx512bf16" in GCC 12: read CPUID leaf 7 subleaf 1, EAX bit 5.
+    unsigned eax, ebx, ecx, edx;
+    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(1));
+    return (eax >> 5) & 1u;
+  }();
+  return DetectedIsa() == Isa::kAvx512 && has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace vt::cpu

@@ -1,0 +1,24 @@
+// Which vector instruction sets CPU kernels may use, chosen at run time.
+//
+// Kernels pick the widest path not above ActiveIsa(). ActiveIsa() is what the CPU
+// reports, capped by SetIsaLimit (tests lower it to exercise every path, the
+// portable one included, on any machine).
+#pragma once
+
+namespace vt::cpu {
+
+enum class Isa : int {
+  kPortable = 0,  // plain C++ (what a non-x86 or pre-AVX2 CPU runs)
+  kAvx2 = 1,      // AVX2 + FMA + F16C
+  kAvx512 = 2,    // AVX-512 F/BW/VL/DQ (+ VNNI, BF16 when reported)
+};
+
+const char* IsaName(Isa isa);
+Isa DetectedIsa();  // what this CPU supports
+Isa ActiveIsa();    // min(DetectedIsa(), limit)
+void SetIsaLimit(Isa limit);
+
+bool HasAvx512Vnni();
+bool HasAvx512Bf16();
+
+}  // namespace vt::cpu

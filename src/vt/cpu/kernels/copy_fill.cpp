@@ -1,0 +1,109 @@
+// CPU kernels for Copy, Fill and Add.
+//
+// Copy: dst = cast(src) for any pair of plain dtypes and any strides; rows of a
+// block dtype dequantize through vt::DequantizeRow. Work is split by rows of the
+// destination; a contiguous same-dtype pair is one memcpy per row.
+#include "../cpu_util.h"
+#include "../thread_pool.h"
+#include "vt/ops.h"
+#include "vt/quant.h"
+
+namespace vt::cpu {
+namespace {
+
+void CopyCpu(const CopyArgs& a) {
+  const Tensor& src = a.src;
+  const Tensor& dst = a.dst;
+  if (src.ndim() == 0) {
+    StoreFloat(dst.data(), dst.dtype(), 0, LoadFloat(src.data(), src.dtype(), 0));
+    return;
+  }
+  const int64_t n = dst.size(-1);
+  const int64_t src_stride = src.stride(-1), dst_stride = dst.stride(-1);
+  Rows src_rows(src), dst_rows(dst);
+  const bool integer_pair = IsInteger(src.dtype()) && IsInteger(dst.dtype());
+  ParallelFor(dst_rows.count(), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = begin; r < end; ++r) {
+      const char* s = ElementAddress(src.data(), src.dtype(), src_rows.Offset(r));
+      char* d = ElementAddress(dst.data(), dst.dtype(), dst_rows.Offset(r));
+      if (IsQuantized(src.dtype())) {
+        DequantizeRow(s, src.dtype(), n, row.data());
+        if (dst_stride == 1) {
+          StoreRow(row.data(), n, d, dst.dtype());
+        } else {
+          for (int64_t i = 0; i < n; ++i) StoreFloat(d, dst.dtype(), i * dst_stride, row[i]);
+        }
+      } else if (src.dtype() == dst.dtype() && src_stride == 1 && dst_stride == 1) {
+        std::memcpy(d, s, static_cast<size_t>(BytesFor(dst.dtype(), n)));
+      } else if (integer_pair) {
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t v = LoadIndex(s, src.dtype(), i * src_stride);
+          if (dst.dtype() == DType::kI64) reinterpret_cast<int64_t*>(d)[i * dst_stride] = v;
+          else reinterpret_cast<int32_t*>(d)[i * dst_stride] = static_cast<int32_t>(v);
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          StoreFloat(d, dst.dtype(), i * dst_stride, LoadFloat(s, src.dtype(), i * src_stride));
+        }
+      }
+    }
+  });
+}
+
+void FillCpu(const FillArgs& a) {
+  const Tensor& dst = a.dst;
+  if (dst.ndim() == 0) {
+    StoreFloat(dst.data(), dst.dtype(), 0, static_cast<float>(a.value));
+    return;
+  }
+  const int64_t n = dst.size(-1), stride = dst.stride(-1);
+  Rows rows(dst);
+  ParallelFor(rows.count(), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      char* d = ElementAddress(dst.data(), dst.dtype(), rows.Offset(r));
+      for (int64_t i = 0; i < n; ++i) {
+        // Integers are stored exactly (a double holds every int32 and ids up to 2^53).
+        if (dst.dtype() == DType::kI64) reinterpret_cast<int64_t*>(d)[i * stride] = static_cast<int64_t>(a.value);
+        else if (dst.dtype() == DType::kI32) reinterpret_cast<int32_t*>(d)[i * stride] = static_cast<int32_t>(a.value);
+        else StoreFloat(d, dst.dtype(), i * stride, static_cast<float>(a.value));
+      }
+    }
+  });
+}
+
+void AddCpu(const AddArgs& a) {
+  const DType dtype = a.out.dtype();
+  if (a.out.ndim() == 0) {
+    StoreFloat(a.out.data(), dtype, 0, LoadFloat(a.a.data(), dtype, 0) + LoadFloat(a.b.data(), dtype, 0));
+    return;
+  }
+  const int64_t n = a.out.size(-1);
+  const int64_t sa = a.a.stride(-1), sb = a.b.stride(-1), so = a.out.stride(-1);
+  Rows ra(a.a), rb(a.b), ro(a.out);
+  ParallelFor(ro.count(), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const char* pa = ElementAddress(a.a.data(), dtype, ra.Offset(r));
+      const char* pb = ElementAddress(a.b.data(), dtype, rb.Offset(r));
+      char* po = ElementAddress(a.out.data(), dtype, ro.Offset(r));
+      if (dtype == DType::kF32 && sa == 1 && sb == 1 && so == 1) {
+        const float* fa = reinterpret_cast<const float*>(pa);
+        const float* fb = reinterpret_cast<const float*>(pb);
+        float* fo = reinterpret_cast<float*>(po);
+        for (int64_t i = 0; i < n; ++i) fo[i] = fa[i] + fb[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          StoreFloat(po, dtype, i * so, LoadFloat(pa, dtype, i * sa) + LoadFloat(pb, dtype, i * sb));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+VT_REGISTER_KERNEL(Copy, kCPU, CopyCpu);
+VT_REGISTER_KERNEL(Fill, kCPU, FillCpu);
+VT_REGISTER_KERNEL(Add, kCPU, AddCpu);
+
+}  // namespace vt::cpu

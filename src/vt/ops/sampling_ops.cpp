@@ -1,0 +1,36 @@
+// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax.
+#include "check.h"
+#include "vt/ops.h"
+
+namespace vt {
+
+using detail::OpCheck;
+
+void LogSoftmax(const LogSoftmaxArgs& args) {
+  OpCheck check("LogSoftmax", {{"x", &args.x}, {"out", &args.out}});
+  check.MinRank(args.x, "x", 1);
+  check.FloatDType(args.x, "x");
+  check.LastDimContiguous(args.x, "x");
+  check.DType(args.out, "out", {DType::kF32});
+  check.SameShape(args.out, "out", args.x, "x");
+  check.LastDimContiguous(args.out, "out");
+  check.NoOverlap(args.out, "out", args.x, "x", args.x.dtype() == DType::kF32);
+  check.Require(args.x.size(-1) > 0, "x's last dim must not be empty, got " + args.x.Describe());
+  if (args.x.numel() == 0) return;
+  Dispatch<OpId::kLogSoftmax>(check.device().type, args);
+}
+
+void Argmax(const ArgmaxArgs& args) {
+  OpCheck check("Argmax", {{"x", &args.x}, {"out", &args.out}});
+  check.Rank(args.x, "x", 2);
+  check.FloatDType(args.x, "x");
+  check.LastDimContiguous(args.x, "x");
+  check.Require(args.x.size(1) > 0, "x's last dim must not be empty, got " + args.x.Describe());
+  check.DType(args.out, "out", {DType::kI32});
+  check.Shape(args.out, "out", {args.x.size(0)});
+  check.Contiguous(args.out, "out");
+  if (args.x.size(0) == 0) return;
+  Dispatch<OpId::kArgmax>(check.device().type, args);
+}
+
+}  // namespace vt

@@ -1,0 +1,116 @@
+#include "op_testing.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "vt/cpu/cpu_features.h"
+
+namespace vt::testing {
+
+std::vector<Device> TestDevices() {
+  std::vector<Device> devices = {kCpu};
+  LoadBackends();
+  for (DeviceType type : {DeviceType::kCUDA, DeviceType::kROCM}) {
+    if (IsDeviceAvailable({type, 0})) devices.push_back({type, 0});
+  }
+  return devices;
+}
+
+void ForEachCpuIsa(const std::function<void()>& body) {
+  const cpu::Isa detected = cpu::DetectedIsa();
+  for (int level = 0; level <= static_cast<int>(detected); ++level) {
+    auto isa = static_cast<cpu::Isa>(level);
+    SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa));
+    cpu::SetIsaLimit(isa);
+    body();
+  }
+  cpu::SetIsaLimit(cpu::Isa::kAvx512);
+}
+
+void ForEachDeviceAndIsa(const std::function<void(Device)>& body) {
+  for (Device device : TestDevices()) {
+    SCOPED_TRACE("device " + device.ToString());
+    if (device.type == DeviceType::kCPU) {
+      ForEachCpuIsa([&] { body(device); });
+    } else {
+      body(device);
+    }
+  }
+}
+
+Tensor RandomTensor(const Shape& shape, DType dtype, Device device, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+  for (float& v : values) v = dist(rng);
+  Tensor f32 = Tensor::FromVector(values, shape);
+  Tensor out = Tensor::Empty(shape, dtype, device);
+  out.CopyFrom(f32);
+  return out;
+}
+
+Tensor WithPaddedRows(const Tensor& t, int64_t pad) {
+  Shape padded = t.shape();
+  padded.back() += pad;
+  Tensor buffer = Tensor::Empty(padded, t.dtype(), t.device());
+  Poison(buffer);
+  Tensor view = buffer.Slice(-1, 0, t.size(-1));
+  view.CopyFrom(t);
+  return view;
+}
+
+Tensor WithTransposedStorage(const Tensor& t, int dim0, int dim1) {
+  Shape swapped = t.shape();
+  std::swap(swapped[dim0], swapped[dim1]);
+  Tensor buffer = Tensor::Empty(swapped, t.dtype(), t.device());
+  Tensor view = buffer.Transpose(dim0, dim1);
+  view.CopyFrom(t);
+  return view;
+}
+
+std::vector<double> ToDoubles(const Tensor& t) {
+  std::vector<float> f = t.ToFloatVector();
+  return std::vector<double>(f.begin(), f.end());
+}
+
+std::vector<int64_t> ToInts(const Tensor& t) { return t.ToIntVector(); }
+
+double DefaultTolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return 1e-2;
+    case DType::kF16: return 2e-3;
+    default: return 1e-5;
+  }
+}
+
+::testing::AssertionResult AllClose(const std::vector<double>& ref, const std::vector<double>& got, double tol) {
+  if (ref.size() != got.size()) {
+    return ::testing::AssertionFailure() << "size mismatch: reference " << ref.size() << ", got " << got.size();
+  }
+  double scale = 1.0;
+  for (double r : ref) scale = std::fmax(scale, std::fabs(r));
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double err = std::fabs(got[i] - ref[i]);
+    if (std::isnan(got[i]) || std::isnan(ref[i])) err = std::numeric_limits<double>::infinity();
+    if (err > worst) {
+      worst = err;
+      worst_i = i;
+    }
+  }
+  if (worst <= tol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max error " << worst << " > " << tol << " * " << scale << " at element "
+                                       << worst_i << ": reference " << ref[worst_i] << ", got " << got[worst_i];
+}
+
+::testing::AssertionResult AllClose(const std::vector<double>& ref, const Tensor& got, double tol) {
+  return AllClose(ref, ToDoubles(got), tol);
+}
+
+void Poison(const Tensor& t) {
+  if (IsQuantized(t.dtype()) || t.numel() == 0) return;
+  Fill({.dst = t, .value = IsInteger(t.dtype()) ? -1.0 : std::numeric_limits<double>::quiet_NaN()});
+}
+
+}  // namespace vt::testing
