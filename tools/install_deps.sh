@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the build needs, skipping those already present.
+# Everything comes from Debian; nothing is downloaded at build time.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config ccache
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev
+  hipcc libamdhip64-dev rocm-device-libs   # the ROCm backend is compiled (not run) here
+  clang-14 libclang-rt-14-dev                # libFuzzer targets
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
