@@ -148,10 +148,14 @@ struct GdnGatesArgs {
 // q, k [T, Hk, Dk] (already L2-normalised; q also scaled by 1/sqrt(Dk)); v [T, Hv, Dv];
 // g, beta [T, Hv] f32; states [num_slots, Hv, Dk, Dv] f32 (read as the initial
 // state, written with the final state); query_start_loc [B + 1] i32;
-// state_slot_ids [B] i32; out [T, Hv, Dv]. Value head j uses key head j / (Hv / Hk).
+// state_slot_ids [B] i32; out [T, Hv, Dv].
+// Value head j uses key head j / (Hv / Hk) (HF's grouped order) or, when
+// tiled_value_heads, key head j % Hk (the order llama.cpp's converter writes to GGUF;
+// keeping it avoids permuting quantized ssm_out columns, which is not block-safe).
 // Per token: S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q.
 struct GdnArgs {
   Tensor q, k, v, g, beta, states, query_start_loc, state_slot_ids, out;
+  bool tiled_value_heads;
 };
 using GdnChunkedPrefillArgs = GdnArgs;
 using GdnRecurrentArgs = GdnArgs;
