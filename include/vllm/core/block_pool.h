@@ -1,0 +1,72 @@
+// The pool of KV cache blocks (pages), as in vLLM v1.
+//
+// Block 0 is the null_block: never handed out, used to pad block tables.
+// A block with ref_cnt 0 sits in the free queue; the queue's front is evicted
+// first (least recently freed). A freed block keeps its hash, so a later request
+// with the same prefix can take it back (prefix-cache hit) until it is evicted:
+//
+//   free queue:  front [b7 b3 b9 ... b2] back      get_new_blocks pops the front
+//                                                  free_blocks appends at the back
+//   cached:      hash -> block for every full block whose hash is known
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/request.h"
+
+namespace vllm {
+
+struct KVCacheBlock {
+  int32_t block_id = 0;
+  int32_t ref_cnt = 0;
+  std::optional<BlockHash> block_hash;
+  // Free-queue links (block ids; -1 = none).
+  int32_t prev_free = -1;
+  int32_t next_free = -1;
+  bool in_free_queue = false;
+};
+
+class BlockPool {
+ public:
+  BlockPool(int32_t num_blocks, bool enable_caching);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t get_num_free_blocks() const { return num_free_; }
+  // Fraction of blocks in use (the null block excluded).
+  double get_usage() const;
+  const KVCacheBlock& block(int32_t block_id) const { return blocks_.at(block_id); }
+  int32_t null_block() const { return 0; }
+
+  // Pops n blocks from the free queue (evicting their cached hashes), ref_cnt = 1.
+  // Precondition: n <= get_num_free_blocks().
+  std::vector<int32_t> get_new_blocks(int32_t n);
+  // The cached block holding this hash, if any.
+  std::optional<int32_t> get_cached_block(BlockHash hash) const;
+  // Takes a reference on prefix-cache hits (removing them from the free queue if unused).
+  void touch(const std::vector<int32_t>& block_ids);
+  // Records the hashes of newly full blocks so later requests can share them.
+  void cache_full_block(int32_t block_id, BlockHash hash);
+  // Drops a reference on each block, in the given order (callers pass a request's
+  // blocks tail first, so its last blocks are evicted before its shared prefix).
+  void free_blocks(const std::vector<int32_t>& block_ids);
+  // Evicts every cached hash (e.g. when weights change); blocks stay allocated.
+  void reset_prefix_cache();
+
+ private:
+  void PushBack(int32_t block_id);
+  void Remove(int32_t block_id);
+  int32_t PopFront();
+
+  std::vector<KVCacheBlock> blocks_;
+  bool enable_caching_;
+  int32_t free_front_ = -1, free_back_ = -1, num_free_ = 0;
+  std::unordered_map<BlockHash, int32_t> cached_block_hash_to_block_;
+};
+
+// Hash of one full block chained to its parent's hash (vLLM's hash_block_tokens).
+BlockHash HashBlockTokens(std::optional<BlockHash> parent, const int32_t* token_ids, int64_t count);
+
+}  // namespace vllm

@@ -1,0 +1,86 @@
+// The scheduler: one token budget per step, continuous batching, chunked prefill,
+// preemption by recompute (vLLM v1's policy, FCFS).
+//
+// schedule() runs three phases:
+//   1. running decodes (one token each),
+//   2. running prompt chunks that continue an earlier chunk,
+//   3. waiting requests (new or preempted), admitted while the budget, max_num_seqs
+//      and free memory allow (with prefix-cache hits when enabled).
+// When pages run out in phases 1-2, the newest running request not yet scheduled
+// this step is preempted (pages and state slot freed, recomputed later); waiting
+// requests never preempt. update_from_output() appends sampled tokens and applies
+// the stop rules (max_tokens, EOS, stop token ids, max_model_len).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/kv_cache_manager.h"
+#include "vllm/core/request.h"
+#include "vllm/core/scheduler_output.h"
+
+namespace vllm {
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;  // the token budget of one step
+  int64_t max_num_seqs = 256;
+  int64_t max_model_len = 4096;
+  bool enable_chunked_prefill = true;
+};
+
+// What one step did to a request, for the engine's outputs.
+struct RequestUpdate {
+  std::string req_id;
+  std::vector<int32_t> new_token_ids;
+  RequestStatus status = RequestStatus::kRunning;
+  bool finished() const { return IsFinished(status); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config);
+
+  // Takes ownership. Throws std::invalid_argument when the request can never run
+  // (prompt at or beyond max_model_len, or more pages than the whole cache has).
+  void add_request(std::unique_ptr<Request> request);
+  SchedulerOutput schedule();
+  std::vector<RequestUpdate> update_from_output(const SchedulerOutput& output,
+                                                const std::unordered_map<std::string, int32_t>& sampled_token_ids);
+  // Ends requests early (abort, or a stop string found by the detokenizer) and
+  // frees everything they hold. Unknown or already finished ids are ignored.
+  void finish_requests(const std::vector<std::string>& req_ids, RequestStatus status);
+
+  bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const Request* get_request(const std::string& req_id) const;
+  const KVCacheManager& kv_cache_manager() const { return kv_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct StepState;
+  void ScheduleRunning(StepState& step, bool decodes);
+  void ScheduleWaiting(StepState& step);
+  // Preempts the newest running request not yet scheduled this step (possibly `current`).
+  Request* PreemptNewest(StepState& step, Request* current);
+  ScheduledRequest MakeScheduled(Request& request, int64_t num_new_tokens, bool is_new_sequence) const;
+  std::optional<RequestStatus> CheckStop(const Request& request, int32_t token) const;
+  void Free(Request& request, RequestStatus status);
+
+  SchedulerConfig config_;
+  KVCacheManager kv_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // admission order
+  int64_t next_arrival_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace vllm

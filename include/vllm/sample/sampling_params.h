@@ -1,0 +1,35 @@
+// Per-request sampling parameters, with vLLM's names and meanings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vllm {
+
+struct SamplingParams {
+  double temperature = 1.0;  // 0 = greedy
+  double top_p = 1.0;        // (0, 1]
+  int top_k = 0;             // 0 or -1 = all tokens
+  double min_p = 0.0;        // [0, 1]
+  double repetition_penalty = 1.0;  // > 0; prompt and output tokens
+  double presence_penalty = 0.0;    // [-2, 2]; output tokens
+  double frequency_penalty = 0.0;   // [-2, 2]; output tokens
+  std::optional<uint64_t> seed;     // per-request generator; none = engine generator
+  int64_t max_tokens = 16;
+  int64_t min_tokens = 0;  // EOS and stop tokens are masked until this many were generated
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  std::optional<int> logprobs;         // top-K per generated token; -1 = whole vocabulary
+  std::optional<int> prompt_logprobs;  // top-K per prompt position; -1 = whole vocabulary
+
+  bool IsGreedy() const { return temperature < 1e-5; }
+  // Throws std::invalid_argument naming the field, its value and the allowed range.
+  void Validate(int64_t vocab_size) const;
+};
+
+}  // namespace vllm

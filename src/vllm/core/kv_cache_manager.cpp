@@ -1,0 +1,120 @@
+#include "vllm/core/kv_cache_manager.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace vllm {
+
+StateSlotPool::StateSlotPool(int32_t num_slots) : num_slots_(num_slots) {
+  for (int32_t i = num_slots - 1; i >= 0; --i) free_.push_back(i);
+}
+
+std::optional<int32_t> StateSlotPool::Allocate() {
+  if (free_.empty()) return std::nullopt;
+  int32_t slot = free_.back();
+  free_.pop_back();
+  return slot;
+}
+
+void StateSlotPool::Free(int32_t slot) {
+  if (slot < 0 || slot >= num_slots_ || std::find(free_.begin(), free_.end(), slot) != free_.end()) {
+    throw std::logic_error("StateSlotPool: bad free of slot " + std::to_string(slot));
+  }
+  free_.insert(std::lower_bound(free_.begin(), free_.end(), slot, std::greater<int32_t>()), slot);
+}
+
+KVCacheManager::KVCacheManager(const KVCacheConfig& config)
+    : config_(config), pool_(config.num_blocks, config.enable_prefix_caching), slots_(config.num_state_slots) {
+  if (config.block_size < 1) throw std::invalid_argument("block_size must be >= 1");
+}
+
+void KVCacheManager::UpdateBlockHashes(Request& request) const {
+  const int64_t bs = config_.block_size;
+  const int64_t num_full = request.num_tokens() / bs;
+  const int32_t* tokens = request.all_token_ids().data();
+  while (static_cast<int64_t>(request.block_hashes.size()) < num_full) {
+    const int64_t i = static_cast<int64_t>(request.block_hashes.size());
+    std::optional<BlockHash> parent;
+    if (i > 0) parent = request.block_hashes[i - 1];
+    request.block_hashes.push_back(HashBlockTokens(parent, tokens + i * bs, bs));
+  }
+}
+
+std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Request& request) {
+  if (!config_.enable_prefix_caching || request.sampling_params.prompt_logprobs) return {{}, 0};
+  UpdateBlockHashes(request);
+  // Leave at least the last token to compute.
+  const int64_t max_blocks = (request.num_tokens() - 1) / config_.block_size;
+  std::vector<int32_t> hits;
+  for (int64_t i = 0; i < max_blocks && i < static_cast<int64_t>(request.block_hashes.size()); ++i) {
+    auto block = pool_.get_cached_block(request.block_hashes[i]);
+    if (!block) break;
+    hits.push_back(*block);
+  }
+  return {hits, static_cast<int64_t>(hits.size()) * config_.block_size};
+}
+
+bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
+                                    const std::vector<int32_t>& new_computed_blocks,
+                                    int64_t num_new_computed_tokens) {
+  std::vector<int32_t>& blocks = req_to_blocks_[request.req_id];
+  const bool needs_slot = has_state_slots() && !req_to_state_slot_.count(request.req_id);
+  const int64_t bs = config_.block_size;
+  const int64_t num_computed = request.num_computed_tokens + num_new_computed_tokens;
+  const int64_t num_required = (num_computed + num_new_tokens + bs - 1) / bs;
+  const int64_t num_new_blocks =
+      std::max<int64_t>(0, num_required - static_cast<int64_t>(blocks.size() + new_computed_blocks.size()));
+  // Prefix hits sitting unused in the free queue leave it when touched.
+  int64_t evictable_hits = 0;
+  for (int32_t id : new_computed_blocks) evictable_hits += pool_.block(id).ref_cnt == 0;
+  if (num_new_blocks > pool_.get_num_free_blocks() - evictable_hits || (needs_slot && slots_.num_free() == 0)) {
+    if (blocks.empty()) req_to_blocks_.erase(request.req_id);
+    return false;
+  }
+  if (needs_slot) req_to_state_slot_[request.req_id] = *slots_.Allocate();
+  pool_.touch(new_computed_blocks);
+  blocks.insert(blocks.end(), new_computed_blocks.begin(), new_computed_blocks.end());
+  std::vector<int32_t> fresh = pool_.get_new_blocks(static_cast<int32_t>(num_new_blocks));
+  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+
+  // Blocks that become full with this step's tokens are cached (vLLM caches them
+  // when scheduled: they are computed before any later request can be scheduled).
+  if (config_.enable_prefix_caching) {
+    UpdateBlockHashes(request);
+    int64_t& num_cached = num_cached_blocks_[request.req_id];
+    const int64_t num_full = std::min<int64_t>((num_computed + num_new_tokens) / bs,
+                                               static_cast<int64_t>(request.block_hashes.size()));
+    for (int64_t i = num_cached; i < num_full; ++i) pool_.cache_full_block(blocks[i], request.block_hashes[i]);
+    num_cached = std::max(num_cached, num_full);
+  }
+  return true;
+}
+
+void KVCacheManager::free(const Request& request) {
+  auto it = req_to_blocks_.find(request.req_id);
+  if (it != req_to_blocks_.end()) {
+    std::vector<int32_t> reversed(it->second.rbegin(), it->second.rend());
+    pool_.free_blocks(reversed);
+    req_to_blocks_.erase(it);
+  }
+  num_cached_blocks_.erase(request.req_id);
+  auto slot = req_to_state_slot_.find(request.req_id);
+  if (slot != req_to_state_slot_.end()) {
+    slots_.Free(slot->second);
+    req_to_state_slot_.erase(slot);
+  }
+}
+
+const std::vector<int32_t>& KVCacheManager::get_block_ids(const std::string& req_id) const {
+  static const std::vector<int32_t> kNone;
+  auto it = req_to_blocks_.find(req_id);
+  return it == req_to_blocks_.end() ? kNone : it->second;
+}
+
+std::optional<int32_t> KVCacheManager::get_state_slot(const std::string& req_id) const {
+  auto it = req_to_state_slot_.find(req_id);
+  if (it == req_to_state_slot_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace vllm

@@ -1,0 +1,199 @@
+#include "vllm/core/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace vllm {
+
+struct Scheduler::StepState {
+  SchedulerOutput output;
+  int64_t token_budget = 0;
+  std::unordered_set<const Request*> scheduled;
+  bool preempted_any = false;
+};
+
+Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config)
+    : config_(config), kv_(cache_config) {
+  if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1 || config.max_model_len < 1) {
+    throw std::invalid_argument("max_num_batched_tokens, max_num_seqs and max_model_len must be >= 1");
+  }
+  if (!config.enable_chunked_prefill && config.max_num_batched_tokens < config.max_model_len) {
+    throw std::invalid_argument("without chunked prefill, max_num_batched_tokens (" +
+                                std::to_string(config.max_num_batched_tokens) + ") must be >= max_model_len (" +
+                                std::to_string(config.max_model_len) + ")");
+  }
+}
+
+void Scheduler::add_request(std::unique_ptr<Request> request) {
+  const std::string& id = request->req_id;
+  if (requests_.count(id)) throw std::invalid_argument("request id '" + id + "' is already in use");
+  if (request->num_prompt_tokens() < 1) throw std::invalid_argument("request '" + id + "' has an empty prompt");
+  if (request->num_prompt_tokens() >= config_.max_model_len) {
+    throw std::invalid_argument("request '" + id + "': prompt of " + std::to_string(request->num_prompt_tokens()) +
+                                " tokens is too long for max_model_len " + std::to_string(config_.max_model_len) +
+                                " (the prompt plus at least one generated token must fit)");
+  }
+  const int64_t max_len =
+      std::min(request->num_prompt_tokens() + request->sampling_params.max_tokens, config_.max_model_len);
+  const int64_t bs = kv_.config().block_size;
+  const int64_t needed = (max_len + bs - 1) / bs, usable = kv_.config().num_blocks - 1;
+  if (needed > usable) {
+    throw std::invalid_argument("request '" + id + "' may need " + std::to_string(needed) +
+                                " KV cache blocks but the cache has " + std::to_string(usable) +
+                                "; lower max_tokens or give the cache more blocks (--num-gpu-blocks-override)");
+  }
+  request->status = RequestStatus::kWaiting;
+  waiting_.push_back(request.get());
+  requests_.emplace(id, std::move(request));
+}
+
+ScheduledRequest Scheduler::MakeScheduled(Request& r, int64_t num_new_tokens, bool is_new_sequence) const {
+  ScheduledRequest s;
+  s.req_id = r.req_id;
+  s.request = &r;
+  s.num_computed_tokens = r.num_computed_tokens;
+  s.token_ids.assign(r.all_token_ids().begin() + r.num_computed_tokens,
+                     r.all_token_ids().begin() + r.num_computed_tokens + num_new_tokens);
+  s.block_ids = kv_.get_block_ids(r.req_id);
+  s.state_slot = kv_.get_state_slot(r.req_id).value_or(-1);
+  s.is_new_sequence = is_new_sequence;
+  s.samples = r.num_computed_tokens + num_new_tokens == r.num_tokens();
+  return s;
+}
+
+Request* Scheduler::PreemptNewest(StepState& step, Request* current) {
+  Request* victim = current;
+  for (Request* r : running_) {
+    if (!step.scheduled.count(r) && r->arrival_order > victim->arrival_order) victim = r;
+  }
+  kv_.free(*victim);
+  victim->status = RequestStatus::kPreempted;
+  victim->num_computed_tokens = 0;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.push_front(victim);
+  step.output.preempted_req_ids.push_back(victim->req_id);
+  step.preempted_any = true;
+  return victim;
+}
+
+void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
+  // Iterate over a snapshot: preemption removes entries from running_.
+  std::vector<Request*> candidates = running_;
+  for (Request* r : candidates) {
+    if (step.token_budget <= 0) return;
+    if (r->status != RequestStatus::kRunning || step.scheduled.count(r)) continue;
+    const int64_t remaining = r->num_tokens() - r->num_computed_tokens;
+    if ((remaining == 1) != decodes || remaining < 1) continue;
+    const int64_t num_new = std::min(remaining, step.token_budget);
+    bool allocated = false;
+    while (!(allocated = kv_.allocate_slots(*r, num_new))) {
+      if (PreemptNewest(step, r) == r) break;
+    }
+    if (!allocated) continue;
+    step.scheduled.insert(r);
+    step.output.scheduled.push_back(MakeScheduled(*r, num_new, false));
+    step.token_budget -= num_new;
+  }
+}
+
+void Scheduler::ScheduleWaiting(StepState& step) {
+  while (!waiting_.empty() && step.token_budget > 0 &&
+         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+    Request* r = waiting_.front();
+    auto [hit_blocks, hit_tokens] = kv_.get_computed_blocks(*r);
+    const int64_t remaining = r->num_tokens() - hit_tokens;
+    int64_t num_new = remaining;
+    if (num_new > step.token_budget) {
+      if (!config_.enable_chunked_prefill) return;
+      num_new = step.token_budget;
+    }
+    if (!kv_.allocate_slots(*r, num_new, hit_blocks, hit_tokens)) return;
+    waiting_.pop_front();
+    r->num_computed_tokens = hit_tokens;
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+    step.scheduled.insert(r);
+    step.output.scheduled.push_back(MakeScheduled(*r, num_new, true));
+    step.token_budget -= num_new;
+  }
+}
+
+SchedulerOutput Scheduler::schedule() {
+  StepState step;
+  step.token_budget = config_.max_num_batched_tokens;
+  ScheduleRunning(step, /*decodes=*/true);
+  step.output.num_decodes = static_cast<int64_t>(step.output.scheduled.size());
+  ScheduleRunning(step, /*decodes=*/false);
+  // Like vLLM: no admissions in a step that had to preempt (memory is short).
+  if (!step.preempted_any) ScheduleWaiting(step);
+  step.output.total_num_scheduled_tokens = config_.max_num_batched_tokens - step.token_budget;
+  return std::move(step.output);
+}
+
+std::optional<RequestStatus> Scheduler::CheckStop(const Request& r, int32_t token) const {
+  // vLLM's order: the length cap wins when the last allowed token is also a stop token.
+  const SamplingParams& p = r.sampling_params;
+  if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.max_model_len) {
+    return RequestStatus::kFinishedLength;
+  }
+  if (r.num_output_tokens() < p.min_tokens) return std::nullopt;
+  auto contains = [token](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  if ((!p.ignore_eos && contains(r.eos_token_ids)) || contains(p.stop_token_ids)) {
+    return RequestStatus::kFinishedStopped;
+  }
+  return std::nullopt;
+}
+
+std::vector<RequestUpdate> Scheduler::update_from_output(
+    const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled_token_ids) {
+  std::vector<RequestUpdate> updates;
+  for (const ScheduledRequest& s : output.scheduled) {
+    auto it = requests_.find(s.req_id);
+    if (it == requests_.end()) continue;  // aborted during the step
+    Request& r = *it->second;
+    if (r.status != RequestStatus::kRunning) continue;
+    r.num_computed_tokens += static_cast<int64_t>(s.token_ids.size());
+    if (!s.samples) continue;
+    auto token = sampled_token_ids.find(s.req_id);
+    if (token == sampled_token_ids.end()) {
+      throw std::logic_error("update_from_output: no sampled token for request '" + s.req_id + "'");
+    }
+    r.AppendOutputToken(token->second);
+    RequestUpdate update{r.req_id, {token->second}, RequestStatus::kRunning};
+    if (auto stop = CheckStop(r, token->second)) {
+      Free(r, *stop);
+      update.status = *stop;
+      requests_.erase(it);
+    }
+    updates.push_back(std::move(update));
+  }
+  return updates;
+}
+
+void Scheduler::Free(Request& r, RequestStatus status) {
+  kv_.free(r);
+  r.status = status;
+  running_.erase(std::remove(running_.begin(), running_.end(), &r), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), &r), waiting_.end());
+}
+
+void Scheduler::finish_requests(const std::vector<std::string>& req_ids, RequestStatus status) {
+  for (const std::string& id : req_ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    Free(*it->second, status);
+    requests_.erase(it);
+  }
+}
+
+const Request* Scheduler::get_request(const std::string& req_id) const {
+  auto it = requests_.find(req_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace vllm

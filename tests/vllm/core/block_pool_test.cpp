@@ -1,0 +1,113 @@
+// BlockPool and KVCacheManager: exact block ids, reference counts, prefix-cache
+// hits and eviction order, state slots, and no leaks.
+#include <gtest/gtest.h>
+
+#include "vllm/core/block_pool.h"
+#include "vllm/core/kv_cache_manager.h"
+
+namespace vllm {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+std::unique_ptr<Request> MakeRequest(const std::string& id, std::vector<int32_t> prompt, int64_t arrival = 0) {
+  SamplingParams params;
+  params.max_tokens = 8;
+  return std::make_unique<Request>(id, std::move(prompt), params, std::vector<int32_t>{}, arrival);
+}
+
+TEST(BlockPoolTest, NullBlockIsReservedAndFreeQueueIsFifo) {
+  BlockPool pool(6, false);
+  EXPECT_EQ(pool.get_num_free_blocks(), 5);
+  EXPECT_EQ(pool.get_new_blocks(2), (Ids{1, 2}));
+  EXPECT_EQ(pool.get_new_blocks(1), (Ids{3}));
+  pool.free_blocks({2, 1});
+  EXPECT_EQ(pool.get_new_blocks(3), (Ids{4, 5, 2}));
+  EXPECT_EQ(pool.get_num_free_blocks(), 1);
+  EXPECT_THROW(pool.get_new_blocks(2), std::logic_error);
+  EXPECT_THROW(pool.free_blocks({3, 3}), std::logic_error);
+}
+
+TEST(BlockPoolTest, CachedBlocksAreReusedUntilEvicted) {
+  BlockPool pool(4, true);
+  Ids a = pool.get_new_blocks(2);  // {1, 2}
+  pool.cache_full_block(1, 111);
+  pool.cache_full_block(2, 222);
+  pool.free_blocks({2, 1});  // queue: 3, 2, 1
+  EXPECT_EQ(pool.get_cached_block(111), 1);
+  pool.touch({1});  // a prefix hit takes block 1 back out of the queue
+  EXPECT_EQ(pool.block(1).ref_cnt, 1);
+  EXPECT_EQ(pool.get_num_free_blocks(), 2);
+  EXPECT_EQ(pool.get_new_blocks(2), (Ids{3, 2}));  // evicts hash 222
+  EXPECT_FALSE(pool.get_cached_block(222).has_value());
+  EXPECT_EQ(pool.get_cached_block(111), 1);
+}
+
+TEST(KVCacheManagerTest, AllocatesWholeBlocksAndReturnsNoRoomInsteadOfThrowing) {
+  KVCacheManager kv({.block_size = 4, .num_blocks = 5, .num_state_slots = 0, .enable_prefix_caching = false});
+  auto a = MakeRequest("a", {1, 2, 3, 4, 5});
+  ASSERT_TRUE(kv.allocate_slots(*a, 5));
+  EXPECT_EQ(kv.get_block_ids("a"), (Ids{1, 2}));
+  a->num_computed_tokens = 5;
+  ASSERT_TRUE(kv.allocate_slots(*a, 3));  // tokens 5..7 fit in block 2
+  EXPECT_EQ(kv.get_block_ids("a"), (Ids{1, 2}));
+  auto b = MakeRequest("b", std::vector<int32_t>(9, 7));
+  EXPECT_FALSE(kv.allocate_slots(*b, 9));  // needs 3, 2 free
+  EXPECT_TRUE(kv.get_block_ids("b").empty());
+  EXPECT_EQ(kv.get_num_free_blocks(), 2);
+  kv.free(*a);
+  EXPECT_EQ(kv.get_num_free_blocks(), 4);
+  ASSERT_TRUE(kv.allocate_slots(*b, 9));
+  EXPECT_EQ(kv.get_block_ids("b"), (Ids{3, 4, 2}));  // a's blocks were freed tail first: 2 before 1
+  kv.free(*b);
+  EXPECT_EQ(kv.get_num_free_blocks(), 4);
+  EXPECT_EQ(kv.num_requests(), 0);
+}
+
+TEST(KVCacheManagerTest, StateSlotsAreTakenAtAdmissionAndFreedWithTheRequest) {
+  KVCacheManager kv({.block_size = 4, .num_blocks = 8, .num_state_slots = 2, .enable_prefix_caching = false});
+  auto a = MakeRequest("a", {1}), b = MakeRequest("b", {2}), c = MakeRequest("c", {3});
+  ASSERT_TRUE(kv.allocate_slots(*a, 1));
+  ASSERT_TRUE(kv.allocate_slots(*b, 1));
+  EXPECT_EQ(kv.get_state_slot("a"), 0);
+  EXPECT_EQ(kv.get_state_slot("b"), 1);
+  EXPECT_FALSE(kv.allocate_slots(*c, 1));  // pages are free, slots are not
+  EXPECT_EQ(kv.get_num_free_blocks(), 5);
+  kv.free(*a);
+  ASSERT_TRUE(kv.allocate_slots(*c, 1));
+  EXPECT_EQ(kv.get_state_slot("c"), 0);
+}
+
+TEST(KVCacheManagerTest, PrefixCacheHitsShareFullBlocksAndLeaveOneTokenToCompute) {
+  KVCacheManager kv({.block_size = 2, .num_blocks = 8, .num_state_slots = 0, .enable_prefix_caching = true});
+  auto a = MakeRequest("a", {1, 2, 3, 4, 5});
+  auto [hits_a, tokens_a] = kv.get_computed_blocks(*a);
+  EXPECT_TRUE(hits_a.empty());
+  ASSERT_TRUE(kv.allocate_slots(*a, 5));
+  EXPECT_EQ(kv.get_block_ids("a"), (Ids{1, 2, 3}));
+
+  auto b = MakeRequest("b", {1, 2, 3, 4, 9, 9});
+  auto [hits_b, tokens_b] = kv.get_computed_blocks(*b);
+  EXPECT_EQ(hits_b, (Ids{1, 2}));
+  EXPECT_EQ(tokens_b, 4);
+  ASSERT_TRUE(kv.allocate_slots(*b, 2, hits_b, tokens_b));
+  EXPECT_EQ(kv.get_block_ids("b"), (Ids{1, 2, 4}));
+  EXPECT_EQ(kv.block_pool().block(1).ref_cnt, 2);
+
+  // A prompt that is entirely cached still computes its last token.
+  auto c = MakeRequest("c", {1, 2, 3, 4});
+  auto [hits_c, tokens_c] = kv.get_computed_blocks(*c);
+  EXPECT_EQ(hits_c, (Ids{1}));
+  EXPECT_EQ(tokens_c, 2);
+
+  kv.free(*a);
+  kv.free(*b);
+  EXPECT_EQ(kv.block_pool().block(1).ref_cnt, 0);
+  EXPECT_EQ(kv.get_num_free_blocks(), 7);
+  // Freed blocks stay cached: a later identical prefix hits again.
+  auto d = MakeRequest("d", {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(kv.get_computed_blocks(*d).first, (Ids{1, 2}));
+}
+
+}  // namespace
+}  // namespace vllm
