@@ -1,0 +1,56 @@
+// The sampler: one token per request from its row of logits, on the host.
+//
+// Order of operations (vLLM v1's):
+//   1. logprobs / prompt logprobs are log_softmax of the RAW logits (before
+//      penalties and temperature), top-K plus the sampled token;
+//   2. min_tokens masks EOS and stop tokens;
+//   3. repetition (prompt + output), frequency and presence (output) penalties;
+//   4. temperature 0 -> argmax (first index on ties); otherwise logits / T,
+//      min_p, top-k, top-p, renormalise, draw from the request's generator.
+// A request with a seed has its own generator (same seed, same tokens); others
+// draw from the sampler's generator, itself seeded explicitly by the engine.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "vllm/core/request.h"
+
+namespace vllm {
+
+// token id -> log-probability; the K most likely first, then the sampled token if
+// it was not among them (vLLM's convention).
+using TokenLogprobs = std::vector<std::pair<int32_t, float>>;
+
+struct SampleResult {
+  int32_t token_id = -1;
+  TokenLogprobs logprobs;  // empty unless the request asked for logprobs
+};
+
+class Sampler {
+ public:
+  explicit Sampler(uint64_t seed) : engine_rng_(seed) {}
+
+  // logits: [vocab] f32 for `request`, whose token history so far is
+  // request.all_token_ids(). Creates the request's generator on first use.
+  SampleResult Sample(const float* logits, int64_t vocab, const Request& request);
+  // Forgets a finished request's generator.
+  void Release(const std::string& req_id) { request_rngs_.erase(req_id); }
+
+ private:
+  std::mt19937_64& RngFor(const Request& request);
+
+  std::mt19937_64 engine_rng_;
+  std::unordered_map<std::string, std::mt19937_64> request_rngs_;
+};
+
+// log_softmax of logits [vocab] in double precision, returned as f32.
+std::vector<float> LogSoftmax(const float* logits, int64_t vocab);
+// The k (all when k < 0 or k >= vocab) largest entries, descending (ties: lower id first).
+TokenLogprobs TopLogprobs(const std::vector<float>& logprobs, int k);
+
+}  // namespace vllm

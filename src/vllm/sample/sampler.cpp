@@ -1,0 +1,143 @@
+#include "vllm/sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace vllm {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void ApplyPenalties(std::vector<float>& logits, const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  if (p.repetition_penalty != 1.0) {
+    std::vector<bool> seen(logits.size(), false);
+    for (int32_t t : r.all_token_ids()) seen[t] = true;
+    const float rp = static_cast<float>(p.repetition_penalty);
+    for (size_t t = 0; t < logits.size(); ++t) {
+      if (seen[t]) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+    }
+  }
+  if (p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : r.output_token_ids()) ++counts[t];
+    for (auto [t, n] : counts) {
+      logits[t] -= static_cast<float>(p.frequency_penalty * n + p.presence_penalty);
+    }
+  }
+}
+
+void MaskStopTokensBeforeMinTokens(std::vector<float>& logits, const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  if (r.num_output_tokens() >= p.min_tokens) return;
+  if (!p.ignore_eos) {
+    for (int32_t t : r.eos_token_ids) logits[t] = kNegInf;
+  }
+  for (int32_t t : p.stop_token_ids) logits[t] = kNegInf;
+}
+
+int32_t Argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Candidates (token, prob) after temperature, min_p, top-k and top-p, renormalised.
+std::vector<std::pair<int32_t, double>> Candidates(const std::vector<float>& logits, const SamplingParams& p) {
+  const double inv_t = 1.0 / p.temperature;
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  std::vector<std::pair<int32_t, double>> cand;
+  double total = 0;
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (logits[t] == kNegInf) continue;
+    double w = std::exp((static_cast<double>(logits[t]) - max_logit) * inv_t);
+    cand.emplace_back(static_cast<int32_t>(t), w);
+    total += w;
+  }
+  // min_p: drop tokens below min_p times the top probability (the top weight is 1).
+  if (p.min_p > 0) {
+    std::erase_if(cand, [&](const auto& c) { return c.second < p.min_p; });
+  }
+  auto by_prob = [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); };
+  const size_t k = p.top_k > 0 ? std::min<size_t>(p.top_k, cand.size()) : cand.size();
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), by_prob);
+  cand.resize(k);
+  total = 0;
+  for (const auto& c : cand) total += c.second;
+  if (p.top_p < 1.0) {
+    // Keep the smallest prefix whose mass reaches top_p (the top token always stays).
+    double cum = 0;
+    size_t keep = 0;
+    while (keep < cand.size() && (keep == 0 || cum < p.top_p * total)) cum += cand[keep++].second;
+    cand.resize(keep);
+    total = cum;
+  }
+  for (auto& c : cand) c.second /= total;
+  return cand;
+}
+
+}  // namespace
+
+std::vector<float> LogSoftmax(const float* logits, int64_t vocab) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] - max);
+  const double log_z = max + std::log(sum);
+  std::vector<float> out(vocab);
+  for (int64_t i = 0; i < vocab; ++i) out[i] = static_cast<float>(logits[i] - log_z);
+  return out;
+}
+
+TokenLogprobs TopLogprobs(const std::vector<float>& logprobs, int k) {
+  const int64_t vocab = static_cast<int64_t>(logprobs.size());
+  const int64_t n = (k < 0 || k > vocab) ? vocab : k;
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    return logprobs[a] > logprobs[b] || (logprobs[a] == logprobs[b] && a < b);
+  });
+  TokenLogprobs top;
+  top.reserve(n);
+  for (int64_t i = 0; i < n; ++i) top.emplace_back(ids[i], logprobs[ids[i]]);
+  return top;
+}
+
+std::mt19937_64& Sampler::RngFor(const Request& r) {
+  auto it = request_rngs_.find(r.req_id);
+  if (it != request_rngs_.end()) return it->second;
+  uint64_t seed = r.sampling_params.seed ? *r.sampling_params.seed : engine_rng_();
+  return request_rngs_.emplace(r.req_id, std::mt19937_64(seed)).first->second;
+}
+
+SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  SampleResult result;
+  std::vector<float> logits(raw_logits, raw_logits + vocab);
+  MaskStopTokensBeforeMinTokens(logits, r);
+  ApplyPenalties(logits, r);
+  if (p.IsGreedy()) {
+    result.token_id = Argmax(logits);
+  } else {
+    auto cand = Candidates(logits, p);
+    double u = std::uniform_real_distribution<double>(0.0, 1.0)(RngFor(r));
+    result.token_id = cand.back().first;
+    for (const auto& [token, prob] : cand) {
+      if (u < prob) {
+        result.token_id = token;
+        break;
+      }
+      u -= prob;
+    }
+  }
+  if (p.logprobs) {
+    std::vector<float> lp = LogSoftmax(raw_logits, vocab);
+    result.logprobs = TopLogprobs(lp, *p.logprobs);
+    bool has_sampled = std::any_of(result.logprobs.begin(), result.logprobs.end(),
+                                   [&](const auto& e) { return e.first == result.token_id; });
+    if (!has_sampled) result.logprobs.emplace_back(result.token_id, lp[result.token_id]);
+  }
+  return result;
+}
+
+}  // namespace vllm

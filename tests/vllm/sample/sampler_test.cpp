@@ -1,0 +1,165 @@
+// Sampler: greedy, filters, penalties, seeds, logprobs conventions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "vllm/sample/sampler.h"
+
+namespace vllm {
+namespace {
+
+Request MakeRequest(SamplingParams params, std::vector<int32_t> prompt = {0}, std::vector<int32_t> eos = {}) {
+  return Request("r", std::move(prompt), params, std::move(eos), 0);
+}
+
+SamplingParams Greedy() {
+  SamplingParams p;
+  p.temperature = 0;
+  return p;
+}
+
+TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
+  Sampler sampler(0);
+  std::vector<float> logits = {0.1f, 3.0f, -1.0f, 3.0f};
+  Request r = MakeRequest(Greedy());
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, r).token_id, 1);
+}
+
+TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
+  Sampler sampler(1);
+  std::vector<float> logits = {0.5f, 0.4f, 2.0f, 1.9f, 0.0f};
+  for (int trial = 0; trial < 50; ++trial) {
+    SamplingParams k1;
+    k1.top_k = 1;
+    SamplingParams p_tiny;
+    p_tiny.top_p = 1e-6;
+    Request a = MakeRequest(k1), b = MakeRequest(p_tiny);
+    EXPECT_EQ(sampler.Sample(logits.data(), 5, a).token_id, 2);
+    sampler.Release("r");
+    EXPECT_EQ(sampler.Sample(logits.data(), 5, b).token_id, 2);
+    sampler.Release("r");
+  }
+}
+
+TEST(SamplerTest, MinPAndTopPRemoveTheTail) {
+  Sampler sampler(2);
+  // probs ~ [0.64, 0.24, 0.09, 0.03]
+  std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.0f};
+  SamplingParams min_p;
+  min_p.min_p = 0.3;  // keeps tokens with p >= 0.3 * 0.64: tokens 0 and 1
+  SamplingParams top_p;
+  top_p.top_p = 0.8;  // 0.64 < 0.8 -> add token 1 (0.88): tokens 0 and 1
+  for (const SamplingParams& params : {min_p, top_p}) {
+    std::vector<int> counts(4, 0);
+    for (int trial = 0; trial < 400; ++trial) {
+      Request r = MakeRequest(params);
+      ++counts[sampler.Sample(logits.data(), 4, r).token_id];
+      sampler.Release("r");
+    }
+    EXPECT_EQ(counts[2] + counts[3], 0);
+    EXPECT_GT(counts[0], counts[1]);
+    EXPECT_GT(counts[1], 40);
+  }
+}
+
+TEST(SamplerTest, TemperatureSamplingFollowsTheDistribution) {
+  Sampler sampler(3);
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+  std::vector<int> counts(3, 0);
+  const int n = 20000;
+  for (int trial = 0; trial < n; ++trial) {
+    Request r = MakeRequest(SamplingParams{});
+    ++counts[sampler.Sample(logits.data(), 3, r).token_id];
+    sampler.Release("r");
+  }
+  // 5 standard deviations of a binomial with n = 20000 are < 0.018.
+  EXPECT_NEAR(counts[0] / double(n), 0.5, 0.018);
+  EXPECT_NEAR(counts[1] / double(n), 0.3, 0.018);
+  EXPECT_NEAR(counts[2] / double(n), 0.2, 0.018);
+}
+
+TEST(SamplerTest, SeededRequestsAreReproducibleAndIndependentOfOtherDraws) {
+  std::vector<float> logits(50);
+  for (int i = 0; i < 50; ++i) logits[i] = std::sin(i * 0.7f);
+  SamplingParams seeded;
+  seeded.seed = 1234;
+  auto draw = [&](Sampler& sampler, int noise_draws) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < noise_draws; ++i) {
+      Request other("other" + std::to_string(i), {0}, SamplingParams{}, {}, 1);
+      sampler.Sample(logits.data(), 50, other);
+    }
+    Request r = MakeRequest(seeded);
+    for (int step = 0; step < 10; ++step) tokens.push_back(sampler.Sample(logits.data(), 50, r).token_id);
+    return tokens;
+  };
+  Sampler a(7), b(99);
+  EXPECT_EQ(draw(a, 0), draw(b, 5));
+}
+
+TEST(SamplerTest, PenaltiesFollowVllmFormulas) {
+  Sampler sampler(4);
+  SamplingParams p = Greedy();
+  p.repetition_penalty = 2.0;
+  // token 0 (in the prompt) 1.5 -> 0.75 loses to token 1 (1.0)
+  std::vector<float> logits = {1.5f, 1.0f, -3.0f};
+  Request r = MakeRequest(p, {0});
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, r).token_id, 1);
+  SamplingParams f = Greedy();
+  f.frequency_penalty = 0.4;
+  f.presence_penalty = 0.2;
+  Request out = MakeRequest(f, {2});
+  out.AppendOutputToken(0);
+  out.AppendOutputToken(0);
+  // token 0: 1.5 - (0.4 * 2 + 0.2) = 0.5 < 1.0; prompt tokens are not penalised
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, out).token_id, 1);
+}
+
+TEST(SamplerTest, MinTokensMasksEosAndStopTokens) {
+  Sampler sampler(5);
+  SamplingParams p = Greedy();
+  p.min_tokens = 2;
+  p.stop_token_ids = {1};
+  std::vector<float> logits = {0.0f, 5.0f, 9.0f, 1.0f};
+  Request r = MakeRequest(p, {0}, /*eos=*/{2});
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, r).token_id, 3);
+  r.AppendOutputToken(3);
+  r.AppendOutputToken(3);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, r).token_id, 2);
+}
+
+TEST(SamplerTest, LogprobsAreRawLogSoftmaxTopKPlusTheSampledToken) {
+  Sampler sampler(6);
+  SamplingParams p = Greedy();
+  p.logprobs = 2;
+  p.repetition_penalty = 10.0;  // changes the choice, not the reported logprobs
+  std::vector<float> logits = {2.0f, 1.0f, 0.5f, 1.9f};
+  Request r = MakeRequest(p, {0});
+  SampleResult s = sampler.Sample(logits.data(), 4, r);
+  EXPECT_EQ(s.token_id, 3);
+  double z = std::log(std::exp(2.0) + std::exp(1.0) + std::exp(0.5) + std::exp(1.9));
+  ASSERT_EQ(s.logprobs.size(), 2u);  // top-2 {0, 3} already holds the sampled token
+  EXPECT_EQ(s.logprobs[0].first, 0);
+  EXPECT_NEAR(s.logprobs[0].second, 2.0 - z, 1e-6);
+  EXPECT_EQ(s.logprobs[1].first, 3);
+  p.logprobs = -1;
+  Request all = MakeRequest(p, {0});
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, all).logprobs.size(), 4u);
+}
+
+TEST(SamplingParamsTest, ValidateNamesTheField) {
+  SamplingParams p;
+  p.top_p = 0;
+  try {
+    p.Validate(100);
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("top_p must be in (0, 1]"), std::string::npos);
+  }
+  SamplingParams q;
+  q.stop_token_ids = {100};
+  EXPECT_THROW(q.Validate(100), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace vllm
