@@ -1,0 +1,66 @@
+// gdn::GdnBlock: THE Gated DeltaNet path (qwen35.md §3), prefill and decode alike.
+//
+//   x [T, H] -> in_proj_qkv -> mixed [T, conv_dim] -> causal conv + SiLU (state in/out)
+//            -> q [T, Hk, Dk], k [T, Hk, Dk], v [T, Hv, Dv]   (views of the conv output)
+//   q, k: L2 norm (q also scaled by 1/sqrt(Dk))
+//   x -> in_proj_a, in_proj_b -> a, b [T, Hv] -> g = A softplus(a + dt_bias), beta = sigmoid(b)
+//   gated delta rule (state [Hv, Dk, Dv] f32 per sequence slot) -> o [T, Hv, Dv]
+//   x -> in_proj_z -> z;  y = RMSNorm(o) * w * silu(z)  ->  out_proj -> out [T, H]
+//
+// A batch of single-token decodes takes the decode ops (CausalConv1dUpdate,
+// GdnRecurrent); any batch with a prompt chunk takes the varlen ops (CausalConv1d,
+// GdnChunkedPrefill) for all its sequences, decodes included (a chunk of one).
+// A new sequence's state slot must have been zeroed by the caller. Each Forward
+// counts one reach of "gdn::GdnBlock".
+#pragma once
+
+#include <cstdint>
+
+#include "vllm/model_executor/forward_batch.h"
+#include "vt/tensor.h"
+
+namespace vllm::gdn {
+
+struct GdnDims {
+  int64_t hidden_size = 0;
+  int64_t num_key_heads = 0;    // Hk
+  int64_t num_value_heads = 0;  // Hv
+  int64_t key_head_dim = 0;     // Dk
+  int64_t value_head_dim = 0;   // Dv
+  int64_t conv_kernel = 4;      // K
+  float rms_norm_eps = 1e-6f;
+  bool tiled_value_heads = false;  // GGUF's order: value head j reads key head j % Hk
+
+  int64_t key_dim() const { return num_key_heads * key_head_dim; }
+  int64_t value_dim() const { return num_value_heads * value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
+
+struct GdnWeights {
+  vt::Tensor in_proj_qkv;  // [conv_dim, H]
+  vt::Tensor in_proj_z;    // [value_dim, H]
+  vt::Tensor in_proj_b;    // [Hv, H]
+  vt::Tensor in_proj_a;    // [Hv, H]
+  vt::Tensor conv1d;       // [conv_dim, K]
+  vt::Tensor A;            // [Hv] = -exp(A_log)
+  vt::Tensor dt_bias;      // [Hv]
+  vt::Tensor norm;         // [Dv], plain weight
+  vt::Tensor out_proj;     // [H, value_dim]
+};
+
+class GdnBlock {
+ public:
+  GdnBlock(const GdnDims& dims, GdnWeights weights);
+
+  // x [T, H] (already normalised), out [T, H] of x's dtype.
+  void Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
+               const vt::Tensor& out) const;
+
+  const GdnDims& dims() const { return dims_; }
+
+ private:
+  GdnDims dims_;
+  GdnWeights w_;
+};
+
+}  // namespace vllm::gdn

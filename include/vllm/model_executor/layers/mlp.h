@@ -1,0 +1,52 @@
+// Feed-forward blocks: the SwiGLU MLP and the sparse MoE block (qwen35.md §4.3-4.4).
+//
+//   GatedMlp:  out = down( silu(gate(x)) * up(x) )
+//   SparseMoe: p = softmax(x Wr^T); top-k experts, renormalised;
+//              out = sum_j w_j expert_j(x) + sigmoid(x w_sg) * shared(x)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "vt/tensor.h"
+
+namespace vllm {
+
+struct MlpWeights {
+  vt::Tensor gate_proj;  // [I, H]
+  vt::Tensor up_proj;    // [I, H]
+  vt::Tensor down_proj;  // [H, I]
+};
+
+class GatedMlp {
+ public:
+  explicit GatedMlp(MlpWeights weights);
+  // x [T, H] -> out [T, H] of x's dtype.
+  void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
+
+ private:
+  MlpWeights w_;
+};
+
+struct MoeWeights {
+  vt::Tensor router;        // [E, H]
+  vt::Tensor experts_gate;  // [E, I, H]
+  vt::Tensor experts_up;    // [E, I, H]
+  vt::Tensor experts_down;  // [E, H, I]
+  std::optional<MlpWeights> shared_expert;
+  vt::Tensor shared_expert_gate;  // [1, H] (defined with shared_expert)
+};
+
+class SparseMoe {
+ public:
+  SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize);
+  void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
+
+ private:
+  MoeWeights w_;
+  std::optional<GatedMlp> shared_;
+  int64_t top_k_;
+  bool renormalize_;
+};
+
+}  // namespace vllm

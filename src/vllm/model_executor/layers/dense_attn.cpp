@@ -1,0 +1,81 @@
+#include "vllm/model_executor/layers/dense_attn.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "vt/ops.h"
+#include "vt/reach.h"
+
+namespace vllm::dense_attn {
+
+AttnBlock::AttnBlock(const AttnDims& dims, AttnWeights weights) : dims_(dims), w_(std::move(weights)) {
+  const int64_t q_rows = dims.num_heads * dims.head_dim * (dims.output_gate ? 2 : 1);
+  auto check = [&](const vt::Tensor& t, const char* name, int64_t rows, int64_t cols) {
+    if (!t.defined() || t.ndim() != 2 || t.size(0) != rows || t.size(1) != cols) {
+      throw std::invalid_argument(std::string("AttnBlock: ") + name + " must be [" + std::to_string(rows) + ", " +
+                                  std::to_string(cols) + "], got " + t.Describe());
+    }
+  };
+  check(w_.q_proj, "q_proj", q_rows, dims.hidden_size);
+  check(w_.k_proj, "k_proj", dims.num_kv_heads * dims.head_dim, dims.hidden_size);
+  check(w_.v_proj, "v_proj", dims.num_kv_heads * dims.head_dim, dims.hidden_size);
+  check(w_.o_proj, "o_proj", dims.hidden_size, dims.num_heads * dims.head_dim);
+  if (w_.q_norm.defined() != w_.k_norm.defined()) {
+    throw std::invalid_argument("AttnBlock: q_norm and k_norm must be given together");
+  }
+}
+
+void AttnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerKvCache& cache,
+                        const vt::Tensor& out) const {
+  vt::reach::Hit("dense_attn::AttnBlock");
+  const int64_t T = x.size(0), Nq = dims_.num_heads, Nkv = dims_.num_kv_heads, D = dims_.head_dim;
+  const vt::DType dt = x.dtype();
+  const vt::Device dev = x.device();
+
+  vt::Tensor q_out = vt::Tensor::Empty({T, w_.q_proj.size(0)}, dt, dev);  // [T, Nq*D*(1|2)]
+  vt::MatMul({.x = x, .w = w_.q_proj, .out = q_out});
+  vt::Tensor kv = vt::Tensor::Empty({T, 2 * Nkv * D}, dt, dev);  // [T, k | v]
+  vt::Tensor k = kv.Slice(1, 0, Nkv * D), v = kv.Slice(1, Nkv * D, 2 * Nkv * D);
+  vt::MatMul({.x = x, .w = w_.k_proj, .out = k});
+  vt::MatMul({.x = x, .w = w_.v_proj, .out = v});
+  vt::Tensor k3 = k.AsStrided({T, Nkv, D}, {2 * Nkv * D, D, 1}, k.offset());  // [T, Nkv, D]
+  vt::Tensor v3 = v.AsStrided({T, Nkv, D}, {2 * Nkv * D, D, 1}, v.offset());
+
+  vt::Tensor query, gate;
+  if (dims_.output_gate) {
+    query = vt::Tensor::Empty({T, Nq, D}, dt, dev);
+    gate = vt::Tensor::Empty({T, Nq * D}, dt, dev);
+    vt::AttnGateSplit({.qg = q_out, .query = query, .gate = gate, .head_dim = D});
+  } else {
+    query = q_out.View({T, Nq, D});
+  }
+  if (w_.q_norm.defined()) {
+    vt::RmsNorm({.x = query, .weight = w_.q_norm, .out = query, .eps = dims_.rms_norm_eps,
+                 .weight_offset = dims_.qk_norm_weight_offset});
+    vt::RmsNorm({.x = k3, .weight = w_.k_norm, .out = k3, .eps = dims_.rms_norm_eps,
+                 .weight_offset = dims_.qk_norm_weight_offset});
+  }
+  // RopeNeox returns before any kernel when rotary_dim is 0 (NoPE).
+  vt::RopeNeox({.x = query, .positions = meta.positions, .rotary_dim = dims_.rotary_dim, .theta = dims_.rope_theta});
+  vt::RopeNeox({.x = k3, .positions = meta.positions, .rotary_dim = dims_.rotary_dim, .theta = dims_.rope_theta});
+
+  vt::WriteKvCache({.k = k3, .v = v3, .k_cache = cache.k_cache, .v_cache = cache.v_cache,
+                    .slot_mapping = meta.slot_mapping});
+  vt::Tensor attn = vt::Tensor::Empty({T, Nq, D}, dt, dev);
+  vt::PagedAttention({.q = query,
+                      .k_cache = cache.k_cache,
+                      .v_cache = cache.v_cache,
+                      .block_tables = meta.block_tables,
+                      .seq_lens = meta.seq_lens,
+                      .query_start_loc = meta.query_start_loc,
+                      .out = attn,
+                      .scale = 1.0f / std::sqrt(static_cast<float>(D)),
+                      .max_query_len = meta.max_query_len,
+                      .max_seq_len = meta.max_seq_len});
+  vt::Tensor attn2 = attn.View({T, Nq * D});
+  if (dims_.output_gate) vt::SigmoidMul({.x = attn2, .gate = gate, .out = attn2});
+  vt::MatMul({.x = attn2, .w = w_.o_proj, .out = out});
+}
+
+}  // namespace vllm::dense_attn

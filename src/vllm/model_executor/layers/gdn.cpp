@@ -1,0 +1,91 @@
+#include "vllm/model_executor/layers/gdn.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "vt/ops.h"
+#include "vt/reach.h"
+
+namespace vllm::gdn {
+
+GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights) : dims_(dims), w_(std::move(weights)) {
+  auto check = [&](const vt::Tensor& t, const char* name, vt::Shape shape) {
+    if (!t.defined() || t.shape() != shape) {
+      throw std::invalid_argument(std::string("GdnBlock: ") + name + " must be " + vt::ShapeToString(shape) +
+                                  ", got " + t.Describe());
+    }
+  };
+  const int64_t H = dims.hidden_size, Hv = dims.num_value_heads;
+  check(w_.in_proj_qkv, "in_proj_qkv", {dims.conv_dim(), H});
+  check(w_.in_proj_z, "in_proj_z", {dims.value_dim(), H});
+  check(w_.in_proj_b, "in_proj_b", {Hv, H});
+  check(w_.in_proj_a, "in_proj_a", {Hv, H});
+  check(w_.conv1d, "conv1d", {dims.conv_dim(), dims.conv_kernel});
+  check(w_.A, "A", {Hv});
+  check(w_.dt_bias, "dt_bias", {Hv});
+  check(w_.norm, "norm", {dims.value_head_dim});
+  check(w_.out_proj, "out_proj", {H, dims.value_dim()});
+}
+
+void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
+                       const vt::Tensor& out) const {
+  vt::reach::Hit("gdn::GdnBlock");
+  const int64_t T = x.size(0), Hk = dims_.num_key_heads, Hv = dims_.num_value_heads;
+  const int64_t Dk = dims_.key_head_dim, Dv = dims_.value_head_dim, C = dims_.conv_dim();
+  const vt::DType dt = x.dtype();
+  const vt::Device dev = x.device();
+  const bool all_decodes = meta.max_query_len == 1;
+
+  vt::Tensor mixed = vt::Tensor::Empty({T, C}, dt, dev);  // raw [q | k | v] before the conv
+  vt::MatMul({.x = x, .w = w_.in_proj_qkv, .out = mixed});
+  vt::Tensor conv = vt::Tensor::Empty({T, C}, dt, dev);
+  if (all_decodes) {
+    vt::CausalConv1dUpdate({.x = mixed, .weight = w_.conv1d, .conv_states = state.conv_states,
+                            .state_slot_ids = meta.state_slot_ids, .out = conv, .apply_silu = true});
+  } else {
+    vt::CausalConv1d({.x = mixed, .weight = w_.conv1d, .conv_states = state.conv_states,
+                      .query_start_loc = meta.query_start_loc, .state_slot_ids = meta.state_slot_ids, .out = conv,
+                      .apply_silu = true});
+  }
+  // Views of the conv output: q [T, Hk, Dk], k [T, Hk, Dk], v [T, Hv, Dv], rows strided by C.
+  const int64_t key_dim = dims_.key_dim();
+  vt::Tensor q = conv.AsStrided({T, Hk, Dk}, {C, Dk, 1}, conv.offset());
+  vt::Tensor k = conv.AsStrided({T, Hk, Dk}, {C, Dk, 1}, conv.offset() + key_dim);
+  vt::Tensor v = conv.AsStrided({T, Hv, Dv}, {C, Dv, 1}, conv.offset() + 2 * key_dim);
+  vt::Tensor qn = vt::Tensor::Empty({T, Hk, Dk}, dt, dev), kn = vt::Tensor::Empty({T, Hk, Dk}, dt, dev);
+  vt::L2Norm({.x = q, .out = qn, .eps = 1e-6f, .scale = 1.0f / std::sqrt(static_cast<float>(Dk))});
+  vt::L2Norm({.x = k, .out = kn, .eps = 1e-6f, .scale = 1.0f});
+
+  vt::Tensor ab = vt::Tensor::Empty({T, 2 * Hv}, dt, dev);  // [a | b]
+  vt::Tensor a = ab.Slice(1, 0, Hv), b = ab.Slice(1, Hv, 2 * Hv);
+  vt::MatMul({.x = x, .w = w_.in_proj_a, .out = a});
+  vt::MatMul({.x = x, .w = w_.in_proj_b, .out = b});
+  vt::Tensor g = vt::Tensor::Empty({T, Hv}, vt::DType::kF32, dev);
+  vt::Tensor beta = vt::Tensor::Empty({T, Hv}, vt::DType::kF32, dev);
+  vt::GdnGates({.a = a, .b = b, .A = w_.A, .dt_bias = w_.dt_bias, .g = g, .beta = beta});
+
+  vt::Tensor core = vt::Tensor::Empty({T, Hv, Dv}, dt, dev);
+  const vt::GdnArgs args{.q = qn,
+                         .k = kn,
+                         .v = v,
+                         .g = g,
+                         .beta = beta,
+                         .states = state.ssm_states,
+                         .query_start_loc = meta.query_start_loc,
+                         .state_slot_ids = meta.state_slot_ids,
+                         .out = core,
+                         .tiled_value_heads = dims_.tiled_value_heads};
+  if (all_decodes) {
+    vt::GdnRecurrent(args);
+  } else {
+    vt::GdnChunkedPrefill(args);
+  }
+
+  vt::Tensor z = vt::Tensor::Empty({T, Hv * Dv}, dt, dev);
+  vt::MatMul({.x = x, .w = w_.in_proj_z, .out = z});
+  vt::GatedRmsNorm({.x = core, .z = z.View({T, Hv, Dv}), .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
+  vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
+}
+
+}  // namespace vllm::gdn

@@ -1,0 +1,67 @@
+#include "vllm/model_executor/layers/mlp.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "vt/ops.h"
+
+namespace vllm {
+
+GatedMlp::GatedMlp(MlpWeights weights) : w_(std::move(weights)) {
+  const vt::Tensor& g = w_.gate_proj;
+  if (!g.defined() || g.ndim() != 2 || w_.up_proj.shape() != g.shape() || !w_.down_proj.defined() ||
+      w_.down_proj.shape() != vt::Shape{g.size(1), g.size(0)}) {
+    throw std::invalid_argument("GatedMlp: expected gate/up [I, H] and down [H, I], got gate " + g.Describe() +
+                                ", up " + w_.up_proj.Describe() + ", down " + w_.down_proj.Describe());
+  }
+}
+
+void GatedMlp::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
+  const int64_t T = x.size(0), I = w_.gate_proj.size(0);
+  vt::Tensor gate_up = vt::Tensor::Empty({T, 2 * I}, x.dtype(), x.device());  // [gate | up]
+  vt::Tensor gate = gate_up.Slice(1, 0, I), up = gate_up.Slice(1, I, 2 * I);
+  vt::MatMul({.x = x, .w = w_.gate_proj, .out = gate});
+  vt::MatMul({.x = x, .w = w_.up_proj, .out = up});
+  vt::SiluMul({.gate = gate, .up = up, .out = gate});
+  vt::MatMul({.x = gate, .w = w_.down_proj, .out = out});
+}
+
+SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize)
+    : w_(std::move(weights)), top_k_(num_experts_per_tok), renormalize_(renormalize) {
+  const int64_t E = w_.router.defined() ? w_.router.size(0) : 0;
+  if (E < 1 || w_.experts_gate.ndim() != 3 || w_.experts_gate.size(0) != E || top_k_ < 1 || top_k_ > E) {
+    throw std::invalid_argument("SparseMoe: router " + w_.router.Describe() + " and experts " +
+                                w_.experts_gate.Describe() + " disagree, or top-k " + std::to_string(top_k_) +
+                                " is out of range");
+  }
+  if (w_.shared_expert) {
+    shared_.emplace(*w_.shared_expert);
+    if (!w_.shared_expert_gate.defined()) throw std::invalid_argument("SparseMoe: shared expert without its gate");
+  }
+}
+
+void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
+  const int64_t T = x.size(0), E = w_.router.size(0);
+  const vt::Device dev = x.device();
+  vt::Tensor router_logits = vt::Tensor::Empty({T, E}, x.dtype(), dev);
+  vt::MatMul({.x = x, .w = w_.router, .out = router_logits});
+  vt::Tensor weights = vt::Tensor::Empty({T, top_k_}, vt::DType::kF32, dev);
+  vt::Tensor ids = vt::Tensor::Empty({T, top_k_}, vt::DType::kI32, dev);
+  vt::MoeRouter({.logits = router_logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize_});
+  vt::MoeExperts({.x = x,
+                  .w_gate = w_.experts_gate,
+                  .w_up = w_.experts_up,
+                  .w_down = w_.experts_down,
+                  .topk_weights = weights,
+                  .topk_ids = ids,
+                  .out = out});
+  if (!shared_) return;
+  vt::Tensor shared = vt::Tensor::Empty({T, x.size(1)}, x.dtype(), dev);
+  shared_->Forward(x, shared);
+  vt::Tensor gate_logit = vt::Tensor::Empty({T, 1}, x.dtype(), dev);
+  vt::MatMul({.x = x, .w = w_.shared_expert_gate, .out = gate_logit});
+  vt::SigmoidMul({.x = shared, .gate = gate_logit, .out = shared});
+  vt::Add({.a = out, .b = shared, .out = out});
+}
+
+}  // namespace vllm
