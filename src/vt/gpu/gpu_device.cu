@@ -1,0 +1,180 @@
+// The GPU DeviceBackend shared by CUDA and ROCm: one stream per device, a caching
+// pool over the runtime's allocator, and host<->device copies.
+//
+// Loading the backend library touches no GPU: the runtime is first called when a
+// device is counted or used, and a machine without a GPU (or without a driver)
+// simply has DeviceCount() == 0. Per-device state (stream, pool, properties) is
+// created on first use of that device.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "caching_pool.h"
+#include "gpu_compat.h"
+#include "gpu_runtime.h"
+#include "vt/device.h"
+#include "vt/error.h"
+
+namespace vt::gpu {
+namespace {
+
+const char* BackendName() { return DeviceTypeName(kGpuDeviceType); }
+
+struct PerDevice {
+  std::once_flag once;
+  gpuStream_t stream = nullptr;
+  int multiprocessors = 0;
+  std::string name;
+  std::unique_ptr<CachingPool> pool;
+};
+
+class GpuDeviceBackend final : public DeviceBackend {
+ public:
+  DeviceType type() const override { return kGpuDeviceType; }
+
+  int DeviceCount() const override {
+    std::call_once(count_once_, [this] {
+      int count = 0;
+      if (gpuGetDeviceCount(&count) != gpuSuccess) {
+        count = 0;
+        (void)gpuGetLastError();  // a machine without a GPU is not an error state
+      }
+      count_ = count;
+      devices_ = std::vector<PerDevice>(static_cast<size_t>(count));
+    });
+    return count_;
+  }
+
+  std::string DeviceName(int index) const override { return State(index).name; }
+
+  MemoryInfo GetMemoryInfo(int index) const override {
+    State(index);
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    size_t free_bytes = 0, total_bytes = 0;
+    CheckGpu(gpuMemGetInfo(&free_bytes, &total_bytes), "reading free memory");
+    return {free_bytes, total_bytes};
+  }
+
+  void* Allocate(size_t bytes, int index) override {
+    PerDevice& device = State(index);
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    void* ptr = device.pool->Allocate(bytes);
+    if (ptr == nullptr) {
+      size_t free_bytes = 0, total_bytes = 0;
+      (void)gpuMemGetInfo(&free_bytes, &total_bytes);
+      (void)gpuGetLastError();
+      throw Error(std::string("vt: out of memory on ") + BackendName() + ":" + std::to_string(index) +
+                  " allocating " + std::to_string(bytes) + " bytes (" + std::to_string(free_bytes >> 20) +
+                  " MiB free of " + std::to_string(total_bytes >> 20) + " MiB)");
+    }
+    return ptr;
+  }
+
+  void Free(void* ptr, int index) override {
+    if (ptr == nullptr) return;
+    if (!State(index).pool->Free(ptr)) {
+      throw Error(std::string("vt: freeing a pointer that ") + BackendName() + ":" + std::to_string(index) +
+                  " did not allocate");
+    }
+  }
+
+  void CopyHostToDevice(void* dst, const void* src, size_t bytes, int index) override {
+    Copy(dst, src, bytes, gpuMemcpyHostToDevice, index, true);
+  }
+  void CopyDeviceToHost(void* dst, const void* src, size_t bytes, int index) override {
+    Copy(dst, src, bytes, gpuMemcpyDeviceToHost, index, true);
+  }
+  void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int index) override {
+    Copy(dst, src, bytes, gpuMemcpyDeviceToDevice, index, false);
+  }
+
+  void Synchronize(int index) override {
+    PerDevice& device = State(index);
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    CheckGpu(gpuStreamSynchronize(device.stream), "waiting for the device's queue");
+  }
+
+  PerDevice& State(int index) const {
+    if (index < 0 || index >= DeviceCount()) {
+      throw Error(std::string("vt: device ") + BackendName() + ":" + std::to_string(index) + " does not exist (" +
+                  std::to_string(DeviceCount()) + " " + BackendName() + " devices found)");
+    }
+    PerDevice& device = devices_[static_cast<size_t>(index)];
+    std::call_once(device.once, [&] { Initialize(device, index); });
+    return device;
+  }
+
+ private:
+  static void Initialize(PerDevice& device, int index) {
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    gpuDeviceProp_t props{};
+    CheckGpu(gpuGetDeviceProperties(&props, index), "reading device properties");
+    device.name = props.name;
+    device.multiprocessors = props.multiProcessorCount;
+    CheckGpu(gpuStreamCreateWithFlags(&device.stream, gpuStreamNonBlocking), "creating the device's stream");
+    device.pool = std::make_unique<CachingPool>(
+        [index](size_t bytes) -> void* {
+          void* ptr = nullptr;
+          if (gpuSetDevice(index) != gpuSuccess || gpuMalloc(&ptr, bytes) != gpuSuccess) {
+            (void)gpuGetLastError();  // out of memory is reported by Allocate
+            return nullptr;
+          }
+          return ptr;
+        },
+        [index](void* ptr) {
+          (void)gpuSetDevice(index);
+          (void)gpuFree(ptr);
+        });
+  }
+
+  // Pageable host memory is safe: the host-side copies wait for the stream, so the
+  // host buffer may be reused (H2D) or read (D2H) as soon as the call returns.
+  void Copy(void* dst, const void* src, size_t bytes, decltype(gpuMemcpyHostToDevice) kind, int index,
+            bool wait) {
+    if (bytes == 0) return;
+    PerDevice& device = State(index);
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    CheckGpu(gpuMemcpyAsync(dst, src, bytes, kind, device.stream), "copying memory");
+    if (wait) CheckGpu(gpuStreamSynchronize(device.stream), "waiting for a copy");
+  }
+
+  mutable std::once_flag count_once_;
+  mutable int count_ = 0;
+  mutable std::vector<PerDevice> devices_;
+};
+
+GpuDeviceBackend* g_backend = nullptr;
+
+struct Registrar {
+  Registrar() {
+    auto backend = std::make_unique<GpuDeviceBackend>();
+    g_backend = backend.get();
+    RegisterDeviceBackend(std::move(backend));
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+
+gpuStream_t PrepareDevice(Device device) {
+  PerDevice& state = g_backend->State(device.index);
+  CheckGpu(gpuSetDevice(device.index), "selecting the device");
+  return state.stream;
+}
+
+int MultiprocessorCount(Device device) { return g_backend->State(device.index).multiprocessors; }
+
+void ThrowGpuError(gpuError_t error, const std::string& what) {
+  throw Error(std::string("vt: ") + BackendName() + " runtime error while " + what + ": " + gpuGetErrorString(error));
+}
+
+void CheckLaunch(const char* op) {
+  gpuError_t error = gpuGetLastError();
+  if (error != gpuSuccess) {
+    throw Error(std::string("vt::") + op + " on " + BackendName() + ": kernel launch failed: " +
+                gpuGetErrorString(error));
+  }
+}
+
+}  // namespace vt::gpu

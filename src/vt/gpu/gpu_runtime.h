@@ -1,0 +1,52 @@
+// Host-side helpers of the GPU kernel launchers: the device's stream, error checks
+// that throw vt::Error naming the op, and launch-size arithmetic that can never
+// produce an empty grid or block.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gpu_compat.h"
+#include "vt/error.h"
+#include "vt/tensor.h"
+
+namespace vt::gpu {
+
+// Makes `device` current for the calling thread and returns its one stream (every
+// kernel and copy of the device runs there, in order). Defined in gpu_device.cu.
+gpuStream_t PrepareDevice(Device device);
+
+// Multiprocessors (CUDA SMs / AMD CUs) of the device; kernel choices size grids by it.
+int MultiprocessorCount(Device device);
+
+[[noreturn]] void ThrowGpuError(gpuError_t error, const std::string& what);
+
+inline void CheckGpu(gpuError_t error, const char* what) {
+  if (error != gpuSuccess) ThrowGpuError(error, what);
+}
+
+// Call right after a launch: reports a bad configuration or a missing device
+// image for this GPU ("no kernel image is available") as a vt::Error naming `op`.
+void CheckLaunch(const char* op);
+
+// Threads per block used by element-wise kernels: a multiple of every warp width.
+inline constexpr int kElementwiseThreads = 256;
+
+// Blocks needed to cover `items` with `per_block` items each. Launchers call this
+// only with items > 0 (the public ops return before dispatch on empty tensors); a
+// zero count is a bug and throws instead of launching an empty grid.
+inline unsigned GridFor(int64_t items, int64_t per_block, const char* op) {
+  if (items <= 0 || per_block <= 0) {
+    throw Error(std::string("vt::") + op + ": internal error: launch over " + std::to_string(items) + " items");
+  }
+  int64_t blocks = (items + per_block - 1) / per_block;
+  constexpr int64_t kMaxGridX = 2147483647;
+  return static_cast<unsigned>(blocks < kMaxGridX ? blocks : kMaxGridX);
+}
+
+// "bf16 [3, 4] on cuda:0" for error messages.
+inline std::string DescribeForError(const char* op, const Tensor& t) {
+  return std::string("vt::") + op + " on " + t.device().ToString() + ": " + t.Describe();
+}
+
+}  // namespace vt::gpu
