@@ -1,0 +1,42 @@
+// CPU kernel for AttnGateSplit: the q projection of a gated attention layer holds,
+// per token, the query and the output gate of each head interleaved:
+//
+//   qg[t] = | q_h0 (D) | g_h0 (D) | q_h1 (D) | g_h1 (D) | ...      [T, H * 2 * D]
+//   query[t, h, :] = q_h                                          [T, H, D]
+//   gate[t, h * D : (h + 1) * D] = g_h                            [T, H * D]
+//
+// qg is contiguous; query and gate may have strided rows (unit stride in the last
+// dim), so each head is two row copies (memcpy: all three share one dtype).
+#include <algorithm>
+#include <cstring>
+
+#include "../cpu_util.h"
+#include "../thread_pool.h"
+#include "vt/ops.h"
+
+namespace vt::cpu {
+namespace {
+
+void AttnGateSplitCpu(const AttnGateSplitArgs& a) {
+  const DType dtype = a.qg.dtype();
+  const int64_t tokens = a.qg.size(0), d = a.head_dim, heads = a.qg.size(1) / (2 * d);
+  const size_t row_bytes = static_cast<size_t>(BytesFor(dtype, d));
+  const char* qg = static_cast<const char*>(a.qg.data());
+  ParallelFor(tokens, std::max<int64_t>(1, 4096 / (heads * d)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const char* q_src = qg + BytesFor(dtype, (t * heads + h) * 2 * d);
+        char* q_dst = ElementAddress(a.query.data(), dtype, t * a.query.stride(0) + h * a.query.stride(1));
+        char* g_dst = ElementAddress(a.gate.data(), dtype, t * a.gate.stride(0) + h * d);
+        std::memcpy(q_dst, q_src, row_bytes);
+        std::memcpy(g_dst, q_src + row_bytes, row_bytes);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+VT_REGISTER_KERNEL(AttnGateSplit, kCPU, AttnGateSplitCpu);
+
+}  // namespace vt::cpu
