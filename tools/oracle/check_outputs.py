@@ -4,8 +4,8 @@
 Usage:
   python3 tools/oracle/check_outputs.py [tests/data/models]
 
-For every model folder: the HF folder has config.json and its safetensors files (index
-included when sharded) with readable headers; reference.safetensors holds logits.<i>
+For every model folder: the HF folder (and hf_fused/ when present) has config.json and its
+safetensors files (index included when sharded) with readable headers; reference.safetensors holds logits.<i>
 [len, vocab] f32, decode_logits.<i> [24, vocab] f32, prompt_ids.<i> and greedy_ids.<i>
 i32 matching reference.json; the logits are finite; the greedy ids equal the argmax of
 decode_logits. Prints sizes and the top-1 probability range. Exits 1 on any problem.
@@ -86,13 +86,18 @@ def check_model(model_dir, problems):
     with open(os.path.join(model_dir, "reference.json")) as f:
         meta = json.load(f)
     tensor_names = check_hf_folder(os.path.join(model_dir, "hf"), problems)
+    fused_dir = os.path.join(model_dir, "hf_fused")
+    if os.path.isdir(fused_dir):
+        fused_names = check_hf_folder(fused_dir, problems)
+        if not any(name.endswith("mlp.experts.gate_up_proj") for name in fused_names):
+            problems.append(f"{fused_dir}: no fused experts.gate_up_proj tensor")
     header, data = read_safetensors(os.path.join(model_dir, "reference.safetensors"))
     vocab = meta["spec"]["text"]["vocab_size"]
     top1 = []
     for i, prompt in enumerate(meta["prompts"]):
         top1 += check_prompt(i, prompt, header, data, vocab, problems)
-    hf_bytes = sum(os.path.getsize(os.path.join(root, n)) for root, _, names in os.walk(os.path.join(model_dir, "hf"))
-                   for n in names)
+    hf_bytes = sum(os.path.getsize(os.path.join(root, n)) for folder in ("hf", "hf_fused")
+                   for root, _, names in os.walk(os.path.join(model_dir, folder)) for n in names)
     ref_bytes = os.path.getsize(os.path.join(model_dir, "reference.safetensors"))
     print(f"{os.path.basename(model_dir):26s} hf {hf_bytes / 1e6:5.2f} MB ({len(tensor_names)} tensors)  "
           f"reference {ref_bytes / 1e6:5.2f} MB  top-1 prob {min(top1):.3f}..{max(top1):.3f} "

@@ -87,7 +87,7 @@ def describe_environment(torch, transformers, installed_fast_paths):
         "transformers": transformers.__version__,
         "fast_path_packages_installed": installed_fast_paths,
         "fast_path_checks": checks,
-        "command_line": " ".join(["python3"] + sys.argv),
+        "command_line": " ".join(["python3", "tools/oracle/make_models.py"] + sys.argv[1:]),
     }
     try:
         import safetensors

@@ -137,7 +137,7 @@ def _moe():
         "arch": "Qwen3_5MoeForConditionalGeneration",
         "config_class": "Qwen3_5MoeConfig",
         "family": "qwen35",
-        "storage_dtype": "float32",
+        "storage_dtype": "bfloat16",  # two layouts of it are stored (hf/ per-expert, hf_fused/ 3-D)
         "tied": False,
         "text": text,
         "text_extras": _extras(4),
@@ -253,6 +253,7 @@ def estimate_params(spec):
 def estimate_bytes(spec):
     """(weights bytes, reference logits bytes) of one model."""
     per_value = 2 if spec["storage_dtype"] == "bfloat16" else 4
+    copies = 2 if "num_experts" in spec["text"] else 1  # MoE: per-expert and fused layouts
     vocab = spec["text"]["vocab_size"]
     logits_rows = sum(PROMPT_LENGTHS) + NEW_TOKENS * len(PROMPT_LENGTHS)
-    return estimate_params(spec) * per_value, logits_rows * vocab * 4
+    return estimate_params(spec) * per_value * copies, logits_rows * vocab * 4

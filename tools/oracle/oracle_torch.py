@@ -8,6 +8,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
@@ -232,6 +233,67 @@ def compare_files_to_model(model, hf_dir):
             "in_model_not_in_files": sorted(set(state) - seen)}
 
 
+PER_EXPERT_NAME = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+
+
+def fuse_expert_tensors(tensors):
+    """Per-expert experts.{e}.{gate,up,down}_proj.weight -> experts.gate_up_proj [E, 2I, H]
+    (gate rows first, then up) and experts.down_proj [E, H, I]; other tensors unchanged."""
+    fused, groups = {}, {}
+    for name, value in tensors.items():
+        match = PER_EXPERT_NAME.match(name)
+        if match is None:
+            fused[name] = value
+            continue
+        prefix, expert, kind = match.group(1), int(match.group(2)), match.group(3)
+        groups.setdefault(prefix, {}).setdefault(expert, {})[kind] = value
+    for prefix, experts in groups.items():
+        order = sorted(experts)
+        if order != list(range(len(order))):
+            raise RuntimeError(f"{prefix}: experts {order} are not 0..E-1")
+        fused[prefix + ".gate_up_proj"] = torch.stack(
+            [torch.cat([experts[e]["gate_proj"], experts[e]["up_proj"]], dim=0) for e in order]).contiguous()
+        fused[prefix + ".down_proj"] = torch.stack([experts[e]["down_proj"] for e in order]).contiguous()
+    return fused, len(groups)
+
+
+def write_fused_copy(hf_dir, fused_dir):
+    """A copy of the HF folder with the experts in the fused 3-D layout (one safetensors file).
+
+    Returns the number of MoE layers fused (0: the folder had no per-expert tensors; no copy)."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = {}
+    for path in sorted(glob.glob(os.path.join(hf_dir, "*.safetensors"))):
+        tensors.update(load_file(path))
+    fused, layers = fuse_expert_tensors(tensors)
+    if layers == 0:
+        return 0
+    if os.path.exists(fused_dir):
+        shutil.rmtree(fused_dir)
+    os.makedirs(fused_dir)
+    for name in ("config.json", "generation_config.json"):
+        if os.path.exists(os.path.join(hf_dir, name)):
+            shutil.copy(os.path.join(hf_dir, name), fused_dir)
+    save_file(fused, os.path.join(fused_dir, "model.safetensors"), metadata={"format": "pt"})
+    return layers
+
+
+def check_fused_copy(spec, fused_dir, model, ids):
+    """HF loads the fused folder into the same weights and the same logits as hf/."""
+    fused_model, loading = load_reference(spec, fused_dir)
+    files = compare_files_to_model(fused_model, fused_dir)
+    reference_state, fused_state = model.state_dict(), fused_model.state_dict()
+    differing = sorted(name for name in reference_state
+                       if name not in fused_state or not torch.equal(reference_state[name], fused_state[name]))
+    diff = float((forward_logits(fused_model, ids) - forward_logits(model, ids)).abs().max())
+    if differing or diff != 0.0 or files["in_files_not_in_model"]:
+        raise RuntimeError(f"fused copy differs: params {differing}, logits max diff {diff}, "
+                           f"unused tensors {files['in_files_not_in_model']}")
+    return {"folder": os.path.basename(fused_dir), "loading": loading, "same_parameters_as_hf": True,
+            "longest_prompt_logits_max_abs_diff": diff, "tensors": files["tensors"]}
+
+
 # ---------------------------------------------------------------- instrumentation
 
 
@@ -452,6 +514,7 @@ def summarize(spec, model_dir, results, gdn, meta):
         "gdn_pure_pytorch": gdn["pure_pytorch"] if gdn["called"] else None,
         "min_router_margin": meta.get("moe_routing", {}).get("min_router_margin"),
         "rotary_ok": meta["rotary"]["ok"],
+        "fused_experts_copy": "fused_experts_copy" in meta,
     }
 
 
@@ -483,6 +546,9 @@ def build_and_reference(spec, out_root, env):
         if routing["router_calls"] == 0:
             routing["min_router_margin"] = None
         meta["moe_routing"] = routing
+    if "num_experts" in spec["text"] and write_fused_copy(hf_dir, os.path.join(model_dir, "hf_fused")):
+        meta["fused_experts_copy"] = check_fused_copy(spec, os.path.join(model_dir, "hf_fused"), model,
+                                                      results[-1]["ids"])
     write_reference(model_dir, results, meta)
     summary = summarize(spec, model_dir, results, gdn, meta)
     print_model_report(meta, summary)
@@ -498,6 +564,9 @@ def print_model_report(meta, summary):
     print(f"  hidden RMS (longest prompt): {meta['hidden_rms_longest_prompt']}")
     if "moe_routing" in meta:
         print(f"  MoE routing: {meta['moe_routing']}")
+    if "fused_experts_copy" in meta:
+        fused = {k: v for k, v in meta["fused_experts_copy"].items() if k != "tensors"}
+        print(f"  fused experts copy: {json.dumps(fused)}")
     for prompt in meta["prompts"]:
         checks = {k: v for k, v in prompt.items() if k not in ("ids", "greedy_ids")}
         print(f"  prompt: {json.dumps(checks)}")

@@ -87,7 +87,7 @@ main() {
   else
     echo "tools/oracle/chat_reference.py is absent: chat step skipped"
   fi
-  run_step models 300 python3 tools/oracle/make_models.py --out "$STAGE/tests/data/models"
+  run_step models 300 env -C "$STAGE" python3 "$PWD/tools/oracle/make_models.py" --out tests/data/models
   echo
   echo "=== step sources ==="
   snapshot_transformers_sources || FAILED+=("sources")
