@@ -1,0 +1,236 @@
+// CPU kernel of GdnChunkedPrefill: the gated delta rule over a varlen batch in chunks
+// of C = 64 tokens (the WY form of qwen35.md §3.3), equal to GdnRecurrent up to
+// rounding. Shapes as GdnRecurrent: q, k [T, Hk, Dk]; v, out [T, Hv, Dv]; g, beta
+// [T, Hv] f32; states [slots, Hv, Dk, Dv] f32 (initial state in, final state out).
+//
+// Per (sequence, value head) and chunk of n <= 64 tokens, with S the state entering
+// the chunk, Γ_ij = exp(g_{j+1} + ... + g_i) for j <= i (0 above the diagonal) and
+// e_i = exp(g_0 + ... + g_i):
+//
+//   M    = (I + L)^-1,  L_ij = beta_i (k_i.k_j) Γ_ij for j < i   [n, n] unit lower
+//   U    = M (beta ⊙ V)                    [n, Dv]
+//   W    = M (beta e ⊙ K)                  [n, Dk]
+//   Vnew = U - W S                         [n, Dv]
+//   O    = (e ⊙ Q) S + ((Q K^T) ⊙ Γ) Vnew  [n, Dv]
+//   S    = e_{n-1} S + (Γ_{n-1,·} ⊙ K)^T Vnew
+//
+// Γ comes from sums of the chunk's own log-decays, never from differences of a
+// running cumulative sum: the latter loses ~|G| * 2^-24 in the exponent once the
+// decays add up to hundreds. Every exponent is <= 0, so nothing overflows.
+//
+// Why it is fast: per token and head the work is the same ~4 Dk Dv multiply-adds as
+// the recurrent form, but as dense [64 x 128] x [128 x 128]-sized products that run
+// from registers (gdn_chunked_vec.h micro-tiles) instead of a load/store per state
+// element per token. Buffers are f32 with rows padded to 16 floats, so the vector
+// products need no tails; work items are (sequence, value head).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../cpu_features.h"
+#include "../thread_pool.h"
+#include "gdn_kernels.h"
+#include "vt/ops.h"
+
+namespace vt::cpu::gdn {
+namespace {
+
+constexpr int64_t kChunk = 64;
+
+int64_t PadTo16(int64_t x) { return (x + 15) / 16 * 16; }
+
+void MatMulPortable(const ChunkMatMulArgs& p) {
+  for (int64_t i = 0; i < p.m; ++i) {
+    float* c = p.c + i * p.ldc;
+    for (int64_t j = 0; j < p.n; ++j) c[j] = p.c_scale == 0.0f ? 0.0f : p.c_scale * c[j];
+    const int64_t k_end = p.a_lower_triangular ? std::min(p.k, i + 1) : p.k;
+    for (int64_t kk = 0; kk < k_end; ++kk) {
+      const float a = p.ab_scale * p.a[i * p.a_row_stride + kk * p.a_col_stride];
+      const float* b = p.b + kk * p.ldb;
+      for (int64_t j = 0; j < p.n; ++j) c[j] += a * b[j];
+    }
+  }
+}
+
+void ExpInPlacePortable(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+const ChunkKernels& Kernels() {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return ChunkKernelsAvx512();
+    case Isa::kAvx2: return ChunkKernelsAvx2();
+    default: return ChunkKernelsPortable();
+  }
+}
+
+// f32 working buffers of one worker. Rows of Dk / Dv values are padded to kp / vp
+// (multiples of 16) and the padding stays 0; [64, 64] matrices have rows of 64.
+struct ChunkBuffers {
+  ChunkBuffers(int64_t dk, int64_t dv)
+      : kp(PadTo16(dk)), vp(PadTo16(dv)), q(kChunk * kp), k(kChunk * kp), kt(kp * kChunk), kb(kChunk * kp),
+        w(kChunk * kp), v(kChunk * vp), u(kChunk * vp), o(kChunk * vp), decay(kChunk * kChunk),
+        lower(kChunk * kChunk), m(kChunk * kChunk), qk(kChunk * kChunk), e(kChunk), state(dv == vp ? 0 : dk * vp) {}
+  int64_t kp, vp;
+  std::vector<float> q, k, kt, kb, w;  // [64, kp] (kt: [kp, 64])
+  std::vector<float> v, u, o;          // [64, vp]
+  std::vector<float> decay, lower, m, qk;  // [64, 64]
+  std::vector<float> e;                // [64]
+  std::vector<float> state;            // [Dk, vp] when Dv needs padding
+};
+
+// One (sequence, value head) pair and where its rows and state live.
+struct HeadTask {
+  const GdnChunkedPrefillArgs& args;
+  const ChunkKernels& kern;
+  ChunkBuffers& buf;
+  int64_t head, key_head;
+  float* state;  // [Dk, vp]
+};
+
+void LoadChunk(const HeadTask& t, int64_t t0, int64_t n) {
+  ChunkBuffers& b = t.buf;
+  const int64_t dk = t.args.q.size(2);
+  LoadHeadRows(t.args.q, t.key_head, t0, n, b.q.data(), b.kp);
+  LoadHeadRows(t.args.k, t.key_head, t0, n, b.k.data(), b.kp);
+  LoadHeadRows(t.args.v, t.head, t0, n, b.v.data(), b.vp);
+  for (int64_t d = 0; d < dk; ++d) {
+    float* column = b.kt.data() + d * kChunk;
+    for (int64_t i = 0; i < n; ++i) column[i] = b.k[i * b.kp + d];
+    std::fill(column + n, column + kChunk, 0.0f);
+  }
+}
+
+// decay[i][j] = Γ_ij and e[i] = exp(g_0 + ... + g_i), from the chunk's log-decays.
+void ComputeDecays(const HeadTask& t, int64_t t0, int64_t n) {
+  ChunkBuffers& b = t.buf;
+  const int64_t value_heads = t.args.g.size(1);
+  const float* g = t.args.g.data_ptr<float>() + t0 * value_heads + t.head;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  float cumulative = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i * value_heads];
+    float* row = b.decay.data() + i * kChunk;
+    for (int64_t j = 0; j < i; ++j) row[j] = row[j - kChunk] + gi;  // row i-1 plus g_i
+    row[i] = 0.0f;
+    std::fill(row + i + 1, row + kChunk, kMinusInf);
+    b.e[i] = cumulative += gi;
+  }
+  std::fill(b.e.begin() + n, b.e.end(), kMinusInf);
+  t.kern.exp_in_place(b.decay.data(), n * kChunk);
+  t.kern.exp_in_place(b.e.data(), kChunk);
+}
+
+// M = (I + L)^-1 row by row: M_i = e_i - sum_{j<i} L_ij M_j.
+void InvertUnitLower(const HeadTask& t, int64_t t0, int64_t n) {
+  ChunkBuffers& b = t.buf;
+  const int64_t value_heads = t.args.g.size(1), dk = t.args.q.size(2);
+  const float* beta = t.args.beta.data_ptr<float>() + t0 * value_heads + t.head;
+  t.kern.matmul({n, kChunk, dk, b.k.data(), b.kp, 1, b.kt.data(), kChunk, b.lower.data(), kChunk, 0, 1, false});
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = b.lower.data() + i * kChunk;
+    const float* decay = b.decay.data() + i * kChunk;
+    for (int64_t j = 0; j < i; ++j) row[j] *= beta[i * value_heads] * decay[j];
+  }
+  std::fill(b.m.begin(), b.m.begin() + kChunk, 0.0f);
+  b.m[0] = 1.0f;
+  for (int64_t i = 1; i < n; ++i) {
+    float* m_row = b.m.data() + i * kChunk;
+    t.kern.matmul({1, kChunk, i, b.lower.data() + i * kChunk, kChunk, 1, b.m.data(), kChunk, m_row, kChunk, 0, -1,
+                   false});
+    m_row[i] = 1.0f;
+  }
+}
+
+// Scales rows for the products: v <- beta v, kb <- beta e k, q <- e q; and forms
+// qk <- (Q K^T) ⊙ Γ (before q is scaled).
+void PrepareRows(const HeadTask& t, int64_t t0, int64_t n) {
+  ChunkBuffers& b = t.buf;
+  const int64_t value_heads = t.args.g.size(1), dk = t.args.q.size(2);
+  const float* beta = t.args.beta.data_ptr<float>() + t0 * value_heads + t.head;
+  t.kern.matmul({n, kChunk, dk, b.q.data(), b.kp, 1, b.kt.data(), kChunk, b.qk.data(), kChunk, 0, 1, false});
+  for (int64_t i = 0; i < n * kChunk; ++i) b.qk[i] *= b.decay[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float bi = beta[i * value_heads], ei = b.e[i];
+    for (int64_t d = 0; d < b.vp; ++d) b.v[i * b.vp + d] *= bi;
+    for (int64_t d = 0; d < b.kp; ++d) {
+      b.kb[i * b.kp + d] = bi * ei * b.k[i * b.kp + d];
+      b.q[i * b.kp + d] *= ei;
+    }
+  }
+}
+
+// The products of one chunk; afterwards o holds the chunk's outputs and the state
+// has moved past the chunk.
+void ApplyChunk(const HeadTask& t, int64_t n) {
+  ChunkBuffers& b = t.buf;
+  const int64_t dk = t.args.q.size(2), kp = b.kp, vp = b.vp;
+  const ChunkKernels& k = t.kern;
+  float* u = b.u.data();  // U, then Vnew
+  k.matmul({n, vp, n, b.m.data(), kChunk, 1, b.v.data(), vp, u, vp, 0, 1, true});                // U = M Vb
+  k.matmul({n, kp, n, b.m.data(), kChunk, 1, b.kb.data(), kp, b.w.data(), kp, 0, 1, true});      // W = M Kb
+  k.matmul({n, vp, dk, b.w.data(), kp, 1, t.state, vp, u, vp, 1, -1, false});                    // Vnew = U - W S
+  k.matmul({n, vp, dk, b.q.data(), kp, 1, t.state, vp, b.o.data(), vp, 0, 1, false});            // O = (e Q) S
+  k.matmul({n, vp, n, b.qk.data(), kChunk, 1, u, vp, b.o.data(), vp, 1, 1, true});               // O += P Vnew
+  const float* decay_to_end = b.decay.data() + (n - 1) * kChunk;                                  // Γ_{n-1, i}
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < kp; ++d) b.kb[i * kp + d] = decay_to_end[i] * b.k[i * kp + d];
+  k.matmul({dk, vp, n, b.kb.data(), 1, kp, u, vp, t.state, vp, b.e[n - 1], 1, false});          // S update
+}
+
+void RunSequenceHead(const HeadTask& t, const SequenceSpan& seq) {
+  for (int64_t t0 = seq.begin; t0 < seq.end; t0 += kChunk) {
+    const int64_t n = std::min(kChunk, seq.end - t0);
+    LoadChunk(t, t0, n);
+    ComputeDecays(t, t0, n);
+    InvertUnitLower(t, t0, n);
+    PrepareRows(t, t0, n);
+    ApplyChunk(t, n);
+    StoreHeadRows(t.buf.o.data(), t.buf.vp, t.args.out, t.head, t0, n);
+  }
+}
+
+// The head's state as a [Dk, vp] matrix: in place when Dv is a multiple of 16,
+// otherwise through the padded copy in `buf`.
+void RunItem(const GdnChunkedPrefillArgs& args, const ChunkKernels& kern, ChunkBuffers& buf,
+             const SequenceSpan& seq, int64_t head) {
+  const int64_t key_heads = args.q.size(1), dk = args.q.size(2);
+  const int64_t value_heads = args.v.size(1), dv = args.v.size(2);
+  float* state = args.states.data_ptr<float>() + (seq.slot * value_heads + head) * dk * dv;
+  const bool padded = dv != buf.vp;
+  if (padded) {
+    for (int64_t r = 0; r < dk; ++r) std::copy_n(state + r * dv, dv, buf.state.data() + r * buf.vp);
+  }
+  const HeadTask task{args, kern, buf, head, KeyHeadOf(head, key_heads, value_heads, args.tiled_value_heads),
+                      padded ? buf.state.data() : state};
+  RunSequenceHead(task, seq);
+  if (padded) {
+    for (int64_t r = 0; r < dk; ++r) std::copy_n(buf.state.data() + r * buf.vp, dv, state + r * dv);
+  }
+}
+
+void GdnChunkedPrefillCpu(const GdnChunkedPrefillArgs& args) {
+  const std::vector<SequenceSpan> seqs = ReadSequences("GdnChunkedPrefill", args.query_start_loc,
+                                                       args.state_slot_ids, args.q.size(0), args.states.size(0));
+  const int64_t value_heads = args.v.size(1);
+  const ChunkKernels& kern = Kernels();
+  ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, 1, [&](int64_t begin, int64_t end) {
+    FlushDenormalsScope flush_denormals;
+    ChunkBuffers buf(args.q.size(2), args.v.size(2));
+    for (int64_t item = begin; item < end; ++item) {
+      const SequenceSpan& seq = seqs[item / value_heads];
+      if (seq.begin < seq.end) RunItem(args, kern, buf, seq, item % value_heads);
+    }
+  });
+}
+
+}  // namespace
+
+const ChunkKernels& ChunkKernelsPortable() {
+  static const ChunkKernels kernels = {&MatMulPortable, &ExpInPlacePortable};
+  return kernels;
+}
+
+VT_REGISTER_KERNEL(GdnChunkedPrefill, kCPU, GdnChunkedPrefillCpu);
+
+}  // namespace vt::cpu::gdn
