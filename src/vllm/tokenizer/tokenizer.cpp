@@ -1,0 +1,249 @@
+#include "vllm/tokenizer/tokenizer.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "bpe.h"
+#include "byte_level.h"
+#include "tokenizer_spec.h"
+#include "utf8.h"
+#include "vllm/tokenizer/gguf_tokenizer_data.h"
+#include "vt/error.h"
+
+namespace vllm {
+
+// Ids are indexes into tables of this size; larger ids in a file are taken as corrupt.
+constexpr int64_t kMaxTokenId = int64_t{1} << 26;
+
+struct Tokenizer::Impl {
+  enum class Slot : uint8_t { kNone, kVocab, kAdded, kSpecial, kUnused };
+
+  std::string source;
+  std::vector<UnicodeForm> normalizer;
+  PreTokenizer pre_tokenizer;
+  BpeModel bpe;
+  AddedTokenMatcher raw_added, normalized_added;  // by the added tokens' `normalized` flag
+  std::vector<Slot> slots;                         // [vocab_size]
+  std::vector<std::string> token_bytes;            // [vocab_size] what each id decodes to
+  std::vector<std::string> spellings;              // [vocab_size] vocab spelling or added content
+  std::unordered_map<std::string, int32_t> ids_by_spelling;
+  std::vector<int32_t> prefix_ids, suffix_ids;
+  std::optional<int32_t> bos_id, eos_id, pad_id;
+  std::string bos_token, eos_token, pad_token, chat_template;
+
+  explicit Impl(TokenizerSpec&& spec);
+  void PlaceId(int64_t id, Slot slot, const std::string& spelling, const char* what);
+  std::string TokenText(std::optional<int32_t> id, const char* what) const;
+  void CheckId(int32_t id) const;
+  void EncodePlain(std::string_view normalized, std::vector<int32_t>& ids) const;
+  void EncodeBetweenRawTokens(std::string_view text, std::vector<int32_t>& ids) const;
+};
+
+void Tokenizer::Impl::PlaceId(int64_t id, Slot slot, const std::string& spelling, const char* what) {
+  if (id < 0 || id >= kMaxTokenId) {
+    throw vt::Error(source + ": " + what + " '" + spelling + "' has id " + std::to_string(id) +
+                    ", outside 0.." + std::to_string(kMaxTokenId - 1));
+  }
+  if (id >= static_cast<int64_t>(slots.size())) {
+    slots.resize(id + 1, Slot::kNone);
+    token_bytes.resize(id + 1);
+    spellings.resize(id + 1);
+  }
+  if (slot == Slot::kVocab && slots[id] != Slot::kNone) {
+    throw vt::Error(source + ": " + what + " '" + spelling + "' has id " + std::to_string(id) +
+                    ", which is already the id of '" + spellings[id] + "'");
+  }
+  slots[id] = slot;
+  spellings[id] = spelling;
+  token_bytes[id] = slot == Slot::kUnused ? std::string() : byte_level::DecodeToken(spelling);
+  ids_by_spelling[spelling] = static_cast<int32_t>(id);
+}
+
+std::string Tokenizer::Impl::TokenText(std::optional<int32_t> id, const char* what) const {
+  if (!id) return {};
+  if (*id < 0 || *id >= static_cast<int32_t>(slots.size()) || slots[*id] == Slot::kNone) {
+    throw vt::Error(source + ": the " + what + " id " + std::to_string(*id) + " is not the id of any token");
+  }
+  return utf8::DecodeLossy(token_bytes[*id]);
+}
+
+Tokenizer::Impl::Impl(TokenizerSpec&& spec)
+    : source(std::move(spec.source)),
+      normalizer(std::move(spec.normalizer)),
+      pre_tokenizer(std::move(spec.pre_tokenizer)),
+      bpe(spec.vocab, spec.merges, spec.ignore_merges, source),
+      prefix_ids(std::move(spec.prefix_ids)),
+      suffix_ids(std::move(spec.suffix_ids)),
+      bos_id(spec.bos_id),
+      eos_id(spec.eos_id),
+      pad_id(spec.pad_id),
+      chat_template(std::move(spec.chat_template)) {
+  for (const auto& [spelling, id] : spec.vocab) PlaceId(id, Slot::kVocab, spelling, "vocabulary token");
+  std::vector<AddedToken> raw, normalized;
+  for (AddedToken& token : spec.added_tokens) {
+    PlaceId(token.id, token.special ? Slot::kSpecial : Slot::kAdded, token.content, "added token");
+    if (token.normalized) {
+      // A normalized token is looked for in normalised text, so it is normalised too.
+      token.content = NormalizeUnicode(token.content, normalizer);
+      normalized.push_back(token);
+    } else {
+      raw.push_back(token);
+    }
+  }
+  for (const auto& [id, spelling] : spec.unused_slots) PlaceId(id, Slot::kUnused, spelling, "unused slot");
+  raw_added = AddedTokenMatcher(raw);
+  normalized_added = AddedTokenMatcher(normalized);
+  // TokenText throws for ids without a token.
+  for (int32_t id : prefix_ids) TokenText(id, "post-processor");
+  for (int32_t id : suffix_ids) TokenText(id, "post-processor");
+  bos_token = TokenText(bos_id, "BOS");
+  eos_token = TokenText(eos_id, "EOS");
+  pad_token = TokenText(pad_id, "padding");
+}
+
+void Tokenizer::Impl::CheckId(int32_t id) const {
+  if (id < 0 || id >= static_cast<int32_t>(slots.size())) {
+    throw vt::Error("tokenizer (" + source + "): token id " + std::to_string(id) + " is out of range (ids are 0.." +
+                    std::to_string(slots.size() - 1) + ")");
+  }
+  if (slots[id] == Slot::kNone) {
+    throw vt::Error("tokenizer (" + source + "): token id " + std::to_string(id) + " has no token");
+  }
+}
+
+void Tokenizer::Impl::EncodePlain(std::string_view normalized, std::vector<int32_t>& ids) const {
+  if (pre_tokenizer.empty()) {
+    bpe.Encode(normalized, ids);
+    return;
+  }
+  for (const std::string& piece : pre_tokenizer.Split(normalized)) bpe.Encode(piece, ids);
+}
+
+// Text between two raw-matched added tokens: normalised, then searched for normalized
+// added tokens, then pre-tokenized and encoded.
+void Tokenizer::Impl::EncodeBetweenRawTokens(std::string_view text, std::vector<int32_t>& ids) const {
+  const std::string normalized = NormalizeUnicode(text, normalizer);
+  if (normalized_added.empty()) {
+    EncodePlain(normalized, ids);
+    return;
+  }
+  for (const TextSegment& segment : normalized_added.Split(normalized)) {
+    if (segment.token_id >= 0) {
+      ids.push_back(segment.token_id);
+    } else {
+      EncodePlain(segment.text, ids);
+    }
+  }
+}
+
+Tokenizer::Tokenizer(TokenizerSpec&& spec) : impl_(std::make_shared<const Impl>(std::move(spec))) {}
+
+namespace {
+
+std::string ReadWholeFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw vt::Error(path.string() + ": cannot be opened for reading");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) throw vt::Error(path.string() + ": read failed");
+  return contents.str();
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::FromHfDirectory(const std::filesystem::path& dir) {
+  const std::filesystem::path json_path = dir / "tokenizer.json";
+  if (!std::filesystem::is_regular_file(json_path)) {
+    throw vt::Error(dir.string() + ": no tokenizer.json in this folder (give an HF model folder or a .gguf file)");
+  }
+  const std::filesystem::path config_path = dir / "tokenizer_config.json";
+  const std::string config = std::filesystem::exists(config_path) ? ReadWholeFile(config_path) : std::string();
+  TokenizerSpec spec = SpecFromHfJson(ReadWholeFile(json_path), config, dir.string());
+  // transformers saves the template in its own file, which then wins over the config's.
+  const std::filesystem::path template_path = dir / "chat_template.jinja";
+  if (std::filesystem::exists(template_path)) spec.chat_template = ReadWholeFile(template_path);
+  return Tokenizer(std::move(spec));
+}
+
+Tokenizer Tokenizer::FromPath(const std::filesystem::path& path) {
+  if (std::filesystem::is_directory(path)) return FromHfDirectory(path);
+  if (path.filename() == "tokenizer.json") return FromHfDirectory(path.parent_path());
+  if (!std::filesystem::exists(path)) throw vt::Error(path.string() + ": no such file or folder");
+  throw vt::Error(path.string() + ": not a tokenizer (give an HF model folder with tokenizer.json)");
+}
+
+Tokenizer Tokenizer::FromHfJson(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                                const std::string& source) {
+  return Tokenizer(SpecFromHfJson(tokenizer_json, tokenizer_config_json, source));
+}
+
+Tokenizer Tokenizer::FromGguf(const GgufTokenizerData& data) { return Tokenizer(SpecFromGguf(data)); }
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+  const Impl& impl = *impl_;
+  if (const auto bad = utf8::FindInvalid(text)) {
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[*bad]));
+    throw vt::Error("tokenizer (" + impl.source + "): the text to encode is not valid UTF-8 (byte " + byte +
+                    " at offset " + std::to_string(*bad) + " of " + std::to_string(text.size()) + ")");
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (add_special_tokens) ids.insert(ids.end(), impl.prefix_ids.begin(), impl.prefix_ids.end());
+  for (const TextSegment& segment : impl.raw_added.Split(text)) {
+    if (segment.token_id >= 0) {
+      ids.push_back(segment.token_id);
+    } else {
+      impl.EncodeBetweenRawTokens(segment.text, ids);
+    }
+  }
+  if (add_special_tokens) ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
+  return ids;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  const Impl& impl = *impl_;
+  std::string bytes;
+  bytes.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    impl.CheckId(id);
+    if (skip_special_tokens && impl.slots[id] == Impl::Slot::kSpecial) continue;
+    bytes.append(impl.token_bytes[id]);
+  }
+  return utf8::DecodeLossy(bytes);
+}
+
+std::string_view Tokenizer::TokenBytes(int32_t id) const {
+  impl_->CheckId(id);
+  return impl_->token_bytes[id];
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  impl_->CheckId(id);
+  return impl_->slots[id] == Impl::Slot::kSpecial;
+}
+
+std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
+  auto it = impl_->ids_by_spelling.find(std::string(token));
+  if (it == impl_->ids_by_spelling.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& Tokenizer::IdToToken(int32_t id) const {
+  impl_->CheckId(id);
+  return impl_->spellings[id];
+}
+
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->slots.size()); }
+std::optional<int32_t> Tokenizer::bos_token_id() const { return impl_->bos_id; }
+std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }
+std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
+const std::string& Tokenizer::bos_token() const { return impl_->bos_token; }
+const std::string& Tokenizer::eos_token() const { return impl_->eos_token; }
+const std::string& Tokenizer::pad_token() const { return impl_->pad_token; }
+const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
+const std::string& Tokenizer::source() const { return impl_->source; }
+
+}  // namespace vllm
