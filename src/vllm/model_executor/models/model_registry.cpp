@@ -1,8 +1,61 @@
 #include "vllm/model_executor/models/model_registry.h"
 
+#include <stdexcept>
+
 #include "vt/reach.h"
 
 namespace vllm {
+namespace {
+
+struct Architecture {
+  const char* name;
+  ModelFamily family;
+};
+
+// HF class names and GGUF general.architecture values, one line each.
+constexpr Architecture kArchitectures[] = {
+    {"Qwen3_5ForConditionalGeneration", ModelFamily::kQwen3_5},
+    {"Qwen3_5ForCausalLM", ModelFamily::kQwen3_5},
+    {"Qwen3_5MoeForConditionalGeneration", ModelFamily::kQwen3_5Moe},
+    {"Qwen3_5MoeForCausalLM", ModelFamily::kQwen3_5Moe},
+    {"Qwen3ForCausalLM", ModelFamily::kQwen3},
+    {"qwen35", ModelFamily::kQwen3_5},
+    {"qwen35moe", ModelFamily::kQwen3_5Moe},
+    {"qwen3", ModelFamily::kQwen3},
+};
+
+const Architecture* Find(const std::string& name) {
+  for (const Architecture& a : kArchitectures) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool ModelRegistry::IsSupported(const std::string& architecture) { return Find(architecture) != nullptr; }
+
+std::vector<std::string> ModelRegistry::Architectures() {
+  std::vector<std::string> names;
+  for (const Architecture& a : kArchitectures) names.emplace_back(a.name);
+  return names;
+}
+
+std::unique_ptr<Model> ModelRegistry::Create(const LoadedModel& loaded, const ModelOptions& options) {
+  const Architecture* arch = Find(loaded.config.architecture);
+  if (arch == nullptr) {
+    std::string list;
+    for (const std::string& name : Architectures()) list += (list.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("unsupported model architecture '" + loaded.config.architecture + "' in " +
+                                loaded.path + " (supported: " + list + ")");
+  }
+  if (arch->family != loaded.config.family) {
+    throw std::invalid_argument("architecture '" + loaded.config.architecture + "' does not match the " +
+                                ModelFamilyName(loaded.config.family) + " config of " + loaded.path);
+  }
+  // Every supported family is the same decoder stack with different data (decoder_model.h).
+  return std::make_unique<DecoderModel>(loaded.config, loaded.weights, options);
+}
 
 vt::Tensor ModelRegistry::Forward(const Model& model, const ForwardBatch& batch, const ModelCaches& caches) {
   vt::reach::Hit("ModelRegistry::Forward");

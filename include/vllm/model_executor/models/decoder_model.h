@@ -1,0 +1,59 @@
+// The decoder-only language model shared by the Qwen3.5 (dense, MoE) and Qwen3
+// families: embedding -> L decoder layers -> final norm -> LM head.
+//
+//   DecoderLayer i:  h = x + Mixer_i(RMSNorm(x))      Mixer: dense_attn::AttnBlock or gdn::GdnBlock
+//                    x' = h + FFN_i(RMSNorm(h))        FFN:   GatedMlp or SparseMoe
+//
+// The residual add and the next norm are one fused vt::AddRmsNorm. What differs
+// between families is data, not code: which layers are GDN, whether attention has
+// an output gate, whether norms are zero-centred (1 + w), rotary width, MoE.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "vllm/config/model_config.h"
+#include "vllm/model_executor/layers/dense_attn.h"
+#include "vllm/model_executor/layers/gdn.h"
+#include "vllm/model_executor/layers/mlp.h"
+#include "vllm/model_executor/model.h"
+#include "vllm/model_loader/model_loader.h"
+
+namespace vllm {
+
+struct ModelOptions {
+  vt::Device device = vt::kCpu;
+  vt::DType activation_dtype = vt::DType::kF32;  // f32, bf16 or f16
+};
+
+class DecoderModel final : public Model {
+ public:
+  // Weights are taken from `weights` (copied to options.device once when it is not the CPU).
+  DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options);
+
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  vt::Device device() const override { return options_.device; }
+  vt::DType activation_dtype() const override { return options_.activation_dtype; }
+  std::vector<LayerCacheSpec> cache_spec() const override;
+  vt::Tensor Forward(const ForwardBatch& batch, const ModelCaches& caches) const override;
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  struct DecoderLayer {
+    vt::Tensor input_layernorm, post_attention_layernorm;  // [H]
+    std::optional<dense_attn::AttnBlock> attn;
+    std::optional<gdn::GdnBlock> gdn;
+    std::optional<GatedMlp> mlp;
+    std::optional<SparseMoe> moe;
+  };
+  DecoderLayer BuildLayer(int64_t index, const WeightStore& weights) const;
+  vt::Tensor Weight(const WeightStore& weights, const std::string& name) const;
+
+  ModelConfig config_;
+  ModelOptions options_;
+  float norm_offset_;  // 1 for zero-centred norms
+  vt::Tensor embed_tokens_, final_norm_, lm_head_;
+  std::vector<DecoderLayer> layers_;
+};
+
+}  // namespace vllm

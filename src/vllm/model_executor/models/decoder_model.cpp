@@ -1,0 +1,137 @@
+#include "vllm/model_executor/models/decoder_model.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "vt/ops.h"
+
+namespace vllm {
+
+DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options)
+    : config_(config), options_(options), norm_offset_(config.zero_centered_norms ? 1.0f : 0.0f) {
+  if (!vt::IsFloat(options.activation_dtype)) {
+    throw std::invalid_argument(std::string("activations must be float32, bfloat16 or float16, got ") +
+                                vt::DTypeName(options.activation_dtype));
+  }
+  embed_tokens_ = Weight(weights, "embed_tokens.weight");
+  final_norm_ = Weight(weights, "norm.weight");
+  lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers_.push_back(BuildLayer(i, weights));
+}
+
+vt::Tensor DecoderModel::Weight(const WeightStore& weights, const std::string& name) const {
+  const vt::Tensor& w = weights.Get(name);
+  return options_.device == w.device() ? w : w.To(options_.device);
+}
+
+DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore& weights) const {
+  const std::string p = "layers." + std::to_string(i) + ".";
+  auto W = [&](const std::string& name) { return Weight(weights, p + name); };
+  DecoderLayer layer;
+  layer.input_layernorm = W("input_layernorm.weight");
+  layer.post_attention_layernorm = W("post_attention_layernorm.weight");
+  if (config_.layer_types.at(i) == LayerType::kFullAttention) {
+    dense_attn::AttnDims dims{.hidden_size = config_.hidden_size,
+                              .num_heads = config_.num_attention_heads,
+                              .num_kv_heads = config_.num_key_value_heads,
+                              .head_dim = config_.head_dim,
+                              .rotary_dim = config_.rotary_dim,
+                              .rope_theta = config_.rope_theta,
+                              .rms_norm_eps = config_.rms_norm_eps,
+                              .output_gate = config_.attn_output_gate,
+                              .qk_norm_weight_offset = norm_offset_};
+    layer.attn.emplace(dims, dense_attn::AttnWeights{W("self_attn.q_proj.weight"), W("self_attn.k_proj.weight"),
+                                                     W("self_attn.v_proj.weight"), W("self_attn.o_proj.weight"),
+                                                     W("self_attn.q_norm.weight"), W("self_attn.k_norm.weight")});
+  } else {
+    gdn::GdnDims dims{.hidden_size = config_.hidden_size,
+                      .num_key_heads = config_.linear_num_key_heads,
+                      .num_value_heads = config_.linear_num_value_heads,
+                      .key_head_dim = config_.linear_key_head_dim,
+                      .value_head_dim = config_.linear_value_head_dim,
+                      .conv_kernel = config_.linear_conv_kernel_dim,
+                      .rms_norm_eps = config_.rms_norm_eps,
+                      .tiled_value_heads = config_.gdn_tiled_value_heads};
+    layer.gdn.emplace(dims, gdn::GdnWeights{W("linear_attn.in_proj_qkv.weight"), W("linear_attn.in_proj_z.weight"),
+                                            W("linear_attn.in_proj_b.weight"), W("linear_attn.in_proj_a.weight"),
+                                            W("linear_attn.conv1d.weight"), W("linear_attn.A"),
+                                            W("linear_attn.dt_bias"), W("linear_attn.norm.weight"),
+                                            W("linear_attn.out_proj.weight")});
+  }
+  if (config_.is_moe()) {
+    MoeWeights moe{W("mlp.gate.weight"), W("mlp.experts.gate_proj"), W("mlp.experts.up_proj"),
+                   W("mlp.experts.down_proj"), std::nullopt, vt::Tensor()};
+    if (config_.shared_expert_intermediate_size > 0) {
+      moe.shared_expert = MlpWeights{W("mlp.shared_expert.gate_proj.weight"), W("mlp.shared_expert.up_proj.weight"),
+                                     W("mlp.shared_expert.down_proj.weight")};
+      moe.shared_expert_gate = W("mlp.shared_expert_gate.weight");
+    }
+    layer.moe.emplace(std::move(moe), config_.num_experts_per_tok, config_.norm_topk_prob);
+  } else {
+    layer.mlp.emplace(MlpWeights{W("mlp.gate_proj.weight"), W("mlp.up_proj.weight"), W("mlp.down_proj.weight")});
+  }
+  return layer;
+}
+
+std::vector<LayerCacheSpec> DecoderModel::cache_spec() const {
+  std::vector<LayerCacheSpec> spec;
+  for (LayerType type : config_.layer_types) {
+    LayerCacheSpec s;
+    if (type == LayerType::kFullAttention) {
+      s.kind = LayerCacheSpec::Kind::kFullAttention;
+      s.num_kv_heads = config_.num_key_value_heads;
+      s.head_dim = config_.head_dim;
+    } else {
+      s.kind = LayerCacheSpec::Kind::kGatedDeltaNet;
+      s.conv_dim = config_.linear_conv_dim();
+      s.conv_kernel = config_.linear_conv_kernel_dim;
+      s.num_value_heads = config_.linear_num_value_heads;
+      s.key_head_dim = config_.linear_key_head_dim;
+      s.value_head_dim = config_.linear_value_head_dim;
+    }
+    spec.push_back(s);
+  }
+  return spec;
+}
+
+vt::Tensor DecoderModel::Forward(const ForwardBatch& batch, const ModelCaches& caches) const {
+  const int64_t T = batch.input_ids.size(0), H = config_.hidden_size;
+  const vt::DType dt = options_.activation_dtype;
+  const vt::Device dev = options_.device;
+  const float eps = config_.rms_norm_eps;
+
+  vt::Tensor hidden = vt::Tensor::Empty({T, H}, dt, dev);  // the residual stream
+  vt::GatherRows({.table = embed_tokens_, .ids = batch.input_ids, .out = hidden});
+  vt::Tensor normed = vt::Tensor::Empty({T, H}, dt, dev);
+  vt::Tensor branch = vt::Tensor::Empty({T, H}, dt, dev);
+  if (!layers_.empty()) {
+    vt::RmsNorm({.x = hidden, .weight = layers_[0].input_layernorm, .out = normed, .eps = eps,
+                 .weight_offset = norm_offset_});
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& layer = layers_[i];
+    if (layer.attn) layer.attn->Forward(normed, batch.attn, caches.kv.at(i), branch);
+    else layer.gdn->Forward(normed, batch.attn, caches.gdn.at(i), branch);
+    vt::AddRmsNorm({.x = branch, .residual = hidden, .weight = layer.post_attention_layernorm, .out = normed,
+                    .eps = eps, .weight_offset = norm_offset_});
+    if (layer.mlp) layer.mlp->Forward(normed, branch);
+    else layer.moe->Forward(normed, branch);
+    const vt::Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_layernorm : final_norm_;
+    vt::AddRmsNorm({.x = branch, .residual = hidden, .weight = next_norm, .out = normed, .eps = eps,
+                    .weight_offset = norm_offset_});
+  }
+  if (layers_.empty()) {
+    vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
+  }
+  const int64_t N = batch.logits_indices.size(0);
+  vt::Tensor last = vt::Tensor::Empty({N, H}, dt, dev);
+  vt::GatherRows({.table = normed, .ids = batch.logits_indices, .out = last});
+  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, dt, dev);
+  vt::MatMul({.x = last, .w = lm_head_, .out = logits});
+  if (dt == vt::DType::kF32) return logits;
+  vt::Tensor f32 = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, dev);
+  vt::Copy({.src = logits, .dst = f32});
+  return f32;
+}
+
+}  // namespace vllm
