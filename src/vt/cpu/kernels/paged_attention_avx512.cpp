@@ -1,0 +1,152 @@
+// AVX-512 micro-kernels of the CPU PagedAttention (see paged_attention.h).
+//
+// scores: blocks of 4 query rows x 4 positions keep 16 accumulators in registers,
+// so each loaded (and converted) 16-element chunk of a key feeds 4 FMAs and each q
+// chunk 4 more; the 16 dot products are then summed in one transposing tree.
+// accumulate: for each 16-element chunk of the head dim, up to 4 accumulator rows
+// stay in registers while the segment's values stream through, each value chunk
+// loaded and converted once per block of rows and multiplied by a broadcast weight.
+// softmax_step: one masked 16-lane pass (max, exp, sum) per row.
+// Head-dim tails use masked loads (q and acc rows are zero-padded to 16), so every
+// head_dim takes this path.
+#include <cmath>
+
+#include "paged_attention.h"
+#include "vec_avx512.h"
+
+namespace vt::cpu::paged_attention {
+namespace {
+
+using namespace avx512;
+
+// Sums of 16 vectors in one vector: each step adds pairs of sources while halving
+// the lanes each source occupies (512 -> 256 -> 128 -> 64 -> 32 bits), 15 adds in
+// all instead of 16 full horizontal reductions. Lane 4 * L + k of the result holds
+// the sum of source 4 * k + L (see SumLane).
+__m512 ReduceSixteen(const __m512 v[16]) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {  // 128-bit lanes 0-1: source 2i, 2-3: source 2i+1
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  }
+  for (int i = 0; i < 4; ++i) {  // 128-bit lane L: source 4i + L
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+  }
+  for (int i = 0; i < 2; ++i) {  // in lane L, floats 0, 2: source 8i + L; floats 1, 3: source 8i + 4 + L
+    c[i] = _mm512_add_ps(_mm512_unpacklo_ps(b[2 * i], b[2 * i + 1]), _mm512_unpackhi_ps(b[2 * i], b[2 * i + 1]));
+  }
+  const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(c[0]), _mm512_castps_pd(c[1]));
+  const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(c[0]), _mm512_castps_pd(c[1]));
+  return _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+}
+
+// The lane of ReduceSixteen's result that holds source s.
+constexpr int SumLane(int s) { return 4 * (s % 4) + s / 4; }
+
+// Rows [0, RB) x positions [j, j + PB) of the segment; RB * PB <= 16.
+template <typename T, int RB, int PB>
+void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, int64_t d, float* scores) {
+  const T* k = static_cast<const T*>(seg.k) + j * seg.k_step;
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; c += kLanes) {
+    const __mmask16 m = TailMask(d - c);
+    __m512 kv[PB];
+    for (int p = 0; p < PB; ++p) kv[p] = LoadMasked(k + p * seg.k_step + c, m);
+    for (int r = 0; r < RB; ++r) {
+      const __m512 qv = _mm512_loadu_ps(q + r * q_stride + c);
+      for (int p = 0; p < PB; ++p) acc[r * PB + p] = _mm512_fmadd_ps(qv, kv[p], acc[r * PB + p]);
+    }
+  }
+  float sums[16];
+  _mm512_storeu_ps(sums, ReduceSixteen(acc));
+  for (int r = 0; r < RB; ++r) {
+    for (int p = 0; p < PB; ++p) scores[r * kMaxSegment + j + p] = sums[SumLane(r * PB + p)];
+  }
+}
+
+template <typename T, int RB>
+void ScoreRows(const float* q, int64_t q_stride, const KvSegment& seg, int64_t d, float* scores) {
+  int j = 0;
+  for (; j + 4 <= seg.len; j += 4) ScoreBlock<T, RB, 4>(q, q_stride, seg, j, d, scores);
+  switch (seg.len - j) {
+    case 3: ScoreBlock<T, RB, 3>(q, q_stride, seg, j, d, scores); break;
+    case 2: ScoreBlock<T, RB, 2>(q, q_stride, seg, j, d, scores); break;
+    case 1: ScoreBlock<T, RB, 1>(q, q_stride, seg, j, d, scores); break;
+    default: break;
+  }
+}
+
+template <typename T>
+void Scores(const float* q, int64_t q_stride, int rows, const KvSegment& seg, int64_t d, float* scores) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) ScoreRows<T, 4>(q + r * q_stride, q_stride, seg, d, scores + r * kMaxSegment);
+  const float* qr = q + r * q_stride;
+  float* sr = scores + r * kMaxSegment;
+  switch (rows - r) {
+    case 3: ScoreRows<T, 3>(qr, q_stride, seg, d, sr); break;
+    case 2: ScoreRows<T, 2>(qr, q_stride, seg, d, sr); break;
+    case 1: ScoreRows<T, 1>(qr, q_stride, seg, d, sr); break;
+    default: break;
+  }
+}
+
+float SoftmaxStep(float* s, int visible, float* m, float* l) {
+  const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-__builtin_inff()), TailMask(visible), s);
+  const float m_new = std::fmax(*m, _mm512_reduce_max_ps(x));
+  const float rescale = m_new == *m ? 1.0f : std::exp(*m - m_new);
+  const __m512 p = Exp(_mm512_sub_ps(x, _mm512_set1_ps(m_new)));
+  _mm512_storeu_ps(s, p);
+  *l = *l * rescale + ReduceAdd(p);
+  *m = m_new;
+  return rescale;
+}
+
+template <typename T, int RB>
+void AccumulateRows(const float* p, const float* rescale, const KvSegment& seg, int64_t d, float* acc,
+                    int64_t acc_stride) {
+  const T* v = static_cast<const T*>(seg.v);
+  for (int64_t c = 0; c < d; c += kLanes) {
+    const __mmask16 m = TailMask(d - c);
+    __m512 o[RB];
+    for (int r = 0; r < RB; ++r) o[r] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + c), _mm512_set1_ps(rescale[r]));
+    for (int j = 0; j < seg.len; ++j) {
+      const __m512 vj = LoadMasked(v + j * seg.v_step + c, m);
+      for (int r = 0; r < RB; ++r) o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * kMaxSegment + j]), vj, o[r]);
+    }
+    for (int r = 0; r < RB; ++r) _mm512_storeu_ps(acc + r * acc_stride + c, o[r]);
+  }
+}
+
+template <typename T>
+void Accumulate(const float* p, const float* rescale, int rows, const KvSegment& seg, int64_t d, float* acc,
+                int64_t acc_stride) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    AccumulateRows<T, 4>(p + r * kMaxSegment, rescale + r, seg, d, acc + r * acc_stride, acc_stride);
+  }
+  const float* pr = p + r * kMaxSegment;
+  float* ar = acc + r * acc_stride;
+  switch (rows - r) {
+    case 3: AccumulateRows<T, 3>(pr, rescale + r, seg, d, ar, acc_stride); break;
+    case 2: AccumulateRows<T, 2>(pr, rescale + r, seg, d, ar, acc_stride); break;
+    case 1: AccumulateRows<T, 1>(pr, rescale + r, seg, d, ar, acc_stride); break;
+    default: break;
+  }
+}
+
+template <typename T>
+constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>};
+
+}  // namespace
+
+const MicroKernels& MicroKernelsAvx512(DType cache_dtype) {
+  switch (cache_dtype) {
+    case DType::kBF16: return kKernels<BFloat16>;
+    case DType::kF16: return kKernels<Float16>;
+    default: return kKernels<float>;
+  }
+}
+
+}  // namespace vt::cpu::paged_attention
