@@ -13,4 +13,7 @@ using CommandArgs = std::vector<std::string>;
 // computation on every available device.
 int RunSelfCheckCommand(const CommandArgs& args);
 
+// Runs prompts through the engine (vllm-cpp generate --model PATH ...).
+int RunGenerateCommand(const CommandArgs& args);
+
 }  // namespace vllm

@@ -19,6 +19,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"selfcheck", "list backends, devices and op coverage; run a small check on each device",
      vllm::RunSelfCheckCommand},
+    {"generate", "run prompts through the engine and print the completions", vllm::RunGenerateCommand},
 };
 
 void PrintUsage() {

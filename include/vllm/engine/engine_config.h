@@ -1,0 +1,37 @@
+// Engine configuration: vLLM's engine arguments that vllm-cpp understands, and how
+// their defaults resolve against the model and the device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vllm/model_loader/model_loader.h"
+#include "vt/device.h"
+
+namespace vllm {
+
+struct EngineConfig {
+  std::string model;                 // HF folder or .gguf file
+  std::string tokenizer;             // default: the model path
+  vt::Device device = vt::kCpu;
+  std::string dtype = "auto";        // activations: auto | float32 | bfloat16 | float16
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_model_len = 0;         // 0: the model's, capped by what the KV cache holds
+  int64_t block_size = 16;
+  std::optional<int64_t> num_gpu_blocks_override;  // vLLM's name; applies to every device
+  double gpu_memory_utilization = 0.9;             // GPU share the engine may use
+  // CPU: bytes for KV pages and recurrent state; 0 = min(4 GiB, 40% of available RAM).
+  int64_t cpu_kv_cache_bytes = 0;
+  std::optional<bool> enable_prefix_caching;       // default: on for attention-only models
+  uint64_t seed = 0;                 // the sampler's generator for requests without a seed
+  int num_threads = 0;               // CPU threads, 0 = all
+  LoadOptions load_options;
+};
+
+// Activation dtype for `dtype` ("auto": f32 on the CPU, else the checkpoint's float
+// dtype, bf16 for quantized checkpoints). Throws on unknown names.
+vt::DType ResolveActivationDtype(const std::string& dtype, const ModelConfig& model, vt::Device device);
+
+}  // namespace vllm

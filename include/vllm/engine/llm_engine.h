@@ -1,0 +1,83 @@
+// LLMEngine: the synchronous engine, usable as a C++ library.
+//
+//   vllm::LLMEngine engine(config);
+//   engine.AddRequest("r0", engine.Encode("Hello"), params);
+//   while (engine.HasUnfinishedRequests())
+//     for (const vllm::RequestOutput& out : engine.Step()) ...
+//
+// One Step() = schedule -> model runner (forward + sampling) -> scheduler update ->
+// output processing (incremental detokenization, stop strings, logprobs).
+#pragma once
+
+#include <functional>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/scheduler.h"
+#include "vllm/engine/engine_config.h"
+#include "vllm/engine/request_output.h"
+#include "vllm/model_executor/model.h"
+#include "vllm/model_loader/model_loader.h"
+#include "vllm/sample/sampling_params.h"
+#include "vllm/tokenizer/tokenizer.h"
+#include "vllm/worker/model_runner.h"
+
+namespace vllm {
+
+class OutputProcessor;
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t num_preemptions = 0;
+  double kv_cache_usage = 0;  // fraction of KV blocks in use
+  int64_t num_kv_blocks = 0;
+  int64_t num_state_slots = 0;
+  int64_t max_model_len = 0;
+};
+
+class LLMEngine {
+ public:
+  // Loads the model (and its tokenizer when the path has one), sizes the caches.
+  // `on_progress(done, total)` is called while weights are prepared.
+  explicit LLMEngine(const EngineConfig& config,
+                     const std::function<void(int64_t, int64_t)>& on_progress = {});
+  ~LLMEngine();
+
+  // Throws std::invalid_argument for bad parameters, unknown or out-of-range token
+  // ids, prompts too long for max_model_len, a duplicate id, or stop strings
+  // without a tokenizer; nothing else is affected.
+  void AddRequest(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                  const SamplingParams& params);
+  void AbortRequest(const std::string& request_id);
+  std::vector<RequestOutput> Step();
+  bool HasUnfinishedRequests() const { return scheduler_->has_unfinished_requests(); }
+
+  bool has_tokenizer() const { return tokenizer_.has_value(); }
+  const Tokenizer& tokenizer() const;  // throws when the model has none
+  std::vector<int32_t> Encode(const std::string& text) const;
+  const ModelConfig& model_config() const { return loaded_.config; }
+  const EngineConfig& config() const { return config_; }
+  EngineStats stats() const;
+
+ private:
+  void SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype);
+
+  EngineConfig config_;
+  LoadedModel loaded_;
+  std::optional<Tokenizer> tokenizer_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<OutputProcessor> outputs_;
+  std::vector<int32_t> eos_token_ids_;
+  KVCacheConfig cache_config_;
+  int64_t max_model_len_ = 0;
+  int64_t next_arrival_ = 0;
+};
+
+}  // namespace vllm

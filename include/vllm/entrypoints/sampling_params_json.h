@@ -1,0 +1,21 @@
+// SamplingParams from JSON with vLLM's field names (used by `generate --input-file`
+// and by the OpenAI server). Unknown fields are ignored by the caller's choice;
+// wrong types and values throw std::invalid_argument naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "vllm/sample/sampling_params.h"
+
+namespace vllm {
+
+// Overrides `base` with the sampling fields present in `body`: temperature, top_p,
+// top_k, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed,
+// max_tokens, min_tokens, stop (string or list), stop_token_ids, ignore_eos,
+// include_stop_str_in_output, skip_special_tokens, logprobs, prompt_logprobs.
+SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams base);
+
+// {"<token id>": logprob, ...} (vLLM's logprobs entry).
+nlohmann::json LogprobsToJson(const std::vector<std::pair<int32_t, float>>& entry);
+
+}  // namespace vllm

@@ -1,0 +1,197 @@
+#include "vllm/engine/llm_engine.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "output_processor.h"
+#include "vllm/model_executor/models/model_registry.h"
+#include "vllm/worker/cache_engine.h"
+#include "vt/ops.h"
+
+namespace vllm {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Whether `path` carries a tokenizer (an HF folder with tokenizer.json, or a GGUF with
+// tokenizer.ggml.* metadata).
+bool HasTokenizer(const std::string& path, const LoadedModel& loaded) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) return fs::exists(fs::path(path) / "tokenizer.json");
+  return loaded.gguf_metadata && loaded.gguf_metadata->Find("tokenizer.ggml.tokens") != nullptr;
+}
+
+// Bytes the caches may use on the device.
+int64_t CacheBudget(const EngineConfig& config, int64_t reserve_bytes) {
+  vt::MemoryInfo mem = vt::GetDeviceBackend(config.device.type).GetMemoryInfo(config.device.index);
+  if (config.device.type == vt::DeviceType::kCPU) {
+    if (config.cpu_kv_cache_bytes > 0) return config.cpu_kv_cache_bytes;
+    return std::min<int64_t>(4 * kGiB, static_cast<int64_t>(mem.free_bytes * 0.4));
+  }
+  const int64_t allowed = static_cast<int64_t>(mem.total_bytes * config.gpu_memory_utilization);
+  const int64_t used = static_cast<int64_t>(mem.total_bytes - mem.free_bytes);
+  return allowed - used - reserve_bytes;
+}
+
+}  // namespace
+
+LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_t, int64_t)>& on_progress)
+    : config_(config) {
+  vt::SetNumThreads(config.num_threads);
+  if (config.device.type != vt::DeviceType::kCPU && !vt::IsDeviceAvailable(config.device)) {
+    vt::GetDeviceBackend(config.device.type);  // throws with the reason the backend is missing
+    throw std::invalid_argument("device " + config.device.ToString() + " does not exist on this machine");
+  }
+  if (on_progress) on_progress(0, 3);
+  loaded_ = LoadModel(config.model, config.load_options);
+  const std::string tokenizer_path = config.tokenizer.empty() ? config.model : config.tokenizer;
+  if (!config.tokenizer.empty() || HasTokenizer(config.model, loaded_)) {
+    tokenizer_ = Tokenizer::FromPath(tokenizer_path);
+  }
+  if (on_progress) on_progress(1, 3);
+  ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
+  model_ = ModelRegistry::Create(loaded_, options);
+  if (on_progress) on_progress(2, 3);
+
+  for (int64_t id : loaded_.config.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
+  if (tokenizer_ && tokenizer_->eos_token_id() &&
+      std::find(eos_token_ids_.begin(), eos_token_ids_.end(), *tokenizer_->eos_token_id()) == eos_token_ids_.end()) {
+    eos_token_ids_.push_back(*tokenizer_->eos_token_id());
+  }
+  SizeCaches(model_->cache_spec(), options.activation_dtype);
+  if (on_progress) on_progress(3, 3);
+}
+
+LLMEngine::~LLMEngine() = default;
+
+void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype) {
+  const int64_t bs = config_.block_size;
+  if (bs < 1) throw std::invalid_argument("--block-size must be >= 1, got " + std::to_string(bs));
+  const int64_t block_bytes = KvBlockBytes(spec, bs, cache_dtype), slot_bytes = StateSlotBytes(spec);
+  int64_t model_len = config_.max_model_len > 0 ? config_.max_model_len : loaded_.config.max_position_embeddings;
+  if (model_len <= 0) model_len = 4096;
+  // Activations of one step, logits included, stay outside the cache budget.
+  const int64_t reserve = config_.max_num_batched_tokens * loaded_.config.hidden_size * 4 * 32 +
+                          config_.max_num_seqs * loaded_.config.vocab_size * 4 * 2;
+  int64_t budget = CacheBudget(config_, reserve);
+  int64_t num_slots = 0;
+  if (slot_bytes > 0) {
+    num_slots = std::min<int64_t>(config_.max_num_seqs, std::max<int64_t>(1, budget / 2 / slot_bytes));
+    budget -= num_slots * slot_bytes;
+  }
+  int64_t num_blocks;
+  if (config_.num_gpu_blocks_override) {
+    num_blocks = *config_.num_gpu_blocks_override;
+  } else if (block_bytes == 0) {
+    num_blocks = config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1;  // pages cost nothing
+  } else {
+    num_blocks = std::min<int64_t>(budget / block_bytes, config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1);
+  }
+  if (num_blocks < 2) {
+    throw std::runtime_error("not enough memory on " + config_.device.ToString() + " for the KV cache (" +
+                             std::to_string(budget) + " bytes left for " + std::to_string(block_bytes) +
+                             "-byte blocks); lower --max-num-seqs or --max-num-batched-tokens, or raise "
+                             "--gpu-memory-utilization / --num-gpu-blocks-override");
+  }
+  const int64_t capacity = (num_blocks - 1) * bs;
+  if (config_.max_model_len > 0 && capacity < config_.max_model_len) {
+    throw std::invalid_argument("--max-model-len " + std::to_string(config_.max_model_len) + " needs " +
+                                std::to_string((config_.max_model_len + bs - 1) / bs + 1) + " KV blocks, the cache has " +
+                                std::to_string(num_blocks) + "; lower --max-model-len or give the cache more memory");
+  }
+  max_model_len_ = std::min(model_len, capacity);
+  cache_config_ = {.block_size = static_cast<int32_t>(bs),
+                   .num_blocks = static_cast<int32_t>(num_blocks),
+                   .num_state_slots = static_cast<int32_t>(num_slots),
+                   .enable_prefix_caching = config_.enable_prefix_caching.value_or(slot_bytes == 0) && slot_bytes == 0};
+  SchedulerConfig sched{.max_num_batched_tokens = config_.max_num_batched_tokens,
+                        .max_num_seqs = config_.max_num_seqs,
+                        .max_model_len = max_model_len_,
+                        .enable_chunked_prefill = true};
+  scheduler_ = std::make_unique<Scheduler>(sched, cache_config_);
+  ModelCaches caches = AllocateCaches(spec, num_blocks, bs, num_slots, cache_dtype, config_.device);
+  runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed);
+  outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
+}
+
+const Tokenizer& LLMEngine::tokenizer() const {
+  if (!tokenizer_) throw std::logic_error("the model at " + config_.model + " has no tokenizer");
+  return *tokenizer_;
+}
+
+std::vector<int32_t> LLMEngine::Encode(const std::string& text) const {
+  if (!tokenizer_) {
+    throw std::invalid_argument("the model at " + config_.model +
+                                " has no tokenizer (tokenizer.json or GGUF tokenizer metadata): pass token ids");
+  }
+  return tokenizer_->Encode(text);
+}
+
+void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                           const SamplingParams& params) {
+  const int64_t vocab = loaded_.config.vocab_size;
+  params.Validate(vocab);
+  if (!params.stop.empty() && !tokenizer_) {
+    throw std::invalid_argument("stop strings need a tokenizer; the model at " + config_.model + " has none");
+  }
+  for (size_t i = 0; i < prompt_token_ids.size(); ++i) {
+    if (prompt_token_ids[i] < 0 || prompt_token_ids[i] >= vocab) {
+      throw std::invalid_argument("prompt token " + std::to_string(i) + " has id " +
+                                  std::to_string(prompt_token_ids[i]) + ", outside the vocabulary [0, " +
+                                  std::to_string(vocab) + ")");
+    }
+  }
+  auto request = std::make_unique<Request>(request_id, prompt_token_ids, params,
+                                           params.ignore_eos ? std::vector<int32_t>{} : eos_token_ids_,
+                                           next_arrival_++);
+  scheduler_->add_request(std::move(request));  // validates lengths and id uniqueness
+  outputs_->AddRequest(request_id, prompt_token_ids, params);
+}
+
+void LLMEngine::AbortRequest(const std::string& request_id) {
+  scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);
+  runner_->ReleaseRequest(request_id);
+  if (outputs_->Has(request_id)) outputs_->Finish(request_id, "abort");
+}
+
+std::vector<RequestOutput> LLMEngine::Step() {
+  std::vector<RequestOutput> results;
+  SchedulerOutput scheduled = scheduler_->schedule();
+  if (scheduled.empty()) return results;
+  RunnerOutput ran = runner_->Execute(scheduled);
+  for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
+  std::unordered_map<std::string, int32_t> sampled;
+  for (const auto& [id, result] : ran.sampled) sampled[id] = result.token_id;
+  for (const RequestUpdate& update : scheduler_->update_from_output(scheduled, sampled)) {
+    const SampleResult& result = ran.sampled.at(update.req_id);
+    std::optional<std::string> stop =
+        outputs_->AddTokens(update.req_id, update.new_token_ids, result.logprobs.empty() ? nullptr : &result.logprobs);
+    std::string finish_reason = FinishReason(update.status);
+    if (stop && !update.finished()) {
+      scheduler_->finish_requests({update.req_id}, RequestStatus::kFinishedStopped);
+      finish_reason = "stop";
+    } else if (stop) {
+      finish_reason = "stop";  // a stop string on the last allowed token still reports "stop"
+    }
+    if (finish_reason.empty()) {
+      results.push_back(outputs_->Snapshot(update.req_id));
+    } else {
+      runner_->ReleaseRequest(update.req_id);
+      results.push_back(outputs_->Finish(update.req_id, finish_reason));
+    }
+  }
+  return results;
+}
+
+EngineStats LLMEngine::stats() const {
+  return {.num_running = scheduler_->num_running(),
+          .num_waiting = scheduler_->num_waiting(),
+          .num_preemptions = scheduler_->num_preemptions(),
+          .kv_cache_usage = scheduler_->kv_cache_manager().get_usage(),
+          .num_kv_blocks = cache_config_.num_blocks,
+          .num_state_slots = cache_config_.num_state_slots,
+          .max_model_len = max_model_len_};
+}
+
+}  // namespace vllm

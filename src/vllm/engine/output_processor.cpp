@@ -1,0 +1,85 @@
+#include "output_processor.h"
+
+#include <algorithm>
+
+namespace vllm {
+
+void OutputProcessor::AddRequest(const std::string& id, const std::vector<int32_t>& prompt_ids,
+                                 const SamplingParams& params) {
+  State& s = states_[id];
+  s.output.request_id = id;
+  s.output.prompt_token_ids = prompt_ids;
+  s.params = params;
+  if (params.prompt_logprobs) s.output.prompt_logprobs.resize(prompt_ids.size());
+  if (tokenizer_) {
+    s.detokenizer = std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens, prompt_ids);
+  }
+}
+
+void OutputProcessor::AddPromptLogprobs(const std::string& id, const PromptLogprobsChunk& chunk) {
+  auto it = states_.find(id);
+  if (it == states_.end()) return;
+  auto& slots = it->second.output.prompt_logprobs;
+  for (size_t i = 0; i < chunk.entries.size(); ++i) {
+    const size_t pos = static_cast<size_t>(chunk.first_position) + i;
+    // A recomputed (preempted) prompt reports the same positions again: keep the first.
+    if (pos < slots.size() && !slots[pos]) slots[pos] = chunk.entries[i];
+  }
+}
+
+std::optional<std::string> OutputProcessor::FindStop(State& s) const {
+  if (s.params.stop.empty()) return std::nullopt;
+  std::string& text = s.output.text;
+  // Only the text that can contain a new match: the new part plus the longest stop - 1.
+  size_t longest = 0;
+  for (const std::string& stop : s.params.stop) longest = std::max(longest, stop.size());
+  const size_t from = s.reported_text > longest ? s.reported_text - longest + 1 : 0;
+  size_t best = std::string::npos;
+  const std::string* which = nullptr;
+  for (const std::string& stop : s.params.stop) {
+    size_t at = text.find(stop, from);
+    if (at != std::string::npos && at < best) {
+      best = at;
+      which = &stop;
+    }
+  }
+  if (which == nullptr) return std::nullopt;
+  text.resize(s.params.include_stop_str_in_output ? best + which->size() : best);
+  return *which;
+}
+
+std::optional<std::string> OutputProcessor::AddTokens(const std::string& id, const std::vector<int32_t>& token_ids,
+                                                      const TokenLogprobs* logprobs) {
+  State& s = states_.at(id);
+  s.output.token_ids.insert(s.output.token_ids.end(), token_ids.begin(), token_ids.end());
+  if (logprobs) s.output.logprobs.push_back(*logprobs);
+  if (!s.detokenizer) return std::nullopt;
+  s.output.text += s.detokenizer->Add(token_ids);
+  std::optional<std::string> stop = FindStop(s);
+  if (stop) s.output.stop_reason = *stop;
+  return stop;
+}
+
+RequestOutput OutputProcessor::Report(State& s) {
+  RequestOutput out = s.output;
+  out.new_token_ids.assign(s.output.token_ids.begin() + s.reported_tokens, s.output.token_ids.end());
+  out.new_text = s.output.text.substr(std::min(s.reported_text, s.output.text.size()));
+  s.reported_tokens = s.output.token_ids.size();
+  s.reported_text = s.output.text.size();
+  return out;
+}
+
+RequestOutput OutputProcessor::Snapshot(const std::string& id) { return Report(states_.at(id)); }
+
+RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& finish_reason) {
+  State& s = states_.at(id);
+  // Held-back bytes of an unfinished character are flushed unless a stop string cut the text.
+  if (s.detokenizer && s.output.stop_reason.empty()) s.output.text += s.detokenizer->Finish();
+  s.output.finished = true;
+  s.output.finish_reason = finish_reason;
+  RequestOutput out = Report(s);
+  states_.erase(id);
+  return out;
+}
+
+}  // namespace vllm

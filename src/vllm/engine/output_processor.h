@@ -1,0 +1,52 @@
+// Turns per-step token updates into RequestOutputs: incremental detokenization,
+// stop strings (which end a request early), and the accumulation of logprobs and
+// prompt logprobs (deduplicated when a preempted request recomputes its prompt).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/request.h"
+#include "vllm/engine/request_output.h"
+#include "vllm/tokenizer/detokenizer.h"
+#include "vllm/worker/model_runner.h"
+
+namespace vllm {
+
+class OutputProcessor {
+ public:
+  explicit OutputProcessor(std::optional<Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {}
+
+  void AddRequest(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
+                  const SamplingParams& params);
+  // Records prompt logprobs computed this step (before tokens are processed).
+  void AddPromptLogprobs(const std::string& request_id, const PromptLogprobsChunk& chunk);
+  // New tokens for a request. Returns the stop string that ended it, if any (the
+  // caller then finishes the request in the scheduler).
+  std::optional<std::string> AddTokens(const std::string& request_id, const std::vector<int32_t>& token_ids,
+                                       const TokenLogprobs* logprobs);
+  // Marks the request finished and returns its output; forgets it afterwards.
+  RequestOutput Finish(const std::string& request_id, const std::string& finish_reason);
+  // The request's output so far (new_* fields: what arrived since the last call).
+  RequestOutput Snapshot(const std::string& request_id);
+  bool Has(const std::string& request_id) const { return states_.count(request_id) > 0; }
+
+ private:
+  struct State {
+    RequestOutput output;
+    SamplingParams params;
+    std::unique_ptr<IncrementalDetokenizer> detokenizer;
+    size_t reported_tokens = 0;
+    size_t reported_text = 0;
+  };
+  std::optional<std::string> FindStop(State& state) const;
+  RequestOutput Report(State& state);
+
+  std::optional<Tokenizer> tokenizer_;
+  std::unordered_map<std::string, State> states_;
+};
+
+}  // namespace vllm

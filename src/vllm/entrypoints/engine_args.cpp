@@ -1,0 +1,49 @@
+#include "vllm/entrypoints/engine_args.h"
+
+namespace vllm {
+
+void AddEngineArgs(CliArgs& cli) {
+  cli.AddOption("tokenizer", "tokenizer folder or .gguf (default: the model)", "");
+  cli.AddOption("device", "cpu, cuda[:N] or rocm[:N]", "cpu");
+  cli.AddOption("dtype", "activation dtype: auto, float32, bfloat16, float16", "auto");
+  cli.AddOption("max-num-seqs", "most requests running at once", "256");
+  cli.AddOption("max-num-batched-tokens", "token budget of one engine step", "2048");
+  cli.AddOption("max-model-len", "longest prompt + output (default: the model's, capped by the KV cache)", "0");
+  cli.AddOption("block-size", "tokens per KV cache block", "16");
+  cli.AddOption("num-gpu-blocks-override", "number of KV cache blocks, on any device (skips memory sizing)");
+  cli.AddOption("gpu-memory-utilization", "share of GPU memory the engine may use", "0.9");
+  cli.AddOption("kv-cache-memory", "CPU: bytes for KV pages and recurrent state (default: min(4 GiB, 40% of free RAM))",
+                "0");
+  cli.AddFlag("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default: on for attention-only models)");
+  cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
+  cli.AddOption("threads", "CPU threads (0 = all)", "0");
+  cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
+}
+
+EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) {
+  EngineConfig c;
+  c.model = model;
+  c.tokenizer = cli.GetString("tokenizer");
+  c.device = vt::ParseDevice(cli.GetString("device"));
+  c.dtype = cli.GetString("dtype");
+  c.max_num_seqs = cli.GetInt("max-num-seqs");
+  c.max_num_batched_tokens = cli.GetInt("max-num-batched-tokens");
+  c.max_model_len = cli.GetInt("max-model-len");
+  c.block_size = cli.GetInt("block-size");
+  if (cli.WasGiven("num-gpu-blocks-override")) c.num_gpu_blocks_override = cli.GetInt("num-gpu-blocks-override");
+  c.gpu_memory_utilization = cli.GetDouble("gpu-memory-utilization");
+  c.cpu_kv_cache_bytes = cli.GetInt("kv-cache-memory");
+  if (cli.WasGiven("enable-prefix-caching")) c.enable_prefix_caching = cli.GetFlag("enable-prefix-caching");
+  c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
+  c.num_threads = static_cast<int>(cli.GetInt("threads"));
+  c.load_options.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order"));
+  if (c.max_num_seqs < 1 || c.max_num_batched_tokens < 1) {
+    throw CliError("--max-num-seqs and --max-num-batched-tokens must be >= 1");
+  }
+  if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1)) {
+    throw CliError("--gpu-memory-utilization must be in (0, 1]");
+  }
+  return c;
+}
+
+}  // namespace vllm
