@@ -1,0 +1,284 @@
+#include "value.h"
+
+#include <algorithm>
+
+#include "py_format.h"
+#include "py_string.h"
+
+namespace vllm::jinja {
+
+const Value* ValueDict::Find(std::string_view key) const {
+  for (const auto& [k, v] : items_) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void ValueDict::Set(std::string key, Value value) {
+  for (auto& [k, v] : items_) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  items_.emplace_back(std::move(key), std::move(value));
+}
+
+Value Value::Undefined(std::string hint) {
+  Value v;
+  v.data_ = std::make_shared<const std::string>(std::move(hint));
+  return v;
+}
+
+Value Value::None() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+
+Value Value::Bool(bool b) {
+  Value v;
+  v.kind_ = Kind::kBool;
+  v.data_ = b;
+  return v;
+}
+
+Value Value::Integer(Int i) {
+  Value v;
+  v.kind_ = Kind::kInt;
+  v.data_ = i;
+  return v;
+}
+
+Value Value::Float(double d) {
+  Value v;
+  v.kind_ = Kind::kFloat;
+  v.data_ = d;
+  return v;
+}
+
+Value Value::String(std::string s, bool markup) {
+  Value v;
+  v.kind_ = Kind::kString;
+  v.markup_ = markup;
+  v.data_ = std::make_shared<const std::string>(std::move(s));
+  return v;
+}
+
+Value Value::List(ValueList items) {
+  Value v;
+  v.kind_ = Kind::kList;
+  v.data_ = std::make_shared<const ValueList>(std::move(items));
+  return v;
+}
+
+Value Value::Tuple(ValueList items) {
+  Value v = List(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
+Value Value::Dict(ValueDict dict) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  v.data_ = std::make_shared<const ValueDict>(std::move(dict));
+  return v;
+}
+
+Value Value::NewNamespace(ValueDict attributes) {
+  Value v;
+  v.kind_ = Kind::kNamespace;
+  v.data_ = std::make_shared<Namespace>(Namespace{std::move(attributes)});
+  return v;
+}
+
+Value Value::Loop(LoopInfo info) {
+  Value v;
+  v.kind_ = Kind::kLoop;
+  v.data_ = std::make_shared<const LoopInfo>(std::move(info));
+  return v;
+}
+
+Value Value::Function(std::string name, NativeFunction call) {
+  Value v;
+  v.kind_ = Kind::kCallable;
+  v.data_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(call)});
+  return v;
+}
+
+Int Value::AsInt() const { return IsBool() ? Int(AsBool()) : std::get<Int>(data_); }
+
+double Value::AsFloat() const {
+  if (IsFloat()) return std::get<double>(data_);
+  return static_cast<double>(AsInt());
+}
+
+std::string Value::UndefinedHint() const {
+  const auto* hint = std::get_if<StringPtr>(&data_);
+  if (hint == nullptr || (*hint)->empty()) return "undefined value";
+  return **hint;
+}
+
+bool Value::Truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return AsBool();
+    case Kind::kInt: return AsInt() != 0;
+    case Kind::kFloat: return AsFloat() != 0.0;
+    case Kind::kString: return !AsString().empty();
+    case Kind::kList: return !AsList().empty();
+    case Kind::kDict: return AsDict().size() != 0;
+    case Kind::kNamespace:
+    case Kind::kLoop:
+    case Kind::kCallable: return true;
+  }
+  return false;
+}
+
+std::string Value::TypeName() const {
+  switch (kind_) {
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return markup_ ? "Markup" : "str";
+    case Kind::kList: return tuple_ ? "tuple" : "list";
+    case Kind::kDict: return "dict";
+    case Kind::kNamespace: return "Namespace";
+    case Kind::kLoop: return "LoopContext";
+    case Kind::kCallable: return "function";
+  }
+  return "object";
+}
+
+bool Value::SameAs(const Value& other) const {
+  if (kind_ != other.kind_) return false;
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone: return true;
+    case Kind::kBool: return AsBool() == other.AsBool();
+    case Kind::kInt: return AsInt() == other.AsInt();
+    case Kind::kFloat: return AsFloat() == other.AsFloat();
+    default: return data_ == other.data_;
+  }
+}
+
+std::string IntToString(Int i) {
+  if (i == 0) return "0";
+  const bool negative = i < 0;
+  // Work on the negative value: it also holds the most negative Int.
+  Int n = negative ? i : -i;
+  std::string digits;
+  while (n != 0) {
+    digits.push_back(static_cast<char>('0' - static_cast<int>(n % 10)));
+    n /= 10;
+  }
+  if (negative) digits.push_back('-');
+  std::reverse(digits.begin(), digits.end());
+  return digits;
+}
+
+std::string Repr(const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::kUndefined: return "Undefined";
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return value.AsBool() ? "True" : "False";
+    case Value::Kind::kInt: return IntToString(value.AsInt());
+    case Value::Kind::kFloat: return FloatRepr(value.AsFloat());
+    case Value::Kind::kString:
+      return value.IsMarkup() ? "Markup(" + py::Repr(value.AsString()) + ")" : py::Repr(value.AsString());
+    case Value::Kind::kList: {
+      const ValueList& items = value.AsList();
+      std::string out = value.IsTuple() ? "(" : "[";
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + Repr(items[i]);
+      if (value.IsTuple()) return out + (items.size() == 1 ? ",)" : ")");
+      return out + "]";
+    }
+    case Value::Kind::kDict: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, v] : value.AsDict().items()) {
+        out += (first ? "" : ", ") + py::Repr(k) + ": " + Repr(v);
+        first = false;
+      }
+      return out + "}";
+    }
+    case Value::Kind::kNamespace:
+      return "<Namespace " + Repr(Value::Dict(value.AsNamespace().attributes)) + ">";
+    case Value::Kind::kLoop: {
+      const LoopInfo& loop = value.AsLoop();
+      return "<LoopContext " + std::to_string(loop.index0 + 1) + "/" + std::to_string(loop.items->size()) + ">";
+    }
+    case Value::Kind::kCallable: return "<function " + value.AsCallable().name + ">";
+  }
+  return "";
+}
+
+std::string ToStr(const Value& value) {
+  if (value.IsUndefined()) return "";
+  if (value.IsString()) return value.AsString();
+  return Repr(value);
+}
+
+bool Equals(const Value& a, const Value& b) {
+  if (a.IsNumber() && b.IsNumber()) {
+    if (a.IsFloat() || b.IsFloat()) return a.AsFloat() == b.AsFloat();
+    return a.AsInt() == b.AsInt();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kString: return a.AsString() == b.AsString();
+    case Value::Kind::kList:
+      if (a.IsTuple() != b.IsTuple()) return false;
+      return std::equal(a.AsList().begin(), a.AsList().end(), b.AsList().begin(), b.AsList().end(), Equals);
+    case Value::Kind::kDict: {
+      if (a.AsDict().size() != b.AsDict().size()) return false;
+      for (const auto& [k, v] : a.AsDict().items()) {
+        const Value* other = b.AsDict().Find(k);
+        if (other == nullptr || !Equals(v, *other)) return false;
+      }
+      return true;
+    }
+    default: return a.SameAs(b);
+  }
+}
+
+int Compare(const Value& a, const Value& b, std::string_view op) {
+  if (a.IsUndefined()) ThrowUndefined(a);
+  if (b.IsUndefined()) ThrowUndefined(b);
+  if (a.IsNumber() && b.IsNumber()) {
+    if (a.IsFloat() || b.IsFloat()) {
+      const double x = a.AsFloat(), y = b.AsFloat();
+      return x < y ? -1 : x > y ? 1 : 0;
+    }
+    const Int x = a.AsInt(), y = b.AsInt();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  if (a.IsString() && b.IsString()) {
+    const int c = a.AsString().compare(b.AsString());  // UTF-8 byte order is code point order
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
+  if (a.IsList() && b.IsList() && a.IsTuple() == b.IsTuple()) {
+    const ValueList& x = a.AsList();
+    const ValueList& y = b.AsList();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!Equals(x[i], y[i])) return Compare(x[i], y[i], op);
+    }
+    return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+  }
+  throw RenderError("'" + std::string(op) + "' not supported between instances of '" + a.TypeName() + "' and '" +
+                    b.TypeName() + "'");
+}
+
+std::string ObjectDescription(const Value& value) {
+  if (value.IsNone()) return "'None'";
+  return "'" + value.TypeName() + " object'";
+}
+
+void ThrowUndefined(const Value& undefined) { throw RenderError(undefined.UndefinedHint()); }
+
+}  // namespace vllm::jinja
