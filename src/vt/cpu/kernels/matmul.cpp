@@ -1,0 +1,107 @@
+// MatMul on the CPU: out[M, N] = x[M, K] . w[N, K]^T, accumulating in f32.
+//
+// Contract (vt/op_args.h, checked by vt::MatMul): x [M, K] f32/bf16/f16, out [M, N]
+// of x's dtype, both with unit stride in K and any row stride; w [N, K] with
+// contiguous rows (any row stride) in f32, f16, bf16 or a GGUF block type whose
+// block divides K. Q8_K is an activation format: as a weight it is refused here.
+//
+// Variants (chosen at run time, counted as reach "MatMulCpu.<w dtype>.<path>.<isa>"):
+//   portable  every dtype: weight panels converted to f32, f32 dots.
+//   avx2      f32 FMA tiles (16-bit weights converted on load); block weights as
+//             integer tiles against x quantized to 8 bits (maddubs).
+//   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
+// Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
+// streamed once against every row of x in registers), gemm above (prefill: each
+// cached panel of weight rows is reused by all tiles of x rows).
+//
+// Why it is fast: work is split over weight rows, so each thread streams disjoint
+// weights once; quantized weights are never dequantized (integer dots with one f32
+// scale per block), so decode reads 1.06 (Q8_0) or 0.56 (Q4_K) bytes per weight.
+#include <string>
+
+#include "../cpu_features.h"
+#include "../thread_pool.h"
+#include "matmul_kernels.h"
+#include "vt/ops.h"
+#include "vt/reach.h"
+
+namespace vt::cpu {
+namespace {
+
+using matmul::Problem;
+using matmul::XFormat;
+
+enum class Variant { kPortable, kAvx2, kAvx512 };
+
+const char* VariantName(Variant v) {
+  switch (v) {
+    case Variant::kPortable: return "portable";
+    case Variant::kAvx2: return "avx2";
+    case Variant::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+// The widest variant allowed by ActiveIsa(); AVX-512 needs VNNI for block weights
+// and AVX512_BF16 for bf16 weights, else AVX2 runs them.
+Variant ChooseVariant(DType w_dtype) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      if (IsQuantized(w_dtype) && !HasAvx512Vnni()) return Variant::kAvx2;
+      if (w_dtype == DType::kBF16 && !HasAvx512Bf16()) return Variant::kAvx2;
+      return Variant::kAvx512;
+    case Isa::kAvx2: return Variant::kAvx2;
+    case Isa::kPortable: break;
+  }
+  return Variant::kPortable;
+}
+
+XFormat InputFormat(Variant variant, DType w_dtype) {
+  if (variant == Variant::kPortable) return XFormat::kF32;
+  if (w_dtype == DType::kQ4_0 || w_dtype == DType::kQ8_0) return XFormat::kQ8x32;
+  if (IsQuantized(w_dtype)) return XFormat::kQ8x256;
+  if (w_dtype == DType::kBF16 && variant == Variant::kAvx512) return XFormat::kBf16Pair;
+  return XFormat::kF32;
+}
+
+void MatMulCpu(const MatMulArgs& a) {
+  const DType w_dtype = a.w.dtype();
+  if (w_dtype == DType::kQ8_K) {
+    throw Error("vt::MatMul on cpu: w is " + a.w.Describe() +
+                ", but q8_k is the activation format of K-quant dot products, not a weight format; "
+                "quantize weights to q8_0, q4_k, q5_k or q6_k");
+  }
+  const int64_t m = a.x.size(0), n = a.w.size(0), k = a.x.size(1);
+  const Variant variant = ChooseVariant(w_dtype);
+  Problem p{.m = m,
+            .n = n,
+            .k = k,
+            .w_dtype = w_dtype,
+            .w = static_cast<const char*>(a.w.data()),
+            .w_row_bytes = BytesFor(w_dtype, a.w.stride(0)),
+            .x = {},
+            .out = a.out.data(),
+            .out_stride = a.out.stride(0),
+            .out_dtype = a.out.dtype()};
+  matmul::PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype), &p.x);
+  reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= matmul::kGemvMaxRows ? ".gemv." : ".gemm.") +
+             VariantName(variant));
+
+  auto* rows_fn = variant == Variant::kAvx512 ? &matmul::MatMulRowsAvx512
+                  : variant == Variant::kAvx2 ? &matmul::MatMulRowsAvx2
+                                              : &matmul::MatMulRowsPortable;
+  // Work items of kRowsPerWorkItem weight rows; a chunk holds at least ~64 KiB of
+  // weights (or a whole item when x has many rows) so scheduling stays cheap.
+  const int64_t item_rows = matmul::kRowsPerWorkItem;
+  const int64_t num_items = (n + item_rows - 1) / item_rows;
+  const int64_t item_bytes = item_rows * BytesFor(w_dtype, k) * std::max<int64_t>(1, m / 8);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(item_bytes, 1));
+  ParallelFor(num_items, grain,
+              [&](int64_t begin, int64_t end) { rows_fn(p, begin * item_rows, std::min(n, end * item_rows)); });
+}
+
+}  // namespace
+
+VT_REGISTER_KERNEL(MatMul, kCPU, MatMulCpu);
+
+}  // namespace vt::cpu

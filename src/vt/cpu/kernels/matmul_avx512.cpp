@@ -1,0 +1,118 @@
+// MatMul, AVX-512 variant (F/BW/VL/DQ + VNNI + BF16): out[M, N] = x[M, K] . w[N, K]^T
+// over a range of weight rows (see matmul.cpp for the contract and matmul_tiles.h
+// for the loop). matmul.cpp only routes here when the CPU has VNNI (block weights)
+// or AVX512_BF16 (bf16 weights); otherwise the AVX2 variant runs.
+//   f32 / f16 weights: 16-lane f32 FMA tiles (f16 via vcvtph2ps; GEMM converts each
+//     weight panel to f32 once).
+//   bf16 weights: vdpbf16ps on the weights as stored, against x given as bf16 hi +
+//     lo (two dot products, 16 mantissa bits of x) or just hi when x is bf16.
+//   block weights: the integer tiles of matmul_int8_x86.h with vpdpbusd/vpdpwssd.
+#include <immintrin.h>
+
+#include "matmul_float_x86.h"
+#include "matmul_int8_x86.h"
+
+namespace vt::cpu::matmul {
+namespace {
+
+struct VnniInt8 {
+  static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i MaddI16(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
+};
+
+struct Avx512Vec {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec LoadX(const float* x) { return _mm512_loadu_ps(x); }
+  static Vec Fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static float Sum(Vec v) { return _mm512_reduce_add_ps(v); }
+  static void Store(float* dst, Vec v) { _mm512_storeu_ps(dst, v); }
+};
+
+struct F32Weights : Avx512Vec {
+  static Vec Load(const char* row, int64_t k) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k); }
+  static float At(const char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
+};
+
+struct F16Weights : Avx512Vec {
+  static Vec Load(const char* row, int64_t k) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+  }
+  static float At(const char* row, int64_t k) { return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[k]); }
+};
+
+// bf16 weights . x as bf16 pairs: each f32 lane accumulates two adjacent products.
+template <bool kSplitX>
+struct Bf16DotTiles {
+  template <int RM, int RN>
+  static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
+    const int64_t k_vec = p.k / 32 * 32;
+    const uint16_t* hi[RM];
+    const uint16_t* lo[RM];
+    for (int i = 0; i < RM; ++i) {
+      hi[i] = p.x.bf16_hi + (m0 + i) * p.k;
+      lo[i] = kSplitX ? p.x.bf16_lo + (m0 + i) * p.k : nullptr;
+    }
+    const uint16_t* w[RN];
+    for (int j = 0; j < RN; ++j) w[j] = reinterpret_cast<const uint16_t*>(panel.Row(j));
+    __m512 acc[RM][RN];
+    for (auto& row : acc) {
+      for (auto& a : row) a = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < k_vec; k += 32) {
+      __m512bh wv[RN];
+      for (int j = 0; j < RN; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w[j] + k);
+      for (int i = 0; i < RM; ++i) {
+        const auto x_hi = (__m512bh)_mm512_loadu_si512(hi[i] + k);
+        for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_hi, wv[j]);
+        if constexpr (kSplitX) {
+          const auto x_lo = (__m512bh)_mm512_loadu_si512(lo[i] + k);
+          for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_lo, wv[j]);
+        }
+      }
+    }
+    for (int i = 0; i < RM; ++i) {
+      for (int j = 0; j < RN; ++j) {
+        float sum = _mm512_reduce_add_ps(acc[i][j]);
+        for (int64_t k = k_vec; k < p.k; ++k) {
+          const float x = Bf16ToF32(hi[i][k]) + (kSplitX ? Bf16ToF32(lo[i][k]) : 0.0f);
+          sum += x * Bf16ToF32(w[j][k]);
+        }
+        p.Store(m0 + i, n0 + j, sum);
+      }
+    }
+  }
+};
+
+// Tile shapes fit the 32 vector registers: RM x RN accumulators plus the operands
+// (K-quant tiles keep an integer and an f32 accumulator per pair).
+constexpr int kFloatRows = 4, kFloatCols = 4;
+struct Int8Shape {
+  static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
+};
+
+}  // namespace
+
+void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
+  const bool gemv = p.m <= kGemvMaxRows;
+  switch (p.w_dtype) {
+    case DType::kF32: RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end); return;
+    case DType::kF16:
+      if (gemv)
+        RunTiles<FloatTiles<F16Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      else
+        RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      return;
+    case DType::kBF16:
+      if (p.x.bf16_lo != nullptr)
+        RunTiles<Bf16DotTiles<true>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      else
+        RunTiles<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      return;
+    default: RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end); return;
+  }
+}
+
+}  // namespace vt::cpu::matmul

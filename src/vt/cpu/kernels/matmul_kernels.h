@@ -1,0 +1,74 @@
+// Internal interface of the MatMul CPU kernel (matmul.cpp): the problem as every
+// variant sees it, with x already prepared in the input format that variant's dot
+// products read, and the per-ISA entry points that compute a range of weight rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../cpu_util.h"
+#include "vt/dtype.h"
+
+namespace vt::cpu::matmul {
+
+// Up to this many rows of x take the GEMV path: a single register tile holds all of
+// them, so each weight row is streamed from memory once and used for every row.
+// Above it, the GEMM path reuses each cached panel of weight rows across tiles of x.
+inline constexpr int64_t kGemvMaxRows = 4;
+
+// How x is handed to the dot products:
+//   kF32:      f32 rows (float weights; every weight dtype on the portable path)
+//   kBf16Pair: x ~= hi + lo, two bf16 rows (lo absent when x is bf16): vdpbf16ps
+//              against bf16 weights keeps 16 mantissa bits of x
+//   kQ8x32:    per 32 values int8 q, f32 d and int32 sum(q): Q4_0 / Q8_0 weights
+//   kQ8x256:   per 256 values int8 q, f32 d and int16 sums of 16 q: K-quant weights
+enum class XFormat { kF32, kBf16Pair, kQ8x32, kQ8x256 };
+
+struct PreparedX {
+  XFormat format = XFormat::kF32;
+  const float* f32 = nullptr;  // kF32: [M, f32_stride], x itself when it is f32 with unit stride
+  int64_t f32_stride = 0;
+  const uint16_t* bf16_hi = nullptr;  // kBf16Pair: [M, K] each; bf16_lo null when x is bf16
+  const uint16_t* bf16_lo = nullptr;
+  const int8_t* q = nullptr;       // kQ8x32 / kQ8x256: [M, K]
+  const float* d = nullptr;        // [M, K / block]
+  const int32_t* sums = nullptr;   // kQ8x32: [M, K / 32]
+  const int16_t* bsums = nullptr;  // kQ8x256: [M, K / 16]
+
+  std::vector<float> f32_storage;
+  std::vector<uint16_t> bf16_storage;
+  std::vector<int8_t> q_storage;
+  std::vector<float> d_storage;
+  std::vector<int32_t> sums_storage;
+  std::vector<int16_t> bsums_storage;
+};
+
+struct Problem {
+  int64_t m, n, k;
+  DType w_dtype;
+  const char* w;        // weight row 0
+  int64_t w_row_bytes;  // bytes between consecutive weight rows
+  PreparedX x;
+  void* out;  // [M, N] with row stride out_stride (elements), dtype out_dtype
+  int64_t out_stride;
+  DType out_dtype;
+
+  const char* WeightRow(int64_t row) const { return w + row * w_row_bytes; }
+  void Store(int64_t row, int64_t col, float value) const { StoreFloat(out, out_dtype, row * out_stride + col, value); }
+};
+
+// Converts or quantizes x [M, K] (float dtype, rows strided by x_stride elements)
+// into `format`, in parallel over rows.
+void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, PreparedX* out);
+
+// Each computes out[0..M, n_begin..n_end) for every weight dtype MatMul accepts
+// (the AVX-512 entry only for the dtypes AvxVariantSupports says). Safe to call
+// concurrently on disjoint ranges.
+void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
+void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
+void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
+
+// Weight rows per work item, so parallel chunks start on a register-tile boundary.
+inline constexpr int64_t kRowsPerWorkItem = 8;
+
+}  // namespace vt::cpu::matmul

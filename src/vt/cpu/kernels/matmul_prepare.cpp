@@ -1,0 +1,115 @@
+// MatMul's activations in the input format of the chosen variant (matmul_kernels.h):
+// f32 rows, bf16 hi/lo pairs, or 8-bit blocks with their scales and sums. Done once
+// per call, in parallel over rows, before the weights are streamed.
+#include <algorithm>
+#include <cmath>
+
+#include "../thread_pool.h"
+#include "matmul_kernels.h"
+
+namespace vt::cpu::matmul {
+namespace {
+
+// Round to nearest (even) for |v| < 2^22, without a libm call.
+inline int RoundToInt(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return static_cast<int>((v + kMagic) - kMagic);
+}
+
+// One block of 8-bit activations: d = amax / 127, q = round(x / d) in [-127, 127].
+// Returns sum(q).
+int QuantizeBlock(const float* x, int n, int8_t* q, float* d) {
+  float amax = 0;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  *d = amax / 127.0f;
+  const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    q[i] = static_cast<int8_t>(std::clamp(RoundToInt(x[i] * inv), -127, 127));
+    sum += q[i];
+  }
+  return sum;
+}
+
+void QuantizeRowQ8x32(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums) {
+  for (int64_t b = 0; b < k / 32; ++b) sums[b] = QuantizeBlock(x + 32 * b, 32, q + 32 * b, d + b);
+}
+
+// Q8_K-like: one scale per 256 values, plus sums of each 16 q (for the K-quants' mins).
+void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    QuantizeBlock(x + 256 * b, 256, q + 256 * b, d + b);
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q[256 * b + 16 * g + i];
+      bsums[16 * b + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, PreparedX* out) {
+  out->format = format;
+  if (format == XFormat::kF32 && x_dtype == DType::kF32) {
+    out->f32 = static_cast<const float*>(x);
+    out->f32_stride = x_stride;
+    return;
+  }
+  const auto size = static_cast<size_t>(m * k);
+  switch (format) {
+    case XFormat::kF32: out->f32_storage.resize(size); break;
+    case XFormat::kBf16Pair: out->bf16_storage.resize(x_dtype == DType::kBF16 ? size : 2 * size); break;
+    case XFormat::kQ8x32:
+      out->q_storage.resize(size);
+      out->d_storage.resize(size / 32);
+      out->sums_storage.resize(size / 32);
+      break;
+    case XFormat::kQ8x256:
+      out->q_storage.resize(size);
+      out->d_storage.resize(size / 256);
+      out->bsums_storage.resize(size / 16);
+      break;
+  }
+  const auto* base = static_cast<const char*>(x);
+  const int64_t row_bytes = BytesFor(x_dtype, x_stride);
+  ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      float* dst = format == XFormat::kF32 ? out->f32_storage.data() + r * k : row.data();
+      LoadRow(base + r * row_bytes, x_dtype, k, dst);
+      switch (format) {
+        case XFormat::kF32: break;
+        case XFormat::kBf16Pair: {
+          uint16_t* hi = out->bf16_storage.data() + r * k;
+          uint16_t* lo = x_dtype == DType::kBF16 ? nullptr : hi + size;
+          for (int64_t i = 0; i < k; ++i) {
+            hi[i] = F32ToBf16(row[i]);
+            if (lo != nullptr) lo[i] = F32ToBf16(row[i] - Bf16ToF32(hi[i]));
+          }
+          break;
+        }
+        case XFormat::kQ8x32:
+          QuantizeRowQ8x32(row.data(), k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
+                           out->sums_storage.data() + r * (k / 32));
+          break;
+        case XFormat::kQ8x256:
+          QuantizeRowQ8x256(row.data(), k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 256),
+                            out->bsums_storage.data() + r * (k / 16));
+          break;
+      }
+    }
+  });
+  out->f32 = out->f32_storage.data();
+  out->f32_stride = k;
+  if (format == XFormat::kBf16Pair) {
+    out->bf16_hi = out->bf16_storage.data();
+    out->bf16_lo = x_dtype == DType::kBF16 ? nullptr : out->bf16_storage.data() + size;
+  }
+  out->q = out->q_storage.data();
+  out->d = out->d_storage.data();
+  out->sums = out->sums_storage.data();
+  out->bsums = out->bsums_storage.data();
+}
+
+}  // namespace vt::cpu::matmul

@@ -1,0 +1,75 @@
+// The register-tile loop shared by the MatMul CPU variants (included by the ISA
+// translation units, whose tile kernels it instantiates).
+//
+// A tile kernel computes out[m0 .. m0+RM, n0 .. n0+RN]: RM rows of x against RN
+// weight rows, every pair's accumulator in a register, over all of K:
+//
+//        weight rows n0 .. n0+RN  (a panel: read from memory once, then from L1)
+//   x    +------+
+//   rows | RMxRN| <- tile 0
+//        | RMxRN| <- tile 1   (the panel is reused for every tile of x rows)
+//        |  ... |
+//
+// Weight panels are the outer loop and threads take disjoint panel ranges, so each
+// thread streams its own weights exactly once. With M <= kGemvMaxRows (decode) the
+// whole of x is one tile (the GEMV path); larger M sweeps tiles of x under each
+// panel (the GEMM path).
+//
+// Internal linkage throughout: each including TU is compiled with its own ISA flags
+// and must keep its own copy.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "matmul_kernels.h"
+
+namespace vt::cpu::matmul {
+namespace {
+
+// Weight rows of one panel: row j is at w0 + j * stride bytes.
+struct WeightPanel {
+  const char* w0;
+  int64_t stride;
+  const char* Row(int j) const { return w0 + j * stride; }
+};
+
+// Calls Kernel::template Tile<rows, RN>, turning the run-time row count (1 ..
+// kMaxRows) into a template argument.
+template <class Kernel, int kMaxRows, int RN, int kRows = 1>
+void TileWithRows(int rows, const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
+  if constexpr (kRows <= kMaxRows) {
+    if (rows == kRows) {
+      Kernel::template Tile<kRows, RN>(p, m0, n0, panel);
+    } else {
+      TileWithRows<Kernel, kMaxRows, RN, kRows + 1>(rows, p, m0, n0, panel);
+    }
+  }
+}
+
+// All tiles of out[0..M, n0..n0+cols) for one panel of weight rows; cols == RN, or a
+// remainder done one weight row at a time.
+template <class Kernel, int kMaxRows, int RN>
+void RunPanel(const Problem& p, int64_t n0, int64_t cols, const WeightPanel& panel) {
+  for (int64_t m0 = 0; m0 < p.m; m0 += kMaxRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, p.m - m0));
+    if (cols == RN) {
+      TileWithRows<Kernel, kMaxRows, RN>(rows, p, m0, n0, panel);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        TileWithRows<Kernel, kMaxRows, 1>(rows, p, m0, n0 + c, {panel.Row(static_cast<int>(c)), panel.stride});
+      }
+    }
+  }
+}
+
+// out[0..M, n_begin..n_end) with weights read in place.
+template <class Kernel, int kMaxRows, int RN>
+void RunTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += RN) {
+    RunPanel<Kernel, kMaxRows, RN>(p, n0, std::min<int64_t>(RN, n_end - n0), {p.WeightRow(n0), p.w_row_bytes});
+  }
+}
+
+}  // namespace
+}  // namespace vt::cpu::matmul

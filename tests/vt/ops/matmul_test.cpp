@@ -1,0 +1,189 @@
+// MatMul contract: out[M, N] = x[M, K] . w[N, K]^T against a double-precision
+// reference computed from the dequantized weights and x as stored, for every x dtype
+// x every weight dtype, M from decode (1) to prefill (300) sizes, odd N, strided x /
+// w / out rows, on every device and CPU ISA level.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testing/op_testing.h"
+#include "vt/cpu/cpu_features.h"
+#include "vt/quant.h"
+#include "vt/reach.h"
+
+namespace vt {
+namespace {
+
+constexpr DType kXDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+constexpr int64_t kRowCounts[] = {1, 2, 3, 7, 64, 129, 300};
+
+// Random weights [N, K] of `dtype` on the CPU, quantized row by row for block types.
+// With `pad_blocks` > 0 the rows are strided: a view into [N, K + pad] storage.
+Tensor RandomWeights(int64_t n, int64_t k, DType dtype, int64_t pad_blocks, std::mt19937& rng) {
+  const int64_t pad = pad_blocks * Info(dtype).block_elems;
+  if (!IsQuantized(dtype)) return testing::WithPaddedRows(testing::RandomTensor({n, k}, dtype, kCpu, rng), pad);
+  Tensor values = testing::RandomTensor({n, k}, DType::kF32, kCpu, rng);
+  Tensor storage = Tensor::Empty({n, k + pad}, dtype);
+  Tensor w = storage.Slice(1, 0, k);
+  for (int64_t r = 0; r < n; ++r) {
+    QuantizeRow(values.data_ptr<float>() + r * k, k, static_cast<char*>(w.data()) + r * BytesFor(dtype, k + pad),
+                dtype);
+  }
+  return w;
+}
+
+Tensor OnDevice(const Tensor& t, Device device) { return device == t.device() ? t : t.To(device); }
+
+// ref[m, n] = sum_k x[m, k] * w[n, k] in double, from the values as stored.
+std::vector<double> Reference(const Tensor& x, const Tensor& w) {
+  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
+  const std::vector<double> xv = testing::ToDoubles(x), wv = testing::ToDoubles(w);
+  std::vector<double> ref(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t l = 0; l < k; ++l) sum += xv[i * k + l] * wv[j * k + l];
+      ref[i * n + j] = sum;
+    }
+  }
+  return ref;
+}
+
+// Relative to the largest |out| (AllClose), on top of the rounding of out's dtype:
+//  - block-type weights: the kernel may quantize each activation block to 8 bits
+//    (Q8_0 / Q8_K-like). Each x_i then moves by at most amax / 254 (0.4% of the
+//    block's largest |x|); the errors are independent, so the dot moves by well
+//    under 1% of the row's magnitude: 1e-2.
+//  - bf16 weights with f32 x: the AVX-512 path splits x into two bf16 terms (16
+//    mantissa bits) for vdpbf16ps, each product off by up to 2^-17 relative: 1e-4.
+//  - f32 / f16 weights (and bf16 weights with bf16 / f16 x, exact in two terms): f32
+//    accumulation only.
+double Tolerance(DType x_dtype, DType w_dtype) {
+  const double out_rounding = testing::DefaultTolerance(x_dtype);
+  if (IsQuantized(w_dtype)) return 1e-2 + out_rounding;
+  if (w_dtype == DType::kBF16 && x_dtype == DType::kF32) return 1e-4;
+  return out_rounding;
+}
+
+void CheckMatMul(DType x_dtype, DType w_dtype, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
+  SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " M=" + std::to_string(m) +
+               " N=" + std::to_string(n) + " K=" + std::to_string(k));
+  const int64_t pad = m % 2;  // odd M: strided rows everywhere; even M: contiguous
+  const Tensor w = RandomWeights(n, k, w_dtype, pad, rng);
+  const Tensor x = testing::WithPaddedRows(testing::RandomTensor({m, k}, x_dtype, kCpu, rng), 3 * pad);
+  const std::vector<double> ref = Reference(x, w);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({m, n}, x_dtype, device), 5 * pad);
+    testing::Poison(out);
+    MatMul({.x = OnDevice(x, device), .w = OnDevice(w, device), .out = out});
+    EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(x_dtype, w_dtype)));
+  });
+}
+
+TEST(MatMulTest, FloatWeightsOddK) {
+  std::mt19937 rng(1);
+  for (DType w_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (DType x_dtype : kXDTypes) {
+      for (int64_t m : kRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 67 : 160, rng);
+    }
+  }
+}
+
+TEST(MatMulTest, Q8_0AndQ4_0Weights) {
+  std::mt19937 rng(2);
+  for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType x_dtype : kXDTypes) {
+      for (int64_t m : kRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 96 : 288, rng);
+    }
+  }
+}
+
+TEST(MatMulTest, KQuantWeights) {
+  std::mt19937 rng(3);
+  for (DType w_dtype : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (DType x_dtype : kXDTypes) {
+      for (int64_t m : kRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 256 : 512, rng);
+    }
+  }
+}
+
+// Fewer weight rows than any register tile, and a single output column.
+TEST(MatMulTest, TinyN) {
+  std::mt19937 rng(4);
+  for (DType w_dtype : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K}) {
+    for (int64_t n : {1, 2, 3}) {
+      for (int64_t m : {1, 5, 64}) CheckMatMul(DType::kF32, w_dtype, m, n, 256, rng);
+    }
+  }
+}
+
+// Weight rows that are views into a fused [2N, K] tensor (e.g. gate_up), so the row
+// stride is K but the view starts mid-tensor.
+TEST(MatMulTest, WeightViewIntoFusedTensor) {
+  std::mt19937 rng(5);
+  for (DType w_dtype : {DType::kBF16, DType::kQ8_0, DType::kQ6_K}) {
+    const Tensor fused = RandomWeights(2 * 19, 256, w_dtype, 0, rng);
+    const Tensor w = fused.Slice(0, 19, 38);
+    for (int64_t m : {1, 64}) {
+      const Tensor x = testing::RandomTensor({m, 256}, DType::kF32, kCpu, rng);
+      const std::vector<double> ref = Reference(x, w);
+      testing::ForEachDeviceAndIsa([&](Device device) {
+        const Tensor out = Tensor::Zeros({m, 19}, DType::kF32, device);
+        testing::Poison(out);
+        MatMul({.x = OnDevice(x, device), .w = device == kCpu ? w : fused.To(device).Slice(0, 19, 38), .out = out});
+        EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(DType::kF32, w_dtype))) << DTypeName(w_dtype);
+      });
+    }
+  }
+}
+
+TEST(MatMulTest, Q8_KWeightsAreRejectedByName) {
+  std::mt19937 rng(6);
+  const Tensor w = RandomWeights(4, 256, DType::kQ8_K, 0, rng);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    const Tensor x = Tensor::Zeros({1, 256}, DType::kF32, device);
+    const Tensor out = Tensor::Zeros({1, 4}, DType::kF32, device);
+    try {
+      MatMul({.x = x, .w = OnDevice(w, device), .out = out});
+      ADD_FAILURE() << "MatMul accepted q8_k weights";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("q8_k"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("MatMul"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// The ISA variant a CPU call should take: AVX-512 paths need VNNI (block types) or
+// BF16 (bf16 weights); without them the AVX2 variant runs.
+std::string ExpectedCpuVariant(DType w_dtype) {
+  const cpu::Isa isa = cpu::ActiveIsa();
+  if (isa == cpu::Isa::kAvx512) {
+    const bool has = IsQuantized(w_dtype)      ? cpu::HasAvx512Vnni()
+                     : w_dtype == DType::kBF16 ? cpu::HasAvx512Bf16()
+                                               : true;
+    return has ? "avx512" : "avx2";
+  }
+  return cpu::IsaName(isa);
+}
+
+TEST(MatMulTest, DecodeRunsGemvAndPrefillRunsGemmAtEachIsa) {
+  std::mt19937 rng(7);
+  for (DType w_dtype :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const Tensor w = RandomWeights(8, 256, w_dtype, 0, rng);
+    testing::ForEachCpuIsa([&] {
+      for (int64_t m : {1, 128}) {
+        const std::string name = std::string("MatMulCpu.") + DTypeName(w_dtype) + (m == 1 ? ".gemv." : ".gemm.") +
+                                 ExpectedCpuVariant(w_dtype);
+        reach::Reset();
+        MatMul({.x = Tensor::Zeros({m, 256}, DType::kF32), .w = w, .out = Tensor::Zeros({m, 8}, DType::kF32)});
+        EXPECT_EQ(reach::Count(name), 1u) << name;
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace vt
