@@ -81,10 +81,7 @@ void PutValue(BinaryFile& f, const GgufValue& v) {
       for (const std::string& s : v.AsStringArray()) f.String(s);
       break;
     case GgufType::kArray:
-      for (const GgufValue& a : v.AsArrayOfArrays()) {
-        f.Put<uint32_t>(static_cast<uint32_t>(GgufType::kArray));
-        PutValue(f, a);
-      }
+      for (const GgufValue& a : v.AsArrayOfArrays()) PutValue(f, a);  // no type tag: the element type says it
       break;
     case GgufType::kFloat32:
       for (double x : v.AsFloatArray()) f.Put<float>(static_cast<float>(x));
