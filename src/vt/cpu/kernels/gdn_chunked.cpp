@@ -70,13 +70,12 @@ struct ChunkBuffers {
   ChunkBuffers(int64_t dk, int64_t dv)
       : kp(PadTo16(dk)), vp(PadTo16(dv)), q(kChunk * kp), k(kChunk * kp), kt(kp * kChunk), kb(kChunk * kp),
         w(kChunk * kp), v(kChunk * vp), u(kChunk * vp), o(kChunk * vp), decay(kChunk * kChunk),
-        lower(kChunk * kChunk), m(kChunk * kChunk), qk(kChunk * kChunk), e(kChunk), state(dv == vp ? 0 : dk * vp) {}
+        lower(kChunk * kChunk), m(kChunk * kChunk), qk(kChunk * kChunk), e(kChunk) {}
   int64_t kp, vp;
   std::vector<float> q, k, kt, kb, w;  // [64, kp] (kt: [kp, 64])
   std::vector<float> v, u, o;          // [64, vp]
   std::vector<float> decay, lower, m, qk;  // [64, 64]
   std::vector<float> e;                // [64]
-  std::vector<float> state;            // [Dk, vp] when Dv needs padding
 };
 
 // One (sequence, value head) pair and where its rows and state live.
@@ -178,34 +177,43 @@ void ApplyChunk(const HeadTask& t, int64_t n) {
   k.matmul({dk, vp, n, b.kb.data(), 1, kp, u, vp, t.state, vp, b.e[n - 1], 1, false});          // S update
 }
 
-void RunSequenceHead(const HeadTask& t, const SequenceSpan& seq) {
-  for (int64_t t0 = seq.begin; t0 < seq.end; t0 += kChunk) {
-    const int64_t n = std::min(kChunk, seq.end - t0);
-    LoadChunk(t, t0, n);
-    ComputeDecays(t, t0, n);
-    InvertUnitLower(t, t0, n);
-    PrepareRows(t, t0, n);
-    ApplyChunk(t, n);
-    StoreHeadRows(t.buf.o.data(), t.buf.vp, t.args.out, t.head, t0, n);
-  }
+void RunChunk(const HeadTask& t, int64_t t0, int64_t n) {
+  LoadChunk(t, t0, n);
+  ComputeDecays(t, t0, n);
+  InvertUnitLower(t, t0, n);
+  PrepareRows(t, t0, n);
+  ApplyChunk(t, n);
+  StoreHeadRows(t.buf.o.data(), t.buf.vp, t.args.out, t.head, t0, n);
 }
 
-// The head's state as a [Dk, vp] matrix: in place when Dv is a multiple of 16,
-// otherwise through the padded copy in `buf`.
-void RunItem(const GdnChunkedPrefillArgs& args, const ChunkKernels& kern, ChunkBuffers& buf,
-             const SequenceSpan& seq, int64_t head) {
+// Value heads [head_begin, head_end) of one sequence, chunk-major: at each chunk all
+// heads of the range read their rows of the same tokens, so the pages and cache
+// lines of a token row, fetched for the first head, serve the others (one head's
+// rows alone are a whole token row apart, a new page each). Each head's state is a
+// [Dk, vp] matrix: in place when Dv is a multiple of 16, else a padded copy.
+void RunSequenceHeads(const GdnChunkedPrefillArgs& args, const ChunkKernels& kern, ChunkBuffers& buf,
+                      const SequenceSpan& seq, int64_t head_begin, int64_t head_end) {
   const int64_t key_heads = args.q.size(1), dk = args.q.size(2);
   const int64_t value_heads = args.v.size(1), dv = args.v.size(2);
-  float* state = args.states.data_ptr<float>() + (seq.slot * value_heads + head) * dk * dv;
   const bool padded = dv != buf.vp;
-  if (padded) {
-    for (int64_t r = 0; r < dk; ++r) std::copy_n(state + r * dv, dv, buf.state.data() + r * buf.vp);
+  std::vector<float> padded_states(padded ? static_cast<size_t>((head_end - head_begin) * dk * buf.vp) : 0);
+  std::vector<HeadTask> tasks;
+  for (int64_t head = head_begin; head < head_end; ++head) {
+    float* state = args.states.data_ptr<float>() + (seq.slot * value_heads + head) * dk * dv;
+    float* matrix = padded ? padded_states.data() + (head - head_begin) * dk * buf.vp : state;
+    if (padded) {
+      for (int64_t r = 0; r < dk; ++r) std::copy_n(state + r * dv, dv, matrix + r * buf.vp);
+    }
+    tasks.push_back({args, kern, buf, head, KeyHeadOf(head, key_heads, value_heads, args.tiled_value_heads), matrix});
   }
-  const HeadTask task{args, kern, buf, head, KeyHeadOf(head, key_heads, value_heads, args.tiled_value_heads),
-                      padded ? buf.state.data() : state};
-  RunSequenceHead(task, seq);
+  for (int64_t t0 = seq.begin; t0 < seq.end; t0 += kChunk) {
+    for (const HeadTask& task : tasks) RunChunk(task, t0, std::min(kChunk, seq.end - t0));
+  }
   if (padded) {
-    for (int64_t r = 0; r < dk; ++r) std::copy_n(buf.state.data() + r * buf.vp, dv, state + r * dv);
+    for (const HeadTask& task : tasks) {
+      float* state = args.states.data_ptr<float>() + (seq.slot * value_heads + task.head) * dk * dv;
+      for (int64_t r = 0; r < dk; ++r) std::copy_n(task.state + r * buf.vp, dv, state + r * dv);
+    }
   }
 }
 
@@ -214,12 +222,17 @@ void GdnChunkedPrefillCpu(const GdnChunkedPrefillArgs& args) {
                                                        args.state_slot_ids, args.q.size(0), args.states.size(0));
   const int64_t value_heads = args.v.size(1);
   const ChunkKernels& kern = Kernels();
-  ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, 1, [&](int64_t begin, int64_t end) {
+  // Items are (sequence, value head); a worker's range is split into runs of heads of
+  // one sequence, and the grain keeps runs long (all heads / threads).
+  const int64_t grain = std::max<int64_t>(1, value_heads / NumThreads());
+  ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, grain, [&](int64_t begin, int64_t end) {
     FlushDenormalsScope flush_denormals;
     ChunkBuffers buf(args.q.size(2), args.v.size(2));
-    for (int64_t item = begin; item < end; ++item) {
+    for (int64_t item = begin; item < end;) {
+      const int64_t head_begin = item % value_heads, head_end = std::min(value_heads, head_begin + end - item);
       const SequenceSpan& seq = seqs[item / value_heads];
-      if (seq.begin < seq.end) RunItem(args, kern, buf, seq, item % value_heads);
+      if (seq.begin < seq.end) RunSequenceHeads(args, kern, buf, seq, head_begin, head_end);
+      item += head_end - head_begin;
     }
   });
 }
