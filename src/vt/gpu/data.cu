@@ -44,21 +44,13 @@ __global__ void CopyElements(CopyParams p) {
   }
 }
 
-// Grid for a grid-stride loop: enough blocks to fill the GPU several times over,
-// never more than the items need.
-unsigned StridedGrid(int64_t items, Device device, const char* op) {
-  const int64_t cap = static_cast<int64_t>(MultiprocessorCount(device)) * 32;
-  const unsigned needed = GridFor(items, kElementwiseThreads, op);
-  return static_cast<unsigned>(needed < cap ? needed : cap);
-}
-
 void CopyGpu(const CopyArgs& a) {
   gpuStream_t stream = PrepareDevice(a.dst.device());
   const Tensor* views[2] = {&a.src, &a.dst};
   JointLayouts<2> layouts = MakeJointLayouts<2>(views, "Copy");
   CopyParams p{a.src.data(), a.dst.data(), a.src.dtype(), a.dst.dtype(), layouts.views[0], layouts.views[1],
                a.dst.numel()};
-  CopyElements<<<StridedGrid(p.count, a.dst.device(), "Copy"), kElementwiseThreads, 0, stream>>>(p);
+  CopyElements<<<GridStrideBlocks(p.count, a.dst.device(), "Copy"), kElementwiseThreads, 0, stream>>>(p);
   CheckLaunch("Copy");
 }
 
@@ -86,7 +78,7 @@ void FillGpu(const FillArgs& a) {
   // Integers are stored exactly (a double holds every int32 and ids up to 2^53).
   FillParams p{a.dst.data(),   a.dst.dtype(), MakeLayout(a.dst, "Fill"), a.dst.numel(), static_cast<float>(a.value),
                static_cast<int64_t>(a.value)};
-  FillElements<<<StridedGrid(p.count, a.dst.device(), "Fill"), kElementwiseThreads, 0, stream>>>(p);
+  FillElements<<<GridStrideBlocks(p.count, a.dst.device(), "Fill"), kElementwiseThreads, 0, stream>>>(p);
   CheckLaunch("Fill");
 }
 
@@ -116,7 +108,7 @@ void AddGpu(const AddArgs& a) {
     using T = decltype(tag);
     AddParams<T> p{static_cast<const T*>(a.a.data()), static_cast<const T*>(a.b.data()), static_cast<T*>(a.out.data()),
                    layouts.views[0], layouts.views[1], layouts.views[2], a.out.numel()};
-    AddElements<T><<<StridedGrid(p.count, a.out.device(), "Add"), kElementwiseThreads, 0, stream>>>(p);
+    AddElements<T><<<GridStrideBlocks(p.count, a.out.device(), "Add"), kElementwiseThreads, 0, stream>>>(p);
   });
   CheckLaunch("Add");
 }
@@ -157,7 +149,7 @@ void GatherRowsGpu(const GatherRowsArgs& a) {
   GatherParams p{a.table.data(),    a.table.dtype(),  a.table.size(0), a.table.stride(0), a.ids.data(),
                  a.ids.dtype(),     a.ids.stride(0),  a.out.data(),    a.out.dtype(),     a.out.stride(0),
                  a.out.size(0),     a.out.size(1)};
-  GatherRowElements<<<StridedGrid(p.tokens * p.width, a.out.device(), "GatherRows"), kElementwiseThreads, 0,
+  GatherRowElements<<<GridStrideBlocks(p.tokens * p.width, a.out.device(), "GatherRows"), kElementwiseThreads, 0,
                       stream>>>(p);
   CheckLaunch("GatherRows");
 }

@@ -25,6 +25,7 @@ struct PerDevice {
   std::once_flag once;
   gpuStream_t stream = nullptr;
   int multiprocessors = 0;
+  int warp_size = 32;
   std::string name;
   std::unique_ptr<CachingPool> pool;
 };
@@ -112,6 +113,7 @@ class GpuDeviceBackend final : public DeviceBackend {
     CheckGpu(gpuGetDeviceProperties(&props, index), "reading device properties");
     device.name = props.name;
     device.multiprocessors = props.multiProcessorCount;
+    device.warp_size = props.warpSize;
     CheckGpu(gpuStreamCreateWithFlags(&device.stream, gpuStreamNonBlocking), "creating the device's stream");
     device.pool = std::make_unique<CachingPool>(
         [index](size_t bytes) -> void* {
@@ -164,6 +166,7 @@ gpuStream_t PrepareDevice(Device device) {
 }
 
 int MultiprocessorCount(Device device) { return g_backend->State(device.index).multiprocessors; }
+int WarpSize(Device device) { return g_backend->State(device.index).warp_size; }
 
 void ThrowGpuError(gpuError_t error, const std::string& what) {
   throw Error(std::string("vt: ") + BackendName() + " runtime error while " + what + ": " + gpuGetErrorString(error));

@@ -19,6 +19,11 @@ gpuStream_t PrepareDevice(Device device);
 // Multiprocessors (CUDA SMs / AMD CUs) of the device; kernel choices size grids by it.
 int MultiprocessorCount(Device device);
 
+// The device's warp width as the runtime reports it (32 or 64). Host code that
+// maps work to warps uses this; device code uses the compile-time kWarpSize of the
+// target it was built for, which is the same number on that device.
+int WarpSize(Device device);
+
 [[noreturn]] void ThrowGpuError(gpuError_t error, const std::string& what);
 
 inline void CheckGpu(gpuError_t error, const char* what) {
@@ -42,6 +47,14 @@ inline unsigned GridFor(int64_t items, int64_t per_block, const char* op) {
   int64_t blocks = (items + per_block - 1) / per_block;
   constexpr int64_t kMaxGridX = 2147483647;
   return static_cast<unsigned>(blocks < kMaxGridX ? blocks : kMaxGridX);
+}
+
+// Blocks of kElementwiseThreads for a grid-stride loop over `items`: enough to fill
+// the device several times over, never more than the items need.
+inline unsigned GridStrideBlocks(int64_t items, Device device, const char* op) {
+  const unsigned needed = GridFor(items, kElementwiseThreads, op);
+  const unsigned cap = static_cast<unsigned>(MultiprocessorCount(device)) * 32u;
+  return needed < cap ? needed : cap;
 }
 
 // "bf16 [3, 4] on cuda:0" for error messages.

@@ -1,0 +1,272 @@
+// GPU kernels of the Gated DeltaNet ops: CausalConv1d, CausalConv1dUpdate,
+// GdnGates, GdnChunkedPrefill, GdnRecurrent.
+//
+// Shapes (op_args.h): x [T, C] (strided rows), weight [C, K], conv_states
+// [slots, C, K-1] f32; q, k [T, Hk, Dk], v, out [T, Hv, Dv]; g, beta [T, Hv] f32;
+// states [slots, Hv, Dk, Dv] f32; query_start_loc [B + 1], state_slot_ids [B].
+// A sequence whose slot id is outside [0, slots) is skipped (no output, no state).
+//
+// Conv: one thread per (sequence, channel) walks the sequence's tokens in order;
+// inputs before the sequence start come from the conv state, which is rewritten at
+// the end with the last K-1 inputs (older state shifted in for short sequences).
+// Threads of a warp take neighbouring channels, so every x/out access is coalesced.
+//
+// Delta rule (both GDN ops, see GdnTokenRecurrence): one block of 64 threads per
+// (sequence, value head, 64 value columns). Thread j owns column j of the head's
+// [Dk, Dv] state and applies, token by token,
+//   S = e^g S;  u = S^T k;  S += k (beta (v - u))^T;  o = S^T q
+// to it, which needs no communication between threads: each column's update
+// reads only that column and the shared q_t, k_t. The state tile stays in shared
+// memory for the whole sequence (Dk x 64 f32 = 32 KB at Dk = 128, inside the 64 KB
+// LDS of gfx90a) and is read and written to global memory once; for Dk > 160 it
+// stays in global memory (read-modify-write per token, cached in L1/L2).
+// GdnChunkedPrefill runs the same token recurrence (mathematically identical to
+// the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
+// matrix form's parallelism over a chunk's tokens.
+#include "gpu_common.cuh"
+#include "vt/ops.h"
+
+namespace vt::gpu {
+namespace {
+
+// ---- causal depthwise conv ------------------------------------------------------
+
+template <typename T>
+struct ConvParams {
+  const T* x;
+  T* out;
+  const void* weight;
+  DType weight_dtype;
+  float* states;
+  const int32_t* query_start_loc;  // null for the one-token update
+  const int32_t* slot_ids;
+  int64_t x_row_stride, out_row_stride;
+  int64_t num_seqs, channels, kernel, num_slots;
+  bool apply_silu;
+};
+
+template <typename T>
+__global__ void CausalConvSequences(ConvParams<T> p) {
+  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (index >= p.num_seqs * p.channels) return;
+  const int64_t seq = index / p.channels, c = index % p.channels;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int64_t width = p.kernel - 1;
+  float* state = p.states + (slot * p.channels + c) * width;
+  const int64_t start = p.query_start_loc != nullptr ? p.query_start_loc[seq] : seq;
+  const int64_t length = p.query_start_loc != nullptr ? p.query_start_loc[seq + 1] - start : 1;
+  // Input at sequence position `pos` (negative: from the state, oldest first).
+  auto input = [&](int64_t pos) {
+    return pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
+  };
+  // The last output is written after the state update, which still reads the last
+  // input: CausalConv1dUpdate allows out to be the same view as x.
+  float last = 0.0f;
+  for (int64_t t = 0; t < length; ++t) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < p.kernel; ++j) {
+      sum += LoadAsFloat(p.weight, p.weight_dtype, c * p.kernel + j) * input(t - width + j);
+    }
+    last = p.apply_silu ? Silu(sum) : sum;
+    if (t + 1 < length) p.out[(start + t) * p.out_row_stride + c] = FromFloat<T>(last);
+  }
+  // New state: inputs at positions length - width .. length - 1. Ascending order is
+  // safe in place: entry i reads old entry length + i >= i, not yet overwritten.
+  for (int64_t i = 0; i < width; ++i) state[i] = input(length - width + i);
+  if (length > 0) p.out[(start + length - 1) * p.out_row_stride + c] = FromFloat<T>(last);
+}
+
+template <typename T>
+ConvParams<T> MakeConvParams(const Tensor& x, const Tensor& out, const Tensor& weight, const Tensor& states,
+                             const Tensor& slot_ids, bool apply_silu) {
+  return ConvParams<T>{static_cast<const T*>(x.data()), static_cast<T*>(out.data()), weight.data(), weight.dtype(),
+                       states.data_ptr<float>(), nullptr, static_cast<const int32_t*>(slot_ids.data()),
+                       x.stride(0), out.stride(0), slot_ids.size(0), x.size(1), weight.size(1), states.size(0),
+                       apply_silu};
+}
+
+void LaunchConv(const char* op, const Tensor& x, const Tensor& out, const Tensor& weight, const Tensor& states,
+                const Tensor* query_start_loc, const Tensor& slot_ids, bool apply_silu) {
+  gpuStream_t stream = PrepareDevice(x.device());
+  DispatchFloat(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    ConvParams<T> p = MakeConvParams<T>(x, out, weight, states, slot_ids, apply_silu);
+    if (query_start_loc != nullptr) p.query_start_loc = static_cast<const int32_t*>(query_start_loc->data());
+    const unsigned grid = GridFor(p.num_seqs * p.channels, kElementwiseThreads, op);
+    CausalConvSequences<T><<<grid, kElementwiseThreads, 0, stream>>>(p);
+  });
+  CheckLaunch(op);
+}
+
+void CausalConv1dGpu(const CausalConv1dArgs& a) {
+  LaunchConv("CausalConv1d", a.x, a.out, a.weight, a.conv_states, &a.query_start_loc, a.state_slot_ids,
+             a.apply_silu);
+}
+
+// One token per sequence: row b of x is sequence b (query_start_loc = 0, 1, ..., B).
+void CausalConv1dUpdateGpu(const CausalConv1dUpdateArgs& a) {
+  LaunchConv("CausalConv1dUpdate", a.x, a.out, a.weight, a.conv_states, nullptr, a.state_slot_ids, a.apply_silu);
+}
+
+// ---- gates ---------------------------------------------------------------------
+
+template <typename T>
+struct GateParams {
+  const T* a;
+  const T* b;
+  const void* A;
+  const void* dt_bias;
+  DType A_dtype, dt_bias_dtype;
+  float* g;
+  float* beta;
+  int64_t a_row_stride, b_row_stride, heads, count;
+};
+
+template <typename T>
+__global__ void GdnGateElements(GateParams<T> p) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.heads, h = i % p.heads;
+    const float x = ToFloat(p.a[t * p.a_row_stride + h]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, h);
+    const float softplus = x > 20.0f ? x : log1pf(expf(x));
+    p.g[i] = LoadAsFloat(p.A, p.A_dtype, h) * softplus;
+    p.beta[i] = Sigmoid(ToFloat(p.b[t * p.b_row_stride + h]));
+  }
+}
+
+void GdnGatesGpu(const GdnGatesArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.a.device());
+  DispatchFloat(a.a.dtype(), "GdnGates", [&](auto tag) {
+    using T = decltype(tag);
+    GateParams<T> p{static_cast<const T*>(a.a.data()), static_cast<const T*>(a.b.data()), a.A.data(),
+                    a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.g.data_ptr<float>(),
+                    a.beta.data_ptr<float>(), a.a.stride(0), a.b.stride(0), a.a.size(1), a.a.numel()};
+    GdnGateElements<T><<<GridStrideBlocks(p.count, a.a.device(), "GdnGates"), kElementwiseThreads, 0, stream>>>(p);
+  });
+  CheckLaunch("GdnGates");
+}
+
+// ---- gated delta rule -------------------------------------------------------------
+
+constexpr int kStateColumns = 64;                   // value columns (threads) per block
+constexpr int64_t kSharedStateMaxKeyDim = 160;      // Dk x 64 x 4 B <= 40 KB of shared memory
+
+template <typename T>
+struct DeltaParams {
+  const T* q;
+  const T* k;
+  const T* v;
+  const float* g;
+  const float* beta;
+  float* states;
+  const int32_t* query_start_loc;
+  const int32_t* slot_ids;
+  T* out;
+  int64_t q_strides[2], k_strides[2], v_strides[2], out_strides[2];  // token, head
+  int64_t key_heads, value_heads, key_dim, value_dim, num_slots;
+  bool tiled_value_heads;
+};
+
+// Dynamic shared memory: q_t [Dk], k_t [Dk], then (kSharedState) the state tile [Dk][64].
+template <typename T, bool kSharedState>
+__global__ void __launch_bounds__(kStateColumns) GdnTokenRecurrence(DeltaParams<T> p) {
+  extern __shared__ float shared[];
+  float* q = shared;
+  float* k = shared + p.key_dim;
+  const int64_t seq = blockIdx.x, head = blockIdx.y;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;  // uniform across the block
+  const int64_t column = static_cast<int64_t>(blockIdx.z) * kStateColumns + threadIdx.x;
+  const bool active = column < p.value_dim;
+  const int64_t group = p.value_heads / p.key_heads;
+  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / group;
+  float* global_state = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim;
+  // Element (i, column) of the state: in the shared tile, or in global memory.
+  float* state = kSharedState ? shared + 2 * p.key_dim : global_state;
+  const int64_t state_stride = kSharedState ? kStateColumns : p.value_dim;
+  const int64_t state_column = kSharedState ? threadIdx.x : column;
+  if (kSharedState && active) {
+    for (int64_t i = 0; i < p.key_dim; ++i) state[i * state_stride + state_column] = global_state[i * p.value_dim + column];
+  }
+  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  for (int64_t t = begin; t < end; ++t) {
+    __syncthreads();  // the previous token's q, k are no longer read
+    for (int64_t i = threadIdx.x; i < p.key_dim; i += blockDim.x) {
+      q[i] = ToFloat(p.q[t * p.q_strides[0] + key_head * p.q_strides[1] + i]);
+      k[i] = ToFloat(p.k[t * p.k_strides[0] + key_head * p.k_strides[1] + i]);
+    }
+    __syncthreads();
+    if (!active) continue;
+    const float decay = expf(p.g[t * p.value_heads + head]);
+    const float beta = p.beta[t * p.value_heads + head];
+    float read = 0.0f;
+    for (int64_t i = 0; i < p.key_dim; ++i) read += state[i * state_stride + state_column] * k[i];
+    const float v = ToFloat(p.v[t * p.v_strides[0] + head * p.v_strides[1] + column]);
+    const float delta = beta * (v - decay * read);
+    float o = 0.0f;
+    for (int64_t i = 0; i < p.key_dim; ++i) {
+      const float s = decay * state[i * state_stride + state_column] + k[i] * delta;
+      state[i * state_stride + state_column] = s;
+      o += s * q[i];
+    }
+    p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(o);
+  }
+  if (kSharedState && active) {
+    for (int64_t i = 0; i < p.key_dim; ++i) global_state[i * p.value_dim + column] = state[i * state_stride + state_column];
+  }
+}
+
+void GdnGpu(const char* op, const GdnArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.q.device());
+  const int64_t key_dim = a.q.size(2), value_dim = a.v.size(2);
+  const bool shared_state = key_dim <= kSharedStateMaxKeyDim;
+  const size_t shared_bytes = sizeof(float) * (2 * key_dim + (shared_state ? key_dim * kStateColumns : 0));
+  const dim3 grid(GridFor(a.state_slot_ids.size(0), 1, op), static_cast<unsigned>(a.v.size(1)),
+                  GridFor(value_dim, kStateColumns, op));
+  DispatchFloat(a.q.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    DeltaParams<T> p{static_cast<const T*>(a.q.data()),
+                     static_cast<const T*>(a.k.data()),
+                     static_cast<const T*>(a.v.data()),
+                     a.g.data_ptr<float>(),
+                     a.beta.data_ptr<float>(),
+                     a.states.data_ptr<float>(),
+                     static_cast<const int32_t*>(a.query_start_loc.data()),
+                     static_cast<const int32_t*>(a.state_slot_ids.data()),
+                     static_cast<T*>(a.out.data()),
+                     {a.q.stride(0), a.q.stride(1)},
+                     {a.k.stride(0), a.k.stride(1)},
+                     {a.v.stride(0), a.v.stride(1)},
+                     {a.out.stride(0), a.out.stride(1)},
+                     a.q.size(1),
+                     a.v.size(1),
+                     key_dim,
+                     value_dim,
+                     a.states.size(0),
+                     a.tiled_value_heads};
+    if (shared_state) {
+      GdnTokenRecurrence<T, true><<<grid, kStateColumns, shared_bytes, stream>>>(p);
+    } else {
+      // q_t and k_t alone may pass the 48 KB default for a very large Dk.
+      CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(&GdnTokenRecurrence<T, false>),
+                                   gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+               "raising the shared-memory limit of the GDN kernel");
+      GdnTokenRecurrence<T, false><<<grid, kStateColumns, shared_bytes, stream>>>(p);
+    }
+  });
+  CheckLaunch(op);
+}
+
+void GdnChunkedPrefillGpu(const GdnChunkedPrefillArgs& a) { GdnGpu("GdnChunkedPrefill", a); }
+void GdnRecurrentGpu(const GdnRecurrentArgs& a) { GdnGpu("GdnRecurrent", a); }
+
+}  // namespace
+
+VT_REGISTER_KERNEL(CausalConv1d, VT_GPU_DEVICE, CausalConv1dGpu);
+VT_REGISTER_KERNEL(CausalConv1dUpdate, VT_GPU_DEVICE, CausalConv1dUpdateGpu);
+VT_REGISTER_KERNEL(GdnGates, VT_GPU_DEVICE, GdnGatesGpu);
+VT_REGISTER_KERNEL(GdnChunkedPrefill, VT_GPU_DEVICE, GdnChunkedPrefillGpu);
+VT_REGISTER_KERNEL(GdnRecurrent, VT_GPU_DEVICE, GdnRecurrentGpu);
+
+}  // namespace vt::gpu

@@ -1,0 +1,149 @@
+// Our GPU GEMM kernels: out[M, N] = x[M, K] . w[N, K]^T, f32 accumulation.
+//
+// Shapes (op_args.h): x [M, K] f32/f16/bf16 with strided rows, w [N, K] with
+// contiguous rows (f32/f16/bf16 or a GGUF block type whose block divides K; rows
+// may be strided by whole blocks), out [M, N] in x's dtype, strided rows.
+// These run on ROCm for every shape and on CUDA for the shapes matmul_choice.h
+// keeps off cuBLAS.
+//
+// kSkinnyWarpPerColumn: for decode-sized M the cost is reading w once, so each warp
+// owns one output column, streams its weight row (lanes on neighbouring elements,
+// block formats decoded in registers) and keeps up to 8 row sums in registers.
+// kTiledShared: the classic shared-memory tiling; every x and w element loaded into
+// shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
+// than bandwidth-bound for large M.
+#include "gpu_dot.cuh"
+#include "matmul.h"
+#include "vt/ops.h"
+#include "vt/reach.h"
+
+namespace vt::gpu {
+namespace {
+
+template <typename X>
+struct GemmParams {
+  const X* x;
+  X* out;
+  WeightMatrix w;
+  int64_t m, n, k;
+  int64_t x_row_stride, out_row_stride;
+};
+
+constexpr int kSkinnyThreads = 128;
+
+template <typename X>
+__global__ void __launch_bounds__(kSkinnyThreads) SkinnyWarpPerColumn(GemmParams<X> p) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
+  if (column >= p.n) return;  // whole warps leave together
+  const void* w_row = p.w.Row(column);
+  float acc[kSkinnyMaxRows] = {};
+  for (int64_t i = lane; i < p.k; i += kWarpSize) {
+    const float w = WeightAt(w_row, p.w.dtype, i);
+#pragma unroll
+    for (int r = 0; r < kSkinnyMaxRows; ++r) {
+      if (r < p.m) acc[r] += w * ToFloat(p.x[r * p.x_row_stride + i]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kSkinnyMaxRows; ++r) {
+    if (r < p.m) {
+      const float sum = WarpSum(acc[r]);
+      if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+    }
+  }
+}
+
+constexpr int kTile = 64;       // output rows and columns per block
+constexpr int kTileK = 16;      // k depth staged per step
+constexpr int kTileThreads = 256;
+constexpr int kPerThread = 4;   // outputs per thread along m and along n (16 x 16 threads x 4 x 4)
+
+template <typename X>
+__global__ void __launch_bounds__(kTileThreads) TiledShared(GemmParams<X> p) {
+  __shared__ float xs[kTileK][kTile + 4];  // [k][m], padded against bank conflicts
+  __shared__ float ws[kTileK][kTile + 4];  // [k][n]
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  float acc[kPerThread][kPerThread] = {};
+  for (int64_t k0 = 0; k0 < p.k; k0 += kTileK) {
+    for (int e = threadIdx.x; e < kTile * kTileK; e += kTileThreads) {
+      const int kk = e % kTileK, row = e / kTileK;
+      const int64_t kg = k0 + kk;
+      const int64_t m = m0 + row, n = n0 + row;
+      xs[kk][row] = m < p.m && kg < p.k ? ToFloat(p.x[m * p.x_row_stride + kg]) : 0.0f;
+      ws[kk][row] = n < p.n && kg < p.k ? WeightAt(p.w.Row(n), p.w.dtype, kg) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[kPerThread], b[kPerThread];
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        a[i] = xs[kk][ty + 16 * i];
+        b[i] = ws[kk][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) acc[i][j] += a[i] * b[j];
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t m = m0 + ty + 16 * i;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int64_t n = n0 + tx + 16 * j;
+      if (m < p.m && n < p.n) p.out[m * p.out_row_stride + n] = FromFloat<X>(acc[i][j]);
+    }
+  }
+}
+
+}  // namespace
+
+MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
+  return MatMulShape{a.x.size(0),         a.w.size(0),
+                     a.x.size(1),         IsQuantized(a.w.dtype()),
+                     a.w.dtype() == a.x.dtype(), vendor_blas_available};
+}
+
+void RejectActivationBlockWeights(const char* op, const Tensor& w) {
+  if (w.dtype() == DType::kQ8_K) {
+    throw Error(std::string("vt::") + op + " on " + w.device().ToString() +
+                ": q8_k is an activation format, not a weight format; weights may be f32, f16, bf16, q4_0, q8_0, "
+                "q4_k, q5_k or q6_k, got w " + w.Describe());
+  }
+}
+
+void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
+  RejectActivationBlockWeights("MatMul", a.w);
+  gpuStream_t stream = PrepareDevice(a.out.device());
+  DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
+    using X = decltype(tag);
+    GemmParams<X> p{static_cast<const X*>(a.x.data()),
+                    static_cast<X*>(a.out.data()),
+                    MakeWeightMatrix(a.w.data(), a.w.dtype(), a.w.stride(0)),
+                    a.x.size(0),
+                    a.w.size(0),
+                    a.x.size(1),
+                    a.x.stride(0),
+                    a.out.stride(0)};
+    if (kernel == MatMulKernel::kSkinnyWarpPerColumn) {
+      reach::Hit("MatMulGpu.skinny_warp_per_column");
+      const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());
+      SkinnyWarpPerColumn<X><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);
+    } else if (kernel == MatMulKernel::kTiledShared) {
+      reach::Hit("MatMulGpu.tiled_shared");
+      const dim3 grid(GridFor(p.n, kTile, "MatMul"), GridFor(p.m, kTile, "MatMul"));
+      TiledShared<X><<<grid, kTileThreads, 0, stream>>>(p);
+    } else {
+      throw Error("vt::MatMul on " + a.out.device().ToString() + ": internal error: RunOwnMatMul got the vendor route");
+    }
+  });
+  CheckLaunch("MatMul");
+}
+
+}  // namespace vt::gpu

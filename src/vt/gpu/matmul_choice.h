@@ -1,0 +1,42 @@
+// The one place that picks a MatMul kernel for a shape (out[M,N] = x[M,K] . w[N,K]^T).
+//
+//   kSkinnyWarpPerColumn  M <= kSkinnyMaxRows (decode): one warp per output column
+//                         reads its weight row once and dots it with every x row;
+//                         weight bytes dominate, so this is the bandwidth path.
+//   kTiledShared          anything else: 64x64 output tiles, 16-deep k slices of x
+//                         and w staged in shared memory as f32 (block-format
+//                         weights decoded on the way in), 4x4 outputs per thread.
+//   kVendorBlas           CUDA only: cuBLAS for large dense GEMMs whose x and w have
+//                         the same float dtype (f32 computes in true f32, no TF32).
+// Every kernel accepts every shape, dtype pair and stride the MatMul contract allows,
+// so the choice is about speed only; ROCm (no BLAS packaged) never gets kVendorBlas.
+// Unit-tested at its boundaries in tests/vt/gpu/matmul_choice_test.cpp.
+#pragma once
+
+#include <cstdint>
+
+namespace vt::gpu {
+
+enum class MatMulKernel { kSkinnyWarpPerColumn, kTiledShared, kVendorBlas };
+
+struct MatMulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool weight_is_block = false;    // a GGUF block dtype
+  bool weight_matches_x = false;   // same float dtype as x (and out)
+  bool vendor_blas_available = false;
+};
+
+inline constexpr int64_t kSkinnyMaxRows = 8;
+// Below this many multiply-adds our tiled kernel is as fast as a library call, and
+// keeping it on the route keeps it exercised on CUDA too.
+inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
+
+inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
+  if (s.m <= kSkinnyMaxRows) return MatMulKernel::kSkinnyWarpPerColumn;
+  if (s.vendor_blas_available && !s.weight_is_block && s.weight_matches_x && s.m * s.n * s.k >= kVendorBlasMinMacs) {
+    return MatMulKernel::kVendorBlas;
+  }
+  return MatMulKernel::kTiledShared;
+}
+
+}  // namespace vt::gpu

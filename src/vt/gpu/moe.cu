@@ -1,0 +1,205 @@
+// GPU kernels of the mixture-of-experts ops: MoeRouter, MoeExperts.
+//
+// Shapes (op_args.h): MoeRouter logits [T, E] float (strided rows) -> topk_weights
+// [T, k] f32, topk_ids [T, k] i32. MoeExperts x [T, H]; w_gate, w_up [E, I, H],
+// w_down [E, H, I] of any MatMul weight dtype (each expert's rows contiguous, the
+// expert stride free); topk_weights / topk_ids [T, k]; out [T, H].
+//
+// Router: one block per token. Softmax is monotonic, so the top-k is taken on the
+// logits: round r picks the largest logit strictly after round r-1's pick in the
+// order (logit descending, id ascending), i.e. ties go to the lower id, with no
+// per-expert scratch. Probabilities come from the row's max and sum in f32.
+//
+// Experts: two launches, no atomics (deterministic). ExpertHidden: one warp per
+// (token, choice, intermediate row) computes silu(gate . x) * (up . x) into an f32
+// workspace [T, k, I]; ExpertDown: one warp per (token, hidden row) sums
+// w_j * (down_j . h_j) over the token's k choices. Weight rows are decoded from
+// their dtype in registers (gpu_dot.cuh). An expert id outside [0, E) contributes
+// nothing.
+#include "gpu_dot.cuh"
+#include "matmul.h"
+#include "vt/ops.h"
+
+namespace vt::gpu {
+namespace {
+
+template <typename T>
+struct RouterParams {
+  const T* logits;
+  int64_t row_stride, experts, k;
+  float* weights;
+  int32_t* ids;
+  bool renormalize;
+};
+
+constexpr int kRouterThreads = 128;
+
+// The better of two (logit, id) candidates: larger logit, then lower id.
+__device__ inline void KeepBetter(float& value, int& id, float other_value, int other_id) {
+  if (other_id >= 0 && (id < 0 || other_value > value || (other_value == value && other_id < id))) {
+    value = other_value;
+    id = other_id;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRouterThreads) RouterRows(RouterParams<T> p) {
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  __shared__ float pick_values[kMaxWarpsPerBlock];
+  __shared__ int pick_ids[kMaxWarpsPerBlock];
+  __shared__ float previous_value;
+  __shared__ int previous_id;
+  const int64_t token = blockIdx.x;
+  const T* row = p.logits + token * p.row_stride;
+  float local_max = -INFINITY;
+  for (int64_t e = threadIdx.x; e < p.experts; e += blockDim.x) local_max = fmaxf(local_max, ToFloat(row[e]));
+  const float row_max = BlockMax(local_max, scratch);
+  float local_sum = 0.0f;
+  for (int64_t e = threadIdx.x; e < p.experts; e += blockDim.x) local_sum += expf(ToFloat(row[e]) - row_max);
+  const float row_sum = BlockSum(local_sum, scratch);
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  float picked_sum = 0.0f;  // meaningful in thread 0
+  for (int64_t r = 0; r < p.k; ++r) {
+    float best = -INFINITY;
+    int best_id = -1;
+    for (int64_t e = threadIdx.x; e < p.experts; e += blockDim.x) {
+      const float v = ToFloat(row[e]);
+      const bool after_previous = r == 0 || v < previous_value || (v == previous_value && e > previous_id);
+      if (after_previous) KeepBetter(best, best_id, v, static_cast<int>(e));
+    }
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+      KeepBetter(best, best_id, ShuffleXor(best, offset), ShuffleXor(best_id, offset));
+    }
+    if (lane == 0) {
+      pick_values[warp] = best;
+      pick_ids[warp] = best_id;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) KeepBetter(best, best_id, pick_values[w], pick_ids[w]);
+      const float prob = expf(best - row_max) / row_sum;
+      p.weights[token * p.k + r] = prob;
+      p.ids[token * p.k + r] = best_id;
+      picked_sum += prob;
+      previous_value = best;
+      previous_id = best_id;
+    }
+    __syncthreads();
+  }
+  if (p.renormalize && threadIdx.x == 0) {
+    for (int64_t r = 0; r < p.k; ++r) p.weights[token * p.k + r] /= picked_sum;
+  }
+}
+
+void MoeRouterGpu(const MoeRouterArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.logits.device());
+  DispatchFloat(a.logits.dtype(), "MoeRouter", [&](auto tag) {
+    using T = decltype(tag);
+    RouterParams<T> p{static_cast<const T*>(a.logits.data()), a.logits.stride(0), a.logits.size(1),
+                      a.topk_weights.size(1), a.topk_weights.data_ptr<float>(),
+                      static_cast<int32_t*>(a.topk_ids.data()), a.renormalize};
+    RouterRows<T><<<GridFor(a.logits.size(0), 1, "MoeRouter"), kRouterThreads, 0, stream>>>(p);
+  });
+  CheckLaunch("MoeRouter");
+}
+
+// ---- experts -----------------------------------------------------------------------
+
+template <typename X>
+struct ExpertParams {
+  const X* x;
+  X* out;
+  WeightMatrix gate, up, down;  // row r of expert e is row e * rows_per_expert + r, see ExpertRow
+  int64_t gate_expert_stride, up_expert_stride, down_expert_stride;  // elements
+  const float* topk_weights;
+  const int32_t* topk_ids;
+  float* hidden;  // [T, k, I]
+  int64_t tokens, k, experts, hidden_size, inter_size;
+  int64_t x_row_stride, out_row_stride;
+};
+
+constexpr int kExpertThreads = 128;
+
+__device__ inline const void* ExpertRow(const WeightMatrix& w, int64_t expert_stride, int64_t expert, int64_t row) {
+  return WeightRow(w.data, expert * expert_stride + row * w.row_stride, 1, w.block_elems, w.block_bytes);
+}
+
+// grid: (T * k, ceil(I / warps)); each warp computes hidden row i of one pair.
+template <typename X>
+__global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p) {
+  const int64_t pair = blockIdx.x, token = pair / p.k;
+  const int64_t warps = blockDim.x / kWarpSize;
+  const int64_t i = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / kWarpSize;
+  if (i >= p.inter_size) return;
+  const int64_t expert = p.topk_ids[pair];
+  float h = 0.0f;
+  if (expert >= 0 && expert < p.experts) {
+    const X* x = p.x + token * p.x_row_stride;
+    const float g = WarpDotRow(ExpertRow(p.gate, p.gate_expert_stride, expert, i), p.gate.dtype, x, p.hidden_size);
+    const float u = WarpDotRow(ExpertRow(p.up, p.up_expert_stride, expert, i), p.up.dtype, x, p.hidden_size);
+    h = Silu(g) * u;
+  }
+  if (threadIdx.x % kWarpSize == 0) p.hidden[pair * p.inter_size + i] = h;
+}
+
+// grid: (T, ceil(H / warps)); each warp computes out[token, n].
+template <typename X>
+__global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) {
+  const int64_t token = blockIdx.x;
+  const int64_t warps = blockDim.x / kWarpSize;
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / kWarpSize;
+  if (n >= p.hidden_size) return;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < p.k; ++j) {
+    const int64_t pair = token * p.k + j;
+    const int64_t expert = p.topk_ids[pair];
+    if (expert < 0 || expert >= p.experts) continue;
+    const float dot = WarpDotRow(ExpertRow(p.down, p.down_expert_stride, expert, n), p.down.dtype,
+                                 p.hidden + pair * p.inter_size, p.inter_size);
+    sum += p.topk_weights[pair] * dot;
+  }
+  if (threadIdx.x % kWarpSize == 0) p.out[token * p.out_row_stride + n] = FromFloat<X>(sum);
+}
+
+void MoeExpertsGpu(const MoeExpertsArgs& a) {
+  RejectActivationBlockWeights("MoeExperts", a.w_gate);
+  RejectActivationBlockWeights("MoeExperts", a.w_down);
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
+  const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
+  Tensor hidden = Tensor::Empty({tokens, k, inter_size}, DType::kF32, a.x.device());  // [T, k, I]
+  const int warps = kExpertThreads / WarpSize(a.x.device());
+  DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
+    using X = decltype(tag);
+    ExpertParams<X> p{static_cast<const X*>(a.x.data()),
+                      static_cast<X*>(a.out.data()),
+                      MakeWeightMatrix(a.w_gate.data(), a.w_gate.dtype(), a.w_gate.stride(1)),
+                      MakeWeightMatrix(a.w_up.data(), a.w_up.dtype(), a.w_up.stride(1)),
+                      MakeWeightMatrix(a.w_down.data(), a.w_down.dtype(), a.w_down.stride(1)),
+                      a.w_gate.stride(0),
+                      a.w_up.stride(0),
+                      a.w_down.stride(0),
+                      a.topk_weights.data_ptr<float>(),
+                      static_cast<const int32_t*>(a.topk_ids.data()),
+                      hidden.data_ptr<float>(),
+                      tokens,
+                      k,
+                      a.w_gate.size(0),
+                      hidden_size,
+                      inter_size,
+                      a.x.stride(0),
+                      a.out.stride(0)};
+    const dim3 hidden_grid(GridFor(tokens * k, 1, "MoeExperts"), GridFor(inter_size, warps, "MoeExperts"));
+    ExpertHidden<X><<<hidden_grid, kExpertThreads, 0, stream>>>(p);
+    const dim3 down_grid(GridFor(tokens, 1, "MoeExperts"), GridFor(hidden_size, warps, "MoeExperts"));
+    ExpertDown<X><<<down_grid, kExpertThreads, 0, stream>>>(p);
+  });
+  CheckLaunch("MoeExperts");
+}
+
+}  // namespace
+
+VT_REGISTER_KERNEL(MoeRouter, VT_GPU_DEVICE, MoeRouterGpu);
+VT_REGISTER_KERNEL(MoeExperts, VT_GPU_DEVICE, MoeExpertsGpu);
+
+}  // namespace vt::gpu

@@ -1,0 +1,171 @@
+// GPU kernels of the norms and gated activations: RmsNorm, AddRmsNorm,
+// GatedRmsNorm, L2Norm, SiluMul, SigmoidMul.
+//
+// Shapes (op_args.h): x, out [rows..., D] with any row strides and a unit-stride
+// last dim (out may be the same view as x); weight [D] of any float dtype;
+// AddRmsNorm's residual [T, D] is updated in place to residual + x (rounded to its
+// dtype, and the norm reads that stored value); GatedRmsNorm's z like x;
+// SigmoidMul's gate [rows..., D] or [rows..., 1].
+//
+// Norms: one block per row; the sum of squares is a block reduction in f32, then a
+// second pass over the row (still in L1/L2) writes the output. Each thread touches
+// the same columns in both passes, so an in-place out needs no barrier.
+// Activations: one thread per element. All arithmetic is f32.
+#include "gpu_common.cuh"
+#include "vt/ops.h"
+
+namespace vt::gpu {
+namespace {
+
+// Threads per row of a row kernel: enough lanes for the row, a multiple of 64.
+int RowThreads(int64_t dim) { return dim >= 1024 ? 256 : dim >= 256 ? 128 : 64; }
+
+template <typename T>
+struct RowNormParams {
+  const T* x;
+  const T* z;  // GatedRmsNorm's gate input, else null
+  T* residual;  // AddRmsNorm only, else null
+  T* out;
+  Layout x_rows, z_rows, residual_rows, out_rows;
+  const void* weight;  // null for L2Norm
+  DType weight_dtype;
+  int64_t dim;
+  float eps;
+  float weight_offset;
+  float scale;  // L2Norm's scale
+};
+
+enum class NormKind { kRms, kAddRms, kGatedRms, kL2 };
+
+template <typename T, NormKind kKind>
+__global__ void NormRows(RowNormParams<T> p) {
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  const int64_t row = blockIdx.x;
+  const T* x = p.x + p.x_rows.Offset(row);
+  T* out = p.out + p.out_rows.Offset(row);
+  T* residual = kKind == NormKind::kAddRms ? p.residual + p.residual_rows.Offset(row) : nullptr;
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
+    float v = ToFloat(x[i]);
+    if constexpr (kKind == NormKind::kAddRms) {
+      const T stored = FromFloat<T>(ToFloat(residual[i]) + v);
+      residual[i] = stored;
+      v = ToFloat(stored);
+    }
+    sum_sq += v * v;
+  }
+  sum_sq = BlockSum(sum_sq, scratch);
+  const float inv = kKind == NormKind::kL2 ? rsqrtf(sum_sq + p.eps) * p.scale : rsqrtf(sum_sq / p.dim + p.eps);
+  const T* z = kKind == NormKind::kGatedRms ? p.z + p.z_rows.Offset(row) : nullptr;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
+    const float v = ToFloat(kKind == NormKind::kAddRms ? residual[i] : x[i]);
+    float y = v * inv;
+    if constexpr (kKind != NormKind::kL2) y *= LoadAsFloat(p.weight, p.weight_dtype, i) + p.weight_offset;
+    if constexpr (kKind == NormKind::kGatedRms) y *= Silu(ToFloat(z[i]));
+    out[i] = FromFloat<T>(y);
+  }
+}
+
+template <NormKind kKind>
+void LaunchNorm(const char* op, const Tensor& x, const Tensor* z, const Tensor* residual, const Tensor* weight,
+                const Tensor& out, float eps, float weight_offset, float scale) {
+  gpuStream_t stream = PrepareDevice(out.device());
+  const int64_t dim = x.size(-1), rows = NumRows(x);
+  DispatchFloat(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    RowNormParams<T> p{};
+    p.x = static_cast<const T*>(x.data());
+    p.x_rows = MakeRowLayout(x, op);
+    if (z != nullptr) {
+      p.z = static_cast<const T*>(z->data());
+      p.z_rows = MakeRowLayout(*z, op);
+    }
+    if (residual != nullptr) {
+      p.residual = static_cast<T*>(residual->data());
+      p.residual_rows = MakeRowLayout(*residual, op);
+    }
+    p.out = static_cast<T*>(out.data());
+    p.out_rows = MakeRowLayout(out, op);
+    if (weight != nullptr) {
+      p.weight = weight->data();
+      p.weight_dtype = weight->dtype();
+    }
+    p.dim = dim;
+    p.eps = eps;
+    p.weight_offset = weight_offset;
+    p.scale = scale;
+    NormRows<T, kKind><<<GridFor(rows, 1, op), RowThreads(dim), 0, stream>>>(p);
+  });
+  CheckLaunch(op);
+}
+
+void RmsNormGpu(const RmsNormArgs& a) {
+  LaunchNorm<NormKind::kRms>("RmsNorm", a.x, nullptr, nullptr, &a.weight, a.out, a.eps, a.weight_offset, 1.0f);
+}
+
+void AddRmsNormGpu(const AddRmsNormArgs& a) {
+  LaunchNorm<NormKind::kAddRms>("AddRmsNorm", a.x, nullptr, &a.residual, &a.weight, a.out, a.eps, a.weight_offset,
+                                1.0f);
+}
+
+void GatedRmsNormGpu(const GatedRmsNormArgs& a) {
+  LaunchNorm<NormKind::kGatedRms>("GatedRmsNorm", a.x, &a.z, nullptr, &a.weight, a.out, a.eps, 0.0f, 1.0f);
+}
+
+void L2NormGpu(const L2NormArgs& a) {
+  LaunchNorm<NormKind::kL2>("L2Norm", a.x, nullptr, nullptr, nullptr, a.out, a.eps, 0.0f, a.scale);
+}
+
+// ---- gated activations -------------------------------------------------------
+
+template <typename T>
+struct GateParams {
+  const T* x;     // SiluMul: gate; SigmoidMul: x
+  const T* other;  // SiluMul: up; SigmoidMul: gate (any float dtype, see gate_dtype)
+  T* out;
+  Layout x_rows, other_rows, out_rows;
+  DType other_dtype;
+  int64_t dim;
+  int64_t other_dim;  // SigmoidMul: D or 1 (broadcast)
+  int64_t count;
+};
+
+// kSilu: out = silu(x) * other; else out = x * sigmoid(other).
+template <typename T, bool kSilu>
+__global__ void GatedElements(GateParams<T> p) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / p.dim, col = i % p.dim;
+    const float x = ToFloat(p.x[p.x_rows.Offset(row) + col]);
+    const float other =
+        LoadAsFloat(p.other, p.other_dtype, p.other_rows.Offset(row) + (p.other_dim == 1 ? 0 : col));
+    p.out[p.out_rows.Offset(row) + col] = FromFloat<T>(kSilu ? Silu(x) * other : x * Sigmoid(other));
+  }
+}
+
+template <bool kSilu>
+void LaunchGated(const char* op, const Tensor& x, const Tensor& other, const Tensor& out) {
+  gpuStream_t stream = PrepareDevice(out.device());
+  DispatchFloat(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    GateParams<T> p{static_cast<const T*>(x.data()), static_cast<const T*>(other.data()), static_cast<T*>(out.data()),
+                    MakeRowLayout(x, op), MakeRowLayout(other, op), MakeRowLayout(out, op), other.dtype(),
+                    x.size(-1), other.size(-1), x.numel()};
+    GatedElements<T, kSilu><<<GridStrideBlocks(p.count, out.device(), op), kElementwiseThreads, 0, stream>>>(p);
+  });
+  CheckLaunch(op);
+}
+
+void SiluMulGpu(const SiluMulArgs& a) { LaunchGated<true>("SiluMul", a.gate, a.up, a.out); }
+void SigmoidMulGpu(const SigmoidMulArgs& a) { LaunchGated<false>("SigmoidMul", a.x, a.gate, a.out); }
+
+}  // namespace
+
+VT_REGISTER_KERNEL(RmsNorm, VT_GPU_DEVICE, RmsNormGpu);
+VT_REGISTER_KERNEL(AddRmsNorm, VT_GPU_DEVICE, AddRmsNormGpu);
+VT_REGISTER_KERNEL(GatedRmsNorm, VT_GPU_DEVICE, GatedRmsNormGpu);
+VT_REGISTER_KERNEL(L2Norm, VT_GPU_DEVICE, L2NormGpu);
+VT_REGISTER_KERNEL(SiluMul, VT_GPU_DEVICE, SiluMulGpu);
+VT_REGISTER_KERNEL(SigmoidMul, VT_GPU_DEVICE, SigmoidMulGpu);
+
+}  // namespace vt::gpu

@@ -1,0 +1,223 @@
+// Each GPU kernel variant that a kernel choice can pick, run on the device against
+// a double-precision reference, with reach counters proving which variant ran:
+// MatMul's skinny, tiled and (CUDA) cuBLAS routes, PagedAttention's one-pass and
+// split-KV routes, and GDN's state kept in shared memory (Dk <= 160) or in global
+// memory (larger Dk, which the contract tests' model-sized heads never reach).
+// Skips itself on machines without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "testing/op_testing.h"
+#include "vt/reach.h"
+
+namespace vt {
+namespace {
+
+using testing::AllClose;
+using testing::RandomTensor;
+using testing::ToDoubles;
+
+std::vector<Device> GpuDevices() {
+  std::vector<Device> gpus;
+  for (Device d : testing::TestDevices()) {
+    if (d.type != DeviceType::kCPU) gpus.push_back(d);
+  }
+  return gpus;
+}
+
+// out[m, n] = sum_k x[m, k] w[n, k] in double.
+std::vector<double> MatMulReference(const Tensor& x, const Tensor& w) {
+  const std::vector<double> xs = ToDoubles(x), ws = ToDoubles(w);
+  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
+  std::vector<double> out(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t e = 0; e < k; ++e) sum += xs[i * k + e] * ws[j * k + e];
+      out[i * n + j] = sum;
+    }
+  }
+  return out;
+}
+
+// Tolerances: f32 results accumulate K products in f32 (relative error ~K * 6e-8,
+// well under 1e-5 for K <= 1024); bf16 results are rounded once to bf16 (2^-8).
+TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
+  const std::vector<Device> gpus = GpuDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t m, n, k;
+    const char* cuda_route;
+    const char* rocm_route;
+  };
+  const Case cases[] = {
+      {3, 70, 96, "skinny_warp_per_column", "skinny_warp_per_column"},
+      {40, 70, 96, "tiled_shared", "tiled_shared"},
+      {130, 257, 520, "cublas", "tiled_shared"},  // 17.4M multiply-adds: past the vendor threshold
+  };
+  std::mt19937 rng(11);
+  for (Device device : gpus) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(device.ToString() + " " + DTypeName(dtype) + " M=" + std::to_string(c.m));
+        const Tensor x = RandomTensor({c.m, c.k}, dtype, device, rng);
+        const Tensor w = RandomTensor({c.n, c.k}, dtype, device, rng);
+        Tensor out = Tensor::Empty({c.m, c.n}, dtype, device);
+        testing::Poison(out);
+        reach::Reset();
+        MatMul({.x = x, .w = w, .out = out});
+        const char* route = device.type == DeviceType::kCUDA ? c.cuda_route : c.rocm_route;
+        EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
+        EXPECT_TRUE(AllClose(MatMulReference(x, w), out, testing::DefaultTolerance(dtype)));
+      }
+    }
+  }
+}
+
+// One sequence of `context` tokens whose last `q_len` are queries, caches
+// contiguous with block size 16 and blocks in order.
+struct AttentionCase {
+  int64_t context, q_len, heads, kv_heads, head_dim;
+};
+
+std::vector<double> AttentionReference(const AttentionCase& c, const std::vector<double>& q,
+                                       const std::vector<double>& k, const std::vector<double>& v, double scale) {
+  const int64_t d = c.head_dim, group = c.heads / c.kv_heads;
+  std::vector<double> out(c.q_len * c.heads * d, 0.0);
+  for (int64_t i = 0; i < c.q_len; ++i) {
+    const int64_t position = c.context - c.q_len + i;
+    for (int64_t h = 0; h < c.heads; ++h) {
+      std::vector<double> s(position + 1, 0.0);
+      double max_s = -INFINITY, sum = 0;
+      for (int64_t j = 0; j <= position; ++j) {
+        for (int64_t e = 0; e < d; ++e) s[j] += q[(i * c.heads + h) * d + e] * k[(j * c.kv_heads + h / group) * d + e];
+        s[j] *= scale;
+        max_s = std::max(max_s, s[j]);
+      }
+      for (double& x : s) sum += x = std::exp(x - max_s);
+      for (int64_t j = 0; j <= position; ++j) {
+        for (int64_t e = 0; e < d; ++e) {
+          out[(i * c.heads + h) * d + e] += s[j] / sum * v[(j * c.kv_heads + h / group) * d + e];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
+  const std::vector<Device> gpus = GpuDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct RouteCase {
+    AttentionCase shape;
+    const char* route;
+  };
+  const RouteCase cases[] = {
+      {{300, 300, 8, 2, 64}, "rows_one_pass"},  // prefill: 2400 (row, head) blocks fill any GPU
+      {{3000, 1, 4, 1, 256}, "rows_split_kv"},  // decode of one long sequence
+      {{1500, 2, 16, 4, 128}, "rows_split_kv"},
+  };
+  std::mt19937 rng(12);
+  constexpr int64_t kBlockSize = 16;
+  for (Device device : gpus) {
+    for (const RouteCase& rc : cases) {
+      const AttentionCase& c = rc.shape;
+      SCOPED_TRACE(device.ToString() + " " + rc.route + " D=" + std::to_string(c.head_dim));
+      const int64_t blocks = (c.context + kBlockSize - 1) / kBlockSize;
+      const Tensor q = RandomTensor({c.q_len, c.heads, c.head_dim}, DType::kF32, device, rng, -2.0f, 2.0f);
+      const Tensor k = RandomTensor({c.context, c.kv_heads, c.head_dim}, DType::kF32, device, rng);
+      const Tensor v = RandomTensor({c.context, c.kv_heads, c.head_dim}, DType::kF32, device, rng);
+      Tensor k_cache = Tensor::Empty({blocks, kBlockSize, c.kv_heads, c.head_dim}, DType::kF32, device);
+      Tensor v_cache = Tensor::Empty({blocks, kBlockSize, c.kv_heads, c.head_dim}, DType::kF32, device);
+      std::vector<int32_t> slots(c.context), table(blocks);
+      for (int64_t i = 0; i < c.context; ++i) slots[i] = static_cast<int32_t>(i);
+      for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>(b);
+      WriteKvCache({.k = k, .v = v, .k_cache = k_cache, .v_cache = v_cache,
+                    .slot_mapping = Tensor::FromVector(slots, {c.context}).To(device)});
+      Tensor out = Tensor::Empty({c.q_len, c.heads, c.head_dim}, DType::kF32, device);
+      testing::Poison(out);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      reach::Reset();
+      PagedAttention({.q = q, .k_cache = k_cache, .v_cache = v_cache,
+                      .block_tables = Tensor::FromVector(table, {1, blocks}).To(device),
+                      .seq_lens = Tensor::FromVector(std::vector<int32_t>{static_cast<int32_t>(c.context)}, {1}).To(device),
+                      .query_start_loc =
+                          Tensor::FromVector(std::vector<int32_t>{0, static_cast<int32_t>(c.q_len)}, {2}).To(device),
+                      .out = out, .scale = scale, .max_query_len = c.q_len, .max_seq_len = c.context});
+      EXPECT_EQ(reach::Count(std::string("PagedAttentionGpu.") + rc.route), 1u);
+      // f32 dot products and an f32 online softmax over <= 3000 keys: errors ~1e-6.
+      EXPECT_TRUE(AllClose(AttentionReference(c, ToDoubles(q), ToDoubles(k), ToDoubles(v), scale), out, 1e-5));
+    }
+  }
+}
+
+// Per token: S = e^g S; S += k (beta (v - S^T k))^T; o = S^T q, one sequence from
+// a random state, in double. Layouts: q, k [T, Hk, Dk]; v [T, Hv, Dv]; S [Hv, Dk, Dv].
+std::vector<double> DeltaRuleReference(int64_t tokens, int64_t hk, int64_t hv, int64_t dk, int64_t dv,
+                                       const std::vector<double>& q, const std::vector<double>& k,
+                                       const std::vector<double>& v, const std::vector<double>& g,
+                                       const std::vector<double>& beta, std::vector<double>& state) {
+  std::vector<double> out(tokens * hv * dv);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < hv; ++h) {
+      const int64_t kh = h / (hv / hk);
+      double* s = &state[h * dk * dv];
+      const double decay = std::exp(g[t * hv + h]);
+      for (int64_t j = 0; j < dv; ++j) {
+        double read = 0;
+        for (int64_t i = 0; i < dk; ++i) read += decay * s[i * dv + j] * k[(t * hk + kh) * dk + i];
+        const double delta = beta[t * hv + h] * (v[(t * hv + h) * dv + j] - read);
+        double o = 0;
+        for (int64_t i = 0; i < dk; ++i) {
+          s[i * dv + j] = decay * s[i * dv + j] + k[(t * hk + kh) * dk + i] * delta;
+          o += s[i * dv + j] * q[(t * hk + kh) * dk + i];
+        }
+        out[(t * hv + h) * dv + j] = o;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(GpuKernelRoutesTest, GdnStateInSharedOrGlobalMemoryMatchesTheReference) {
+  const std::vector<Device> gpus = GpuDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(13);
+  for (Device device : gpus) {
+    for (int64_t dk : {128, 192, 256}) {  // 128: shared-memory state; 192, 256: global-memory state
+      SCOPED_TRACE(device.ToString() + " Dk=" + std::to_string(dk));
+      const int64_t tokens = 37, hk = 2, hv = 4, dv = 70;
+      // Keys of norm 1 and queries of norm 1/sqrt(Dk), as the model feeds them, keep
+      // the state bounded; g < 0 and beta in (0, 1).
+      const float key_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+      const Tensor q = RandomTensor({tokens, hk, dk}, DType::kF32, device, rng, -key_scale, key_scale);
+      const Tensor k = RandomTensor({tokens, hk, dk}, DType::kF32, device, rng, -key_scale, key_scale);
+      const Tensor v = RandomTensor({tokens, hv, dv}, DType::kF32, device, rng);
+      const Tensor g = RandomTensor({tokens, hv}, DType::kF32, device, rng, -0.5f, -0.01f);
+      const Tensor beta = RandomTensor({tokens, hv}, DType::kF32, device, rng, 0.1f, 0.9f);
+      const Tensor initial = RandomTensor({2, hv, dk, dv}, DType::kF32, device, rng);  // slot 1 is used
+      std::vector<double> state = ToDoubles(initial.Select(0, 1));
+      const std::vector<double> ref =
+          DeltaRuleReference(tokens, hk, hv, dk, dv, ToDoubles(q), ToDoubles(k), ToDoubles(v), ToDoubles(g),
+                             ToDoubles(beta), state);
+      for (auto op : {&GdnRecurrent, &GdnChunkedPrefill}) {
+        Tensor states = initial.To(device);
+        Tensor out = Tensor::Empty({tokens, hv, dv}, DType::kF32, device);
+        testing::Poison(out);
+        op({.q = q, .k = k, .v = v, .g = g, .beta = beta, .states = states,
+            .query_start_loc = Tensor::FromVector(std::vector<int32_t>{0, static_cast<int32_t>(tokens)}, {2}).To(device),
+            .state_slot_ids = Tensor::FromVector(std::vector<int32_t>{1}, {1}).To(device), .out = out,
+            .tiled_value_heads = false});
+        // f32 state updates over 37 tokens with |S| ~ 1: errors ~1e-6.
+        EXPECT_TRUE(AllClose(ref, out, 1e-5));
+        EXPECT_TRUE(AllClose(state, ToDoubles(states.Select(0, 1)), 1e-5));
+        EXPECT_TRUE(AllClose(ToDoubles(initial.Select(0, 0)), states.Select(0, 0), 0.0)) << "slot 0 untouched";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vt
