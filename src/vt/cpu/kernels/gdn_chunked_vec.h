@@ -60,6 +60,7 @@ void MatMulVectorised(const ChunkMatMulArgs& p) {
     const bool wide = p.n - j0 >= kStrip;
     for (int64_t i0 = 0; i0 < p.m; i0 += Vec::kTileRows) {
       const int rows = static_cast<int>(std::min<int64_t>(Vec::kTileRows, p.m - i0));
+      if (p.c_lower_triangular && j0 > i0 + rows - 1) continue;  // the strip is above the tile's diagonal
       if (wide) {
         MatMulRows<Vec::kTileRows, 2>(p, i0, rows, j0);
       } else {

@@ -84,6 +84,14 @@ void StoreHeadRows(const float* src, int64_t ld, const Tensor& out, int64_t head
   }
 }
 
+void PrefetchHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count) {
+  const int64_t row_bytes = BytesFor(x.dtype(), x.size(2));
+  for (int64_t i = 0; i < count; ++i) {
+    const char* row = ElementAddress(x.data(), x.dtype(), (begin + i) * x.stride(0) + head * x.stride(1));
+    for (int64_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch(row + byte, 0, 3);
+  }
+}
+
 int64_t KeyHeadOf(int64_t value_head, int64_t key_heads, int64_t value_heads, bool tiled_value_heads) {
   return tiled_value_heads ? value_head % key_heads : value_head / (value_heads / key_heads);
 }

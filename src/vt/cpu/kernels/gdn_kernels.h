@@ -33,6 +33,10 @@ void LoadHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count, f
 // The inverse: src [count][ld] f32 -> rows of head `head` of out [T, heads, D].
 void StoreHeadRows(const float* src, int64_t ld, const Tensor& out, int64_t head, int64_t begin, int64_t count);
 
+// Asks the cache to fetch those rows ahead of use (hardware prefetchers do not see
+// the pattern: a head's rows are a token row apart, other heads' rows in between).
+void PrefetchHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count);
+
 // Key head read by value head `value_head` (see GdnArgs::tiled_value_heads).
 int64_t KeyHeadOf(int64_t value_head, int64_t key_heads, int64_t value_heads, bool tiled_value_heads);
 
@@ -90,7 +94,8 @@ void RecurrentHeadAvx512(const RecurrentHeadArgs& a);
 // C = c_scale * C + ab_scale * A B, with A [m, k] read as a[i * a_row_stride + p *
 // a_col_stride], B [k, n] rows of ldb, C [m, n] rows of ldc. n is a multiple of 16.
 // c_scale == 0 does not read C. a_lower_triangular promises A[i][p] == 0 for p > i,
-// so the inner loop for rows [i0, i1) stops at i1.
+// so the inner loop for rows [i0, i1) stops at i1. c_lower_triangular asks only for
+// C[i][j] with j <= i; other elements may or may not be written.
 struct ChunkMatMulArgs {
   int64_t m, n, k;
   const float* a;
@@ -101,6 +106,7 @@ struct ChunkMatMulArgs {
   int64_t ldc;
   float c_scale, ab_scale;
   bool a_lower_triangular;
+  bool c_lower_triangular;
 };
 struct ChunkKernels {
   void (*matmul)(const ChunkMatMulArgs& a);
