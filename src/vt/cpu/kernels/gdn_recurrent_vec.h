@@ -28,7 +28,8 @@ class RecurrentStrip {
  public:
   using Reg = Vec::Reg;
 
-  RecurrentStrip(const RecurrentHeadArgs& a, int64_t c0, int last_lanes) : a_(a), c0_(c0), last_lanes_(last_lanes) {}
+  RecurrentStrip(const RecurrentHeadArgs& a, int64_t c0, int last_lanes)
+      : a_(a), c0_(c0), last_lanes_(last_lanes), strip_(a.state + c0), key_dim_(a.key_dim), row_stride_(a.value_dim) {}
 
   void Run() {
     Reg acc_k[kVecs], acc_q[kVecs], delta[kVecs];
@@ -62,11 +63,13 @@ class RecurrentStrip {
       Vec::Store(p + i * Vec::kLanes, v);
     }
   }
-  float* Row(int64_t r) const { return a_.state + r * a_.value_dim + c0_; }
+  // Copies of the addressing fields: the vector stores may alias anything, so fields
+  // read through a_ would be reloaded after every store.
+  float* Row(int64_t r) const { return strip_ + r * row_stride_; }
 
   void ReadPass(const float* k, const float* q, Reg* acc_k, Reg* acc_q) const {
     for (int i = 0; i < kVecs; ++i) acc_k[i] = acc_q[i] = Vec::Zero();
-    for (int64_t r = 0; r < a_.key_dim; ++r) {
+    for (int64_t r = 0; r < key_dim_; ++r) {
       const Reg kr = Vec::Set(k[r]), qr = Vec::Set(q[r]);
       for (int i = 0; i < kVecs; ++i) {
         const Reg s = Load(Row(r), i);
@@ -79,7 +82,7 @@ class RecurrentStrip {
   void UpdateAndReadPass(Reg decay, const float* k, const Reg* delta, const float* next_k, const float* next_q,
                          Reg* acc_k, Reg* acc_q) const {
     for (int i = 0; i < kVecs; ++i) acc_k[i] = acc_q[i] = Vec::Zero();
-    for (int64_t r = 0; r < a_.key_dim; ++r) {
+    for (int64_t r = 0; r < key_dim_; ++r) {
       const Reg kr = Vec::Set(k[r]), next_kr = Vec::Set(next_k[r]), next_qr = Vec::Set(next_q[r]);
       float* row = Row(r);
       for (int i = 0; i < kVecs; ++i) {
@@ -92,7 +95,7 @@ class RecurrentStrip {
   }
 
   void UpdatePass(Reg decay, const float* k, const Reg* delta) const {
-    for (int64_t r = 0; r < a_.key_dim; ++r) {
+    for (int64_t r = 0; r < key_dim_; ++r) {
       const Reg kr = Vec::Set(k[r]);
       float* row = Row(r);
       for (int i = 0; i < kVecs; ++i) Store(row, i, Vec::Fma(kr, delta[i], Vec::Mul(decay, Load(row, i))));
@@ -102,6 +105,8 @@ class RecurrentStrip {
   const RecurrentHeadArgs& a_;
   const int64_t c0_;
   const int last_lanes_;
+  float* const strip_;
+  const int64_t key_dim_, row_stride_;
 };
 
 inline void RecurrentHeadVectorised(const RecurrentHeadArgs& a) {

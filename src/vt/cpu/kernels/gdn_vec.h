@@ -30,8 +30,9 @@ struct Vec {
   // Micro-tile of the chunk products: 8 rows x 2 vectors = 16 of the 32 registers
   // accumulate, the rest hold B rows and broadcasts.
   static constexpr int kTileRows = 8;
-  // Column strip of the recurrent kernel: 4 vectors (64 columns) x 3 live values.
-  static constexpr int kRecurrentVecs = 4;
+  // Column strip of the recurrent kernel: 8 vectors (a whole row of 128 columns, read
+  // front to back as the prefetchers like) x 3 live values = 24 registers.
+  static constexpr int kRecurrentVecs = 8;
 
   static Reg Zero() { return _mm512_setzero_ps(); }
   static Reg Set(float x) { return _mm512_set1_ps(x); }
@@ -56,8 +57,9 @@ struct Vec {
   // Micro-tile of the chunk products: 6 rows x 2 vectors = 12 of the 16 registers
   // accumulate, 2 hold a B row, 1 a broadcast.
   static constexpr int kTileRows = 6;
-  // Column strip of the recurrent kernel: 2 vectors (16 columns) x 3 live values.
-  static constexpr int kRecurrentVecs = 2;
+  // Column strip of the recurrent kernel: 4 vectors (32 columns) x 3 live values = 12
+  // registers.
+  static constexpr int kRecurrentVecs = 4;
 
   static Reg Zero() { return _mm256_setzero_ps(); }
   static Reg Set(float x) { return _mm256_set1_ps(x); }
