@@ -1,6 +1,6 @@
 // The tokenizer part of a GGUF file's metadata (keys tokenizer.ggml.* and
 // tokenizer.chat_template), as plain values. Tokenizer::FromGguf builds a tokenizer from
-// it; the GGUF reader fills it.
+// it; GgufTokenizerDataFromMetadata fills it from a GGUF file's metadata.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,8 @@
 #include <vector>
 
 namespace vllm {
+
+class GgufMetadata;
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class GgufTokenType : int32_t {
@@ -33,5 +35,9 @@ struct GgufTokenizerData {
   bool add_eos_token = false;         // tokenizer.ggml.add_eos_token
   std::string chat_template;          // tokenizer.chat_template
 };
+
+// Reads the keys above from a GGUF file's metadata; throws vt::Error naming the file
+// and the key when one is missing (model, tokens) or of the wrong type.
+GgufTokenizerData GgufTokenizerDataFromMetadata(const GgufMetadata& metadata);
 
 }  // namespace vllm

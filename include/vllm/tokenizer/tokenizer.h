@@ -54,7 +54,7 @@ class Tokenizer {
   // The id of a vocabulary spelling ("Ġthe") or an added token's content ("<|im_end|>").
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // The vocabulary spelling or added-token content of `id`; throws for an id without one.
-  const std::string& IdToToken(int32_t id) const;
+  std::string_view IdToToken(int32_t id) const;
 
   // Number of ids: the highest id + 1 (the model's embedding may have more rows).
   int32_t vocab_size() const;

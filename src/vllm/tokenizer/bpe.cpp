@@ -1,7 +1,8 @@
 #include "bpe.h"
 
 #include <cstdio>
-#include <queue>
+#include <algorithm>
+#include <functional>
 
 #include "byte_level.h"
 #include "vt/error.h"
@@ -9,14 +10,14 @@
 namespace vllm {
 namespace {
 
-int32_t LookUp(const std::unordered_map<std::string, int32_t>& vocab, const std::string& spelling, size_t merge_index,
+int32_t LookUp(const VocabIndex& vocab, const std::string& spelling, size_t merge_index,
                const std::pair<std::string, std::string>& merge, const std::string& source) {
-  auto it = vocab.find(spelling);
-  if (it == vocab.end()) {
+  const std::optional<int32_t> id = vocab.Find(spelling);
+  if (!id) {
     throw vt::Error(source + ": model.merges[" + std::to_string(merge_index) + "] = '" + merge.first + " " +
                     merge.second + "' needs the token '" + spelling + "', which is not in model.vocab");
   }
-  return it->second;
+  return *id;
 }
 
 // A candidate merge of the symbol at `pos` with its right neighbour. The heap pops the
@@ -32,41 +33,62 @@ struct Candidate {
 
 }  // namespace
 
-BpeModel::BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
-                   const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
-                   const std::string& source) {
+void BpeModel::MergeTable::Reserve(size_t count) {
+  int bits = 4;
+  while ((size_t{1} << bits) < count * 2) ++bits;  // load factor <= 1/2 keeps probe runs short
+  slots_.assign(size_t{1} << bits, Slot{kEmpty, {}});
+  mask_ = slots_.size() - 1;
+  shift_ = 64 - bits;
+}
+
+size_t BpeModel::MergeTable::SlotOf(uint64_t key) const {
+  // Fibonacci hashing: the top bits of key * 2^64/phi spread the packed id pairs.
+  size_t slot = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+  while (slots_[slot].key != kEmpty && slots_[slot].key != key) slot = (slot + 1) & mask_;
+  return slot;
+}
+
+void BpeModel::MergeTable::InsertOrAssign(int32_t left, int32_t right, MergeResult result) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+  slots_[SlotOf(key)] = Slot{key, result};
+}
+
+const BpeModel::MergeResult* BpeModel::MergeTable::Find(int32_t left, int32_t right) const {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+  const Slot& slot = slots_[SlotOf(key)];
+  return slot.key == key ? &slot.result : nullptr;
+}
+
+BpeModel::BpeModel(const VocabIndex& vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+                   bool ignore_merges, const std::string& source) {
   for (int b = 0; b < 256; ++b) {
     const std::string spelling = byte_level::Encode(std::string(1, static_cast<char>(b)));
-    auto it = vocab.find(spelling);
-    if (it == vocab.end()) {
+    const std::optional<int32_t> id = vocab.Find(spelling);
+    if (!id) {
       char hex[8];
       std::snprintf(hex, sizeof(hex), "0x%02X", b);
       throw vt::Error(source + ": model.vocab has no entry for byte " + hex + " (spelled '" + spelling +
                       "'); a byte-level BPE vocabulary needs all 256 bytes");
     }
-    byte_ids_[b] = it->second;
+    byte_ids_[b] = *id;
   }
-  merges_.reserve(merges.size());
+  merges_.Reserve(merges.size());
+  std::string joined;
   for (size_t i = 0; i < merges.size(); ++i) {
     const auto& merge = merges[i];
-    const int32_t left = LookUp(vocab, merge.first, i, merges[i], source);
-    const int32_t right = LookUp(vocab, merge.second, i, merges[i], source);
-    const int32_t merged = LookUp(vocab, merge.first + merge.second, i, merges[i], source);
-    merges_.insert_or_assign(PairKey(left, right), MergeResult{static_cast<int32_t>(i), merged});
+    const int32_t left = LookUp(vocab, merge.first, i, merge, source);
+    const int32_t right = LookUp(vocab, merge.second, i, merge, source);
+    joined.assign(merge.first).append(merge.second);
+    const int32_t merged = LookUp(vocab, joined, i, merge, source);
+    merges_.InsertOrAssign(left, right, MergeResult{static_cast<int32_t>(i), merged});
   }
   if (ignore_merges) whole_pieces_ = vocab;
 }
 
-const BpeModel::MergeResult* BpeModel::FindMerge(int32_t left, int32_t right) const {
-  auto it = merges_.find(PairKey(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
-}
-
 void BpeModel::Encode(std::string_view piece, std::vector<int32_t>& ids) const {
-  if (!whole_pieces_.empty()) {
-    auto it = whole_pieces_.find(byte_level::Encode(piece));
-    if (it != whole_pieces_.end()) {
-      ids.push_back(it->second);
+  if (whole_pieces_) {
+    if (const std::optional<int32_t> whole = whole_pieces_->Find(byte_level::Encode(piece))) {
+      ids.push_back(*whole);
       return;
     }
   }
@@ -76,43 +98,46 @@ void BpeModel::Encode(std::string_view piece, std::vector<int32_t>& ids) const {
   ids.insert(ids.end(), symbols.begin(), symbols.end());
 }
 
-// Merges in place and compacts `symbols` to the final ids.
+// Merges in place and compacts `symbols` to the final ids. A merged-away symbol is
+// marked with id -1; `links` chain the live ones.
 void BpeModel::MergeSymbols(std::vector<int32_t>& symbols) const {
+  struct Links {
+    int32_t prev, next;  // -1 at the ends
+  };
+  // Scratch reused across calls on a thread: encoding allocates nothing per piece.
+  thread_local std::vector<Links> links;
+  thread_local std::vector<Candidate> heap;
   const int32_t n = static_cast<int32_t>(symbols.size());
-  // Doubly linked list over positions; a merged-away symbol gets alive = false.
-  std::vector<int32_t> prev(n), next(n);
-  std::vector<char> alive(n, 1);
-  for (int32_t i = 0; i < n; ++i) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
-  }
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  links.resize(n);
+  for (int32_t i = 0; i < n; ++i) links[i] = {i - 1, i + 1 < n ? i + 1 : -1};
+  heap.clear();
+  const auto later = std::greater<Candidate>();
   auto push_pair = [&](int32_t pos) {
-    if (pos < 0 || next[pos] < 0) return;
-    if (const MergeResult* m = FindMerge(symbols[pos], symbols[next[pos]])) heap.push({m->rank, pos, m->id});
+    if (pos < 0 || links[pos].next < 0) return;
+    if (const MergeResult* m = merges_.Find(symbols[pos], symbols[links[pos].next])) {
+      heap.push_back({m->rank, pos, m->id});
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
   };
   for (int32_t i = 0; i + 1 < n; ++i) push_pair(i);
   while (!heap.empty()) {
-    const Candidate top = heap.top();
-    heap.pop();
-    if (!alive[top.pos] || next[top.pos] < 0) continue;
-    const int32_t right = next[top.pos];
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Candidate top = heap.back();
+    heap.pop_back();
+    if (symbols[top.pos] < 0 || links[top.pos].next < 0) continue;
+    const int32_t right = links[top.pos].next;
     // A stale entry: the pair at this position has changed since it was pushed. Like
     // HF, an entry counts as current when the pair there still merges into its id.
-    const MergeResult* current = FindMerge(symbols[top.pos], symbols[right]);
+    const MergeResult* current = merges_.Find(symbols[top.pos], symbols[right]);
     if (current == nullptr || current->id != top.id) continue;
     symbols[top.pos] = top.id;
-    alive[right] = 0;
-    next[top.pos] = next[right];
-    if (next[right] >= 0) prev[next[right]] = top.pos;
-    push_pair(prev[top.pos]);
+    symbols[right] = -1;
+    links[top.pos].next = links[right].next;
+    if (links[right].next >= 0) links[links[right].next].prev = top.pos;
+    push_pair(links[top.pos].prev);
     push_pair(top.pos);
   }
-  int32_t kept = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    if (alive[i]) symbols[kept++] = symbols[i];
-  }
-  symbols.resize(kept);
+  symbols.erase(std::remove(symbols.begin(), symbols.end(), -1), symbols.end());
 }
 
 }  // namespace vllm

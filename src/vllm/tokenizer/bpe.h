@@ -9,24 +9,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "vocab_index.h"
 
 namespace vllm {
 
 class BpeModel {
  public:
-  BpeModel() = default;
-  // `vocab`: byte-level spelling -> id. `merges`: pairs of spellings, in rank order; a
-  // pair listed twice keeps its later rank (as HF does). With `ignore_merges`, a piece
-  // that is itself a vocabulary entry is taken whole. Throws, naming `source`, if a
-  // byte has no vocabulary entry or a merge names a spelling that is not in `vocab`.
-  BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
-           const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
-           const std::string& source);
+  // `merges`: pairs of byte-level spellings, in rank order; a pair listed twice keeps
+  // its later rank (as HF does). With `ignore_merges`, a piece that is itself a
+  // vocabulary entry is taken whole. Throws, naming `source`, if a byte has no
+  // vocabulary entry or a merge names a spelling that is not in `vocab`.
+  BpeModel(const VocabIndex& vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+           bool ignore_merges, const std::string& source);
 
   // Appends the ids of `piece` (raw bytes, not byte-level spelled) to `ids`.
   void Encode(std::string_view piece, std::vector<int32_t>& ids) const;
@@ -36,15 +36,30 @@ class BpeModel {
     int32_t rank;
     int32_t id;
   };
-  static uint64_t PairKey(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-  }
-  const MergeResult* FindMerge(int32_t left, int32_t right) const;
+  // Open-addressing hash table (linear probing) from a pair of ids to its merge: one
+  // cache line per look-up, the hot operation of encoding.
+  class MergeTable {
+   public:
+    void Reserve(size_t count);
+    void InsertOrAssign(int32_t left, int32_t right, MergeResult result);
+    const MergeResult* Find(int32_t left, int32_t right) const;
+
+   private:
+    struct Slot {
+      uint64_t key;  // kEmpty or the pair
+      MergeResult result;
+    };
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+    size_t SlotOf(uint64_t key) const;
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+  };
   void MergeSymbols(std::vector<int32_t>& symbols) const;
 
   int32_t byte_ids_[256] = {};
-  std::unordered_map<uint64_t, MergeResult> merges_;
-  std::unordered_map<std::string, int32_t> whole_pieces_;  // only with ignore_merges
+  MergeTable merges_;
+  std::optional<VocabIndex> whole_pieces_;  // only with ignore_merges
 };
 
 }  // namespace vllm

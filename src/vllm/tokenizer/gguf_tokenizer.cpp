@@ -6,9 +6,8 @@
 // that pad the vocabulary to the embedding size) decode to nothing. The Qwen
 // pre-tokenizers normalise to NFC, as the HF tokenizer.json of those models does, so a
 // GGUF and its HF folder encode text identically.
-#include <unordered_map>
-
 #include "tokenizer_spec.h"
+#include "vllm/model_loader/gguf_metadata.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vt/error.h"
 
@@ -36,8 +35,7 @@ std::pair<std::string, std::string> SplitMerge(const GgufTokenizerData& data, si
 }
 
 void PlaceTokens(const GgufTokenizerData& data, TokenizerSpec& spec) {
-  std::unordered_map<std::string, int32_t>& vocab = spec.vocab;
-  vocab.reserve(data.tokens.size());
+  spec.vocab.reserve(data.tokens.size());
   for (size_t i = 0; i < data.tokens.size(); ++i) {
     const int32_t id = static_cast<int32_t>(i);
     const std::string& token = data.tokens[i];
@@ -54,10 +52,7 @@ void PlaceTokens(const GgufTokenizerData& data, TokenizerSpec& spec) {
       case GgufTokenType::kNormal:
       case GgufTokenType::kUnknown:
       case GgufTokenType::kByte:
-        if (auto [it, inserted] = vocab.emplace(token, id); !inserted) {
-          throw vt::Error(data.source + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] = '" + token +
-                          "' repeats tokenizer.ggml.tokens[" + std::to_string(it->second) + "]");
-        }
+        spec.vocab.emplace_back(token, id);
         break;
       default:
         throw vt::Error(data.source + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] = " +
@@ -66,7 +61,58 @@ void PlaceTokens(const GgufTokenizerData& data, TokenizerSpec& spec) {
   }
 }
 
+// Array values, with the key added to the value's own type error.
+const GgufValue& ArrayValue(const GgufMetadata& metadata, const std::string& key) {
+  const GgufValue& value = metadata.Get(key);
+  if (!value.is_array()) {
+    throw vt::Error(metadata.source() + ": metadata key '" + key + "' is " + value.TypeInWords() +
+                    ", expected an array");
+  }
+  return value;
+}
+
+std::vector<std::string> StringArray(const GgufMetadata& metadata, const std::string& key) {
+  const GgufValue& value = ArrayValue(metadata, key);
+  try {
+    return value.AsStringArray();
+  } catch (const vt::Error& e) {  // "is an array of u32, expected ..."
+    throw vt::Error(metadata.source() + ": metadata key '" + key + "' " + e.what());
+  }
+}
+
+std::vector<int32_t> TokenTypes(const GgufMetadata& metadata) {
+  const std::string key = "tokenizer.ggml.token_type";
+  if (!metadata.Has(key)) return {};
+  std::vector<int32_t> types;
+  for (int64_t type : metadata.GetIntArray(key)) {
+    if (type < 0 || type > static_cast<int64_t>(GgufTokenType::kByte)) {
+      throw vt::Error(metadata.source() + ": metadata key '" + key + "' holds " + std::to_string(type) +
+                      ", which is not a token type (0..6)");
+    }
+    types.push_back(static_cast<int32_t>(type));
+  }
+  return types;
+}
+
 }  // namespace
+
+GgufTokenizerData GgufTokenizerDataFromMetadata(const GgufMetadata& metadata) {
+  GgufTokenizerData data;
+  data.source = metadata.source();
+  data.model = metadata.GetString("tokenizer.ggml.model");
+  // llama.cpp also falls back to its "default" (GPT-2) pre-tokenizer when the key is absent.
+  data.pre = metadata.FindString("tokenizer.ggml.pre").value_or("default");
+  data.tokens = StringArray(metadata, "tokenizer.ggml.tokens");
+  data.token_types = TokenTypes(metadata);
+  if (metadata.Has("tokenizer.ggml.merges")) data.merges = StringArray(metadata, "tokenizer.ggml.merges");
+  data.bos_token_id = metadata.FindInt("tokenizer.ggml.bos_token_id");
+  data.eos_token_id = metadata.FindInt("tokenizer.ggml.eos_token_id");
+  data.padding_token_id = metadata.FindInt("tokenizer.ggml.padding_token_id");
+  data.add_bos_token = metadata.FindBool("tokenizer.ggml.add_bos_token").value_or(false);
+  data.add_eos_token = metadata.FindBool("tokenizer.ggml.add_eos_token").value_or(false);
+  data.chat_template = metadata.FindString("tokenizer.chat_template").value_or("");
+  return data;
+}
 
 TokenizerSpec SpecFromGguf(const GgufTokenizerData& data) {
   if (data.model != "gpt2") {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "json_fields.h"
+#include "tokenizer_json_parser.h"
 #include "tokenizer_spec.h"
 
 namespace vllm {
@@ -18,41 +19,16 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::pair<std::string, std::string>> ReadMerges(const JsonFields& f, const json& model) {
-  const json& merges = f.Get(model, "model", "merges", JsonKind::kArray);
-  std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const json& m = merges[i];
-    const std::string path = "model.merges[" + std::to_string(i) + "]";
-    if (m.is_string()) {
-      // The older spelling "left right": exactly one space, as HF requires.
-      const std::string& text = m.get_ref<const std::string&>();
-      const size_t space = text.find(' ');
-      if (space == std::string::npos || space == 0 || space + 1 == text.size() ||
-          text.find(' ', space + 1) != std::string::npos) {
-        f.Fail(path, "must be two tokens separated by one space, found '" + text + "'");
-      }
-      out.emplace_back(text.substr(0, space), text.substr(space + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      out.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      f.Fail(path, "must be a string \"left right\" or an array of two strings, found " + std::string(m.type_name()));
-    }
-  }
-  return out;
-}
-
-void ReadModel(const JsonFields& f, const json& root, TokenizerSpec& spec) {
+// The vocabulary and merges were streamed by the parser; the DOM holds them only when
+// they have the wrong type (or not at all), which Get() then reports.
+void ReadModel(const JsonFields& f, const json& root, BpeTables& tables, TokenizerSpec& spec) {
   const json& model = f.Get(root, "", "model", JsonKind::kObject);
   const std::string type = f.GetString(model, "model", "type", "BPE");
   if (type != "BPE") f.Fail("model.type", "'" + type + "' is not supported (supported: BPE)");
-  const json& vocab = f.Get(model, "model", "vocab", JsonKind::kObject);
-  spec.vocab.reserve(vocab.size());
-  for (const auto& [spelling, id] : vocab.items()) {
-    spec.vocab.emplace(spelling, f.GetInt32(id, "model.vocab[\"" + spelling + "\"]"));
-  }
-  spec.merges = ReadMerges(f, model);
+  if (!tables.has_vocab) f.Get(model, "model", "vocab", JsonKind::kObject);
+  if (!tables.has_merges) f.Get(model, "model", "merges", JsonKind::kArray);
+  spec.vocab = std::move(tables.vocab);
+  spec.merges = std::move(tables.merges);
   spec.ignore_merges = f.GetBool(model, "model", "ignore_merges", false);
   if (f.GetBool(model, "model", "byte_fallback", false)) {
     f.Fail("model.byte_fallback", "true is not supported (byte-level BPE needs no byte fallback)");
@@ -215,7 +191,9 @@ std::optional<int32_t> IdOfTokenNamed(const JsonFields& c, const TokenizerSpec& 
   for (const AddedToken& token : spec.added_tokens) {
     if (token.content == *name) return token.id;
   }
-  if (auto it = spec.vocab.find(*name); it != spec.vocab.end()) return it->second;
+  for (const auto& [spelling, id] : spec.vocab) {
+    if (spelling == *name) return id;
+  }
   c.Fail(key, "names '" + *name + "', which is neither an added token nor in the vocabulary");
 }
 
@@ -281,11 +259,13 @@ void ApplyTokenizerConfig(const JsonFields& c, bool use_add_flags, TokenizerSpec
 
 TokenizerSpec SpecFromHfJson(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                              const std::string& folder) {
-  const JsonFields f(folder + "/tokenizer.json", tokenizer_json);
+  const std::string file = folder + "/tokenizer.json";
+  BpeTables tables;
+  const JsonFields f(file, ParseTokenizerJson(tokenizer_json, file, tables));
   const json& root = f.root();
   TokenizerSpec spec;
   spec.source = f.name();
-  ReadModel(f, root, spec);
+  ReadModel(f, root, tables, spec);
   if (const json* normalizer = f.Find(root, "normalizer")) ReadNormalizer(f, *normalizer, "normalizer", spec);
   if (const json* pre = f.Find(root, "pre_tokenizer")) ReadPreTokenizer(f, *pre, "pre_tokenizer", spec);
   ReadDecoder(f, root);

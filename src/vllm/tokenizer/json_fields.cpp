@@ -35,6 +35,10 @@ bool IsKind(const json& value, JsonKind kind) {
   return false;
 }
 
+void FailJsonKey(const std::string& file, const std::string& key_path, const std::string& problem) {
+  throw vt::Error(file + ": key '" + key_path + "' " + problem);
+}
+
 JsonFields::JsonFields(std::string name, std::string_view text) : name_(std::move(name)) {
   try {
     root_ = json::parse(text.begin(), text.end());
@@ -44,8 +48,12 @@ JsonFields::JsonFields(std::string name, std::string_view text) : name_(std::mov
   if (!root_.is_object()) throw vt::Error(name_ + ": must hold a JSON object, found " + root_.type_name());
 }
 
+JsonFields::JsonFields(std::string name, json root) : name_(std::move(name)), root_(std::move(root)) {
+  if (!root_.is_object()) throw vt::Error(name_ + ": must hold a JSON object, found " + root_.type_name());
+}
+
 void JsonFields::Fail(const std::string& key_path, const std::string& problem) const {
-  throw vt::Error(name_ + ": key '" + key_path + "' " + problem);
+  FailJsonKey(name_, key_path, problem);
 }
 
 const json* JsonFields::Find(const json& object, const std::string& key) const {

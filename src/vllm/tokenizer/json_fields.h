@@ -14,10 +14,15 @@ enum class JsonKind { kObject, kArray, kString, kInteger, kBool };
 
 bool IsKind(const nlohmann::json& value, JsonKind kind);
 
+// Throws vt::Error "<file>: key '<key_path>' <problem>".
+[[noreturn]] void FailJsonKey(const std::string& file, const std::string& key_path, const std::string& problem);
+
 class JsonFields {
  public:
   // Parses `text`; throws vt::Error naming `name` if it is not JSON or not an object.
   JsonFields(std::string name, std::string_view text);
+  // An already parsed document; throws if it is not an object.
+  JsonFields(std::string name, nlohmann::json root);
 
   const std::string& name() const { return name_; }
   const nlohmann::json& root() const { return root_; }

@@ -9,13 +9,28 @@
 #include "byte_level.h"
 #include "tokenizer_spec.h"
 #include "utf8.h"
+#include "vocab_index.h"
+#include "vllm/model_loader/gguf_reader.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vt/error.h"
 
 namespace vllm {
 
-// Ids are indexes into tables of this size; larger ids in a file are taken as corrupt.
-constexpr int64_t kMaxTokenId = int64_t{1} << 26;
+// Many short strings in one buffer, indexed by id: one allocation instead of 150k.
+class StringTable {
+ public:
+  void Append(std::string_view s) {
+    data_.append(s);
+    offsets_.push_back(data_.size());
+  }
+  std::string_view operator[](size_t i) const {
+    return std::string_view(data_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+  }
+
+ private:
+  std::string data_;
+  std::vector<size_t> offsets_ = {0};
+};
 
 struct Tokenizer::Impl {
   enum class Slot : uint8_t { kNone, kVocab, kAdded, kSpecial, kUnused };
@@ -23,42 +38,56 @@ struct Tokenizer::Impl {
   std::string source;
   std::vector<UnicodeForm> normalizer;
   PreTokenizer pre_tokenizer;
+  VocabIndex vocab;
   BpeModel bpe;
   AddedTokenMatcher raw_added, normalized_added;  // by the added tokens' `normalized` flag
   std::vector<Slot> slots;                         // [vocab_size]
-  std::vector<std::string> token_bytes;            // [vocab_size] what each id decodes to
-  std::vector<std::string> spellings;              // [vocab_size] vocab spelling or added content
-  std::unordered_map<std::string, int32_t> ids_by_spelling;
+  StringTable token_bytes;                         // [vocab_size] what each id decodes to
+  // Added tokens and unused slots (which are not in `vocab`): content <-> id.
+  std::unordered_map<std::string, int32_t> other_ids;
+  std::unordered_map<int32_t, std::string> other_spellings;
   std::vector<int32_t> prefix_ids, suffix_ids;
   std::optional<int32_t> bos_id, eos_id, pad_id;
   std::string bos_token, eos_token, pad_token, chat_template;
 
   explicit Impl(TokenizerSpec&& spec);
-  void PlaceId(int64_t id, Slot slot, const std::string& spelling, const char* what);
+  void PlaceTokens(const TokenizerSpec& spec);
   std::string TokenText(std::optional<int32_t> id, const char* what) const;
   void CheckId(int32_t id) const;
   void EncodePlain(std::string_view normalized, std::vector<int32_t>& ids) const;
   void EncodeBetweenRawTokens(std::string_view text, std::vector<int32_t>& ids) const;
 };
 
-void Tokenizer::Impl::PlaceId(int64_t id, Slot slot, const std::string& spelling, const char* what) {
-  if (id < 0 || id >= kMaxTokenId) {
-    throw vt::Error(source + ": " + what + " '" + spelling + "' has id " + std::to_string(id) +
-                    ", outside 0.." + std::to_string(kMaxTokenId - 1));
+// Gives every id its role and bytes. An added token may take the id of a vocabulary
+// entry (it then wins, as in HF).
+void Tokenizer::Impl::PlaceTokens(const TokenizerSpec& spec) {
+  slots.assign(vocab.size(), Slot::kNone);
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    if (vocab.Has(id)) slots[id] = Slot::kVocab;
   }
-  if (id >= static_cast<int64_t>(slots.size())) {
-    slots.resize(id + 1, Slot::kNone);
-    token_bytes.resize(id + 1);
-    spellings.resize(id + 1);
+  auto place_other = [&](int32_t id, Slot slot, const std::string& spelling, const char* what) {
+    if (id < 0 || id >= vocab.size() + (int32_t{1} << 20)) {
+      throw vt::Error(source + ": " + what + " '" + spelling + "' has id " + std::to_string(id) +
+                      ", far outside the vocabulary (" + std::to_string(vocab.size()) + " ids)");
+    }
+    if (id >= static_cast<int32_t>(slots.size())) slots.resize(id + 1, Slot::kNone);
+    slots[id] = slot;
+    other_ids[spelling] = id;
+    other_spellings[id] = spelling;
+  };
+  for (const AddedToken& token : spec.added_tokens) {
+    place_other(token.id, token.special ? Slot::kSpecial : Slot::kAdded, token.content, "added token");
   }
-  if (slot == Slot::kVocab && slots[id] != Slot::kNone) {
-    throw vt::Error(source + ": " + what + " '" + spelling + "' has id " + std::to_string(id) +
-                    ", which is already the id of '" + spellings[id] + "'");
+  for (const auto& [id, spelling] : spec.unused_slots) place_other(id, Slot::kUnused, spelling, "unused slot");
+  for (int32_t id = 0; id < static_cast<int32_t>(slots.size()); ++id) {
+    switch (slots[id]) {
+      case Slot::kNone:
+      case Slot::kUnused: token_bytes.Append({}); break;
+      case Slot::kVocab: token_bytes.Append(byte_level::DecodeToken(vocab.Spelling(id))); break;
+      case Slot::kAdded:
+      case Slot::kSpecial: token_bytes.Append(byte_level::DecodeToken(other_spellings.at(id))); break;
+    }
   }
-  slots[id] = slot;
-  spellings[id] = spelling;
-  token_bytes[id] = slot == Slot::kUnused ? std::string() : byte_level::DecodeToken(spelling);
-  ids_by_spelling[spelling] = static_cast<int32_t>(id);
 }
 
 std::string Tokenizer::Impl::TokenText(std::optional<int32_t> id, const char* what) const {
@@ -73,17 +102,17 @@ Tokenizer::Impl::Impl(TokenizerSpec&& spec)
     : source(std::move(spec.source)),
       normalizer(std::move(spec.normalizer)),
       pre_tokenizer(std::move(spec.pre_tokenizer)),
-      bpe(spec.vocab, spec.merges, spec.ignore_merges, source),
+      vocab(spec.vocab, source),
+      bpe(vocab, spec.merges, spec.ignore_merges, source),
       prefix_ids(std::move(spec.prefix_ids)),
       suffix_ids(std::move(spec.suffix_ids)),
       bos_id(spec.bos_id),
       eos_id(spec.eos_id),
       pad_id(spec.pad_id),
       chat_template(std::move(spec.chat_template)) {
-  for (const auto& [spelling, id] : spec.vocab) PlaceId(id, Slot::kVocab, spelling, "vocabulary token");
+  PlaceTokens(spec);
   std::vector<AddedToken> raw, normalized;
   for (AddedToken& token : spec.added_tokens) {
-    PlaceId(token.id, token.special ? Slot::kSpecial : Slot::kAdded, token.content, "added token");
     if (token.normalized) {
       // A normalized token is looked for in normalised text, so it is normalised too.
       token.content = NormalizeUnicode(token.content, normalizer);
@@ -92,7 +121,6 @@ Tokenizer::Impl::Impl(TokenizerSpec&& spec)
       raw.push_back(token);
     }
   }
-  for (const auto& [id, spelling] : spec.unused_slots) PlaceId(id, Slot::kUnused, spelling, "unused slot");
   raw_added = AddedTokenMatcher(raw);
   normalized_added = AddedTokenMatcher(normalized);
   // TokenText throws for ids without a token.
@@ -171,7 +199,10 @@ Tokenizer Tokenizer::FromPath(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path)) return FromHfDirectory(path);
   if (path.filename() == "tokenizer.json") return FromHfDirectory(path.parent_path());
   if (!std::filesystem::exists(path)) throw vt::Error(path.string() + ": no such file or folder");
-  throw vt::Error(path.string() + ": not a tokenizer (give an HF model folder with tokenizer.json)");
+  if (path.extension() == ".gguf") {
+    return FromGguf(GgufTokenizerDataFromMetadata(GgufFile::Open(path.string()).metadata()));
+  }
+  throw vt::Error(path.string() + ": not a tokenizer (give an HF model folder with tokenizer.json, or a .gguf file)");
 }
 
 Tokenizer Tokenizer::FromHfJson(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
@@ -226,14 +257,15 @@ bool Tokenizer::IsSpecial(int32_t id) const {
 }
 
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
-  auto it = impl_->ids_by_spelling.find(std::string(token));
-  if (it == impl_->ids_by_spelling.end()) return std::nullopt;
-  return it->second;
+  // Added tokens first, as in HF.
+  if (auto it = impl_->other_ids.find(std::string(token)); it != impl_->other_ids.end()) return it->second;
+  return impl_->vocab.Find(token);
 }
 
-const std::string& Tokenizer::IdToToken(int32_t id) const {
+std::string_view Tokenizer::IdToToken(int32_t id) const {
   impl_->CheckId(id);
-  return impl_->spellings[id];
+  if (impl_->slots[id] == Impl::Slot::kVocab) return impl_->vocab.Spelling(id);
+  return impl_->other_spellings.at(id);
 }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->slots.size()); }

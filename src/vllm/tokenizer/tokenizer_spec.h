@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,7 +17,7 @@ namespace vllm {
 
 struct TokenizerSpec {
   std::string source;  // the file(s), for error messages
-  std::unordered_map<std::string, int32_t> vocab;  // byte-level spelling -> id
+  std::vector<std::pair<std::string, int32_t>> vocab;  // byte-level spelling, id
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   bool ignore_merges = false;
   std::vector<AddedToken> added_tokens;

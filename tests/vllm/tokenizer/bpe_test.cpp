@@ -9,6 +9,7 @@
 
 #include "vllm/tokenizer/bpe.h"
 #include "vllm/tokenizer/byte_level.h"
+#include "vllm/tokenizer/vocab_index.h"
 #include "vt/error.h"
 
 namespace vllm {
@@ -22,6 +23,10 @@ std::unordered_map<std::string, int32_t> VocabFor(const Merges& spelled_merges) 
   for (int b = 0; b < 256; ++b) vocab[byte_level::Encode(std::string(1, static_cast<char>(b)))] = b;
   for (const auto& [l, r] : spelled_merges) vocab.emplace(l + r, static_cast<int32_t>(vocab.size()));
   return vocab;
+}
+
+VocabIndex Index(const std::unordered_map<std::string, int32_t>& vocab) {
+  return VocabIndex(std::vector<std::pair<std::string, int32_t>>(vocab.begin(), vocab.end()), "test");
 }
 
 std::vector<int32_t> ReferenceBpe(const std::string& piece, const Merges& spelled_merges,
@@ -71,7 +76,7 @@ TEST(BpeTest, MatchesTheReferenceOnRandomMergesAndWords) {
   for (int trial = 0; trial < 20; ++trial) {
     const Merges merges = RandomMerges(rng, alphabet, 40);
     const auto vocab = VocabFor(merges);
-    const BpeModel model(vocab, merges, false, "test");
+    const BpeModel model(Index(vocab), merges, false, "test");
     for (int w = 0; w < 200; ++w) {
       std::string word;
       const int length = 1 + static_cast<int>(rng() % 24);
@@ -86,7 +91,7 @@ TEST(BpeTest, MatchesTheReferenceOnRandomMergesAndWords) {
 TEST(BpeTest, LowestRankFirstThenLeftmost) {
   const Merges merges = {{"b", "c"}, {"a", "b"}, {"a", "a"}};
   const auto vocab = VocabFor(merges);
-  const BpeModel model(vocab, merges, false, "test");
+  const BpeModel model(Index(vocab), merges, false, "test");
   std::vector<int32_t> ids;
   model.Encode("abc", ids);  // (b,c) ranks before (a,b)
   EXPECT_EQ(ids, (std::vector<int32_t>{'a', vocab.at("bc")}));
@@ -103,8 +108,8 @@ TEST(BpeTest, IgnoreMergesTakesWholeVocabularyEntries) {
   const Merges merges = {{"b", "c"}, {"a", "b"}, {"ab", "c"}};
   const auto vocab = VocabFor(merges);
   std::vector<int32_t> merged, whole;
-  BpeModel(vocab, merges, false, "test").Encode("abc", merged);
-  BpeModel(vocab, merges, true, "test").Encode("abc", whole);
+  BpeModel(Index(vocab), merges, false, "test").Encode("abc", merged);
+  BpeModel(Index(vocab), merges, true, "test").Encode("abc", whole);
   EXPECT_EQ(merged, (std::vector<int32_t>{'a', vocab.at("bc")}));
   EXPECT_EQ(whole, (std::vector<int32_t>{vocab.at("abc")}));
 }
@@ -113,19 +118,34 @@ TEST(BpeTest, ErrorsNameTheMissingByteOrMergeToken) {
   auto vocab = VocabFor({});
   vocab.erase(byte_level::Encode("\n"));
   try {
-    BpeModel(vocab, {}, false, "tok.json");
+    BpeModel(Index(vocab), {}, false, "tok.json");
     FAIL() << "expected an error";
   } catch (const vt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("tok.json: model.vocab has no entry for byte 0x0A"), std::string::npos)
         << e.what();
   }
   try {
-    BpeModel(VocabFor({}), {{"a", "zz"}}, false, "tok.json");
+    BpeModel(Index(VocabFor({})), {{"a", "zz"}}, false, "tok.json");
     FAIL() << "expected an error";
   } catch (const vt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.merges[0] = 'a zz' needs the token 'zz'"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(VocabIndexTest, FindsEverySpellingAndRejectsClashes) {
+  const VocabIndex index({{"a", 0}, {"bb", 2}, {"\xC4\xA0the", 5}}, "v.json");
+  EXPECT_EQ(index.size(), 6);
+  EXPECT_EQ(index.Find("bb"), 2);
+  EXPECT_EQ(index.Find("\xC4\xA0the"), 5);
+  EXPECT_FALSE(index.Find("b").has_value());
+  EXPECT_FALSE(index.Find("").has_value());
+  EXPECT_TRUE(index.Has(2));
+  EXPECT_FALSE(index.Has(1));
+  EXPECT_EQ(index.Spelling(5), "\xC4\xA0the");
+  EXPECT_THROW(VocabIndex({{"a", 0}, {"b", 0}}, "v.json"), vt::Error);
+  EXPECT_THROW(VocabIndex({{"a", 0}, {"a", 1}}, "v.json"), vt::Error);
+  EXPECT_THROW(VocabIndex({{"a", -1}}, "v.json"), vt::Error);
 }
 
 }  // namespace
