@@ -15,7 +15,14 @@
 namespace vt::quant {
 namespace {
 
-int RoundClamp(float v, int lo, int hi) { return std::clamp(static_cast<int>(std::lround(v)), lo, hi); }
+// Nearest integer in [lo, hi] (NaN -> lo). Clamping first keeps |v| < 2^22, where
+// adding and subtracting 1.5 * 2^23 rounds to nearest without a libm call.
+int RoundClamp(float v, int lo, int hi) {
+  constexpr float kMagic = 12582912.0f;
+  float clamped = v >= static_cast<float>(lo) ? v : static_cast<float>(lo);
+  clamped = clamped <= static_cast<float>(hi) ? clamped : static_cast<float>(hi);
+  return static_cast<int>((clamped + kMagic) - kMagic);
+}
 
 // Squared error of x against the grid scale * q - min, q = nearest in [0, nmax].
 float GridError(const float* x, int n, int nmax, float scale, float min) {
@@ -128,9 +135,10 @@ float FitSymmetricScale(const float* x, int n) {
   }
   if (extreme == 0) return 0.0f;
   auto error = [&](float s) {
+    const float inv = 1.0f / s;
     float err = 0;
     for (int i = 0; i < n; ++i) {
-      const float diff = s * RoundClamp(x[i] / s, -32, 31) - x[i];
+      const float diff = s * RoundClamp(x[i] * inv, -32, 31) - x[i];
       err += diff * diff;
     }
     return err;

@@ -64,7 +64,9 @@ XFormat InputFormat(Variant variant, DType w_dtype) {
   return XFormat::kF32;
 }
 
-void MatMulCpu(const MatMulArgs& a) {
+}  // namespace
+
+void matmul::MatMulCpu(const MatMulArgs& a) {
   const DType w_dtype = a.w.dtype();
   if (w_dtype == DType::kQ8_K) {
     throw Error("vt::MatMul on cpu: w is " + a.w.Describe() +
@@ -100,8 +102,6 @@ void MatMulCpu(const MatMulArgs& a) {
               [&](int64_t begin, int64_t end) { rows_fn(p, begin * item_rows, std::min(n, end * item_rows)); });
 }
 
-}  // namespace
-
-VT_REGISTER_KERNEL(MatMul, kCPU, MatMulCpu);
+VT_REGISTER_KERNEL(MatMul, kCPU, matmul::MatMulCpu);
 
 }  // namespace vt::cpu

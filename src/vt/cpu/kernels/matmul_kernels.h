@@ -8,6 +8,7 @@
 
 #include "../cpu_util.h"
 #include "vt/dtype.h"
+#include "vt/op_args.h"
 
 namespace vt::cpu::matmul {
 
@@ -67,6 +68,10 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
 void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
+
+// The registered CPU kernel of MatMul (args as validated by vt::MatMul); MoeExperts
+// calls it directly for each expert's projections.
+void MatMulCpu(const MatMulArgs& args);
 
 // Weight rows per work item, so parallel chunks start on a register-tile boundary.
 inline constexpr int64_t kRowsPerWorkItem = 8;

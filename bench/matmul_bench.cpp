@@ -1,0 +1,133 @@
+// MatMul CPU benchmarks at the shapes of one Qwen3.5-0.8B layer (hidden 1024), 2
+// threads, f32 activations.
+//
+//   BM_MatMulGemv  decode: one token (M = 1). Memory-bound: reported as weight GB/s
+//                  and as a fraction of the DRAM read bandwidth measured in this run.
+//                  Calls rotate over enough copies of the weights that the working
+//                  set is at least 4x the last-level cache, so every call streams
+//                  its weights from DRAM as a real decode step does.
+//   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens; reported as GFLOP/s (2 M N K).
+//
+// Run: build-*/bin/vt_bench --benchmark_filter=MatMul (each benchmark repeats 5 times
+// and reports the median; the machine is shared, so compare medians, not single runs).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "vt/ops.h"
+#include "vt/quant.h"
+
+namespace vt {
+namespace {
+
+constexpr int kThreads = 2;
+
+struct LayerShape {
+  const char* name;
+  int64_t n, k;  // weight [N, K]
+};
+
+// Qwen3.5-0.8B: Nq 8, Nkv 2, D 256, GDN key_dim 2048 / value_dim 2048, FFN 3584.
+constexpr LayerShape kDecodeShapes[] = {
+    {"attn_q_proj", 4096, 1024},   // query + gate, 2 Nq D
+    {"attn_kv_proj", 512, 1024},   // k_proj and v_proj, Nkv D
+    {"attn_o_proj", 1024, 2048},   // Nq D -> hidden
+    {"gdn_in_qkv", 6144, 1024},    // 2 key_dim + value_dim
+    {"gdn_in_z", 2048, 1024},      // value_dim
+    {"gdn_out_proj", 1024, 2048},  // value_dim -> hidden
+    {"mlp_gate_up", 3584, 1024},   // gate and up, each
+    {"mlp_down", 1024, 3584},
+};
+constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K};
+
+// Weights [N, K] of `dtype` from uniform values; block types quantize row by row.
+Tensor RandomWeights(int64_t n, int64_t k, DType dtype, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(n * k));
+  for (float& v : values) v = dist(rng);
+  Tensor w = Tensor::Empty({n, k}, dtype);
+  if (IsQuantized(dtype)) {
+    for (int64_t r = 0; r < n; ++r) {
+      QuantizeRow(values.data() + r * k, k, static_cast<char*>(w.data()) + r * BytesFor(dtype, k), dtype);
+    }
+  } else {
+    w.CopyFrom(Tensor::FromVector(values, {n, k}));
+  }
+  return w;
+}
+
+// `copies` distinct buffers holding the same weights (byte copies of one quantized
+// matrix: quantizing each would only slow the setup).
+std::vector<Tensor> WeightCopies(int64_t n, int64_t k, DType dtype, int64_t copies) {
+  std::mt19937 rng(1);
+  std::vector<Tensor> out = {RandomWeights(n, k, dtype, rng)};
+  for (int64_t c = 1; c < copies; ++c) {
+    Tensor copy = Tensor::Empty({n, k}, dtype);
+    std::memcpy(copy.data(), out[0].data(), static_cast<size_t>(out[0].nbytes()));
+    out.push_back(copy);
+  }
+  return out;
+}
+
+Tensor RandomActivations(int64_t m, int64_t k) {
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(m * k));
+  for (float& v : values) v = dist(rng);
+  return Tensor::FromVector(values, {m, k});
+}
+
+void BM_MatMulGemv(benchmark::State& state, LayerShape shape, DType dtype) {
+  SetNumThreads(kThreads);
+  const int64_t bytes = BytesFor(dtype, shape.n * shape.k);
+  const std::vector<Tensor> weights = WeightCopies(shape.n, shape.k, dtype, bench::CopiesToExceedCache(bytes));
+  const Tensor x = RandomActivations(1, shape.k);
+  const Tensor out = Tensor::Empty({1, shape.n}, DType::kF32);
+  size_t next = 0;
+  bench::RunTimed(state, static_cast<double>(bytes), 2.0 * shape.n * shape.k, [&] {
+    MatMul({.x = x, .w = weights[next], .out = out});
+    next = (next + 1) % weights.size();
+  });
+}
+
+void BM_MatMulGemm(benchmark::State& state, LayerShape shape, DType dtype) {
+  SetNumThreads(kThreads);
+  const int64_t m = state.range(0);
+  std::mt19937 rng(1);
+  const Tensor w = RandomWeights(shape.n, shape.k, dtype, rng);
+  const Tensor x = RandomActivations(m, shape.k);
+  const Tensor out = Tensor::Empty({m, shape.n}, DType::kF32);
+  bench::RunTimed(state, static_cast<double>(BytesFor(dtype, shape.n * shape.k)), 2.0 * m * shape.n * shape.k,
+                  [&] { MatMul({.x = x, .w = w, .out = out}); });
+}
+
+// 5 repetitions, reported as their mean / median / stddev / cv.
+void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true); }
+
+[[maybe_unused]] const bool kRegistered = [] {
+  for (DType dtype : kWeightDTypes) {
+    for (const LayerShape& shape : kDecodeShapes) {
+      const std::string name = std::string("BM_MatMulGemv/") + DTypeName(dtype) + "/" + shape.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulGemv, shape, dtype)->Apply(Repeated);
+    }
+  }
+  for (DType dtype : kWeightDTypes) {
+    for (const LayerShape& shape : {kDecodeShapes[6], kDecodeShapes[7]}) {
+      const std::string name = std::string("BM_MatMulGemm/") + DTypeName(dtype) + "/" + shape.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulGemm, shape, dtype)
+          ->ArgName("tokens")
+          ->Arg(128)
+          ->Arg(256)
+          ->Arg(512)
+          ->Apply(Repeated);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace vt

@@ -1,0 +1,123 @@
+// MoeExperts on the CPU (qwen35.md §4.4): the routed experts of a MoE block,
+//   out[t] = sum_j w[t, j] * down_e(silu(gate_e x_t) * up_e x_t),  e = ids[t, j].
+//
+// Contract (vt/op_args.h, checked by vt::MoeExperts): x [T, H] float; w_gate, w_up
+// [E, I, H] and w_down [E, H, I] in any dtype MatMul takes, each expert's matrix
+// with contiguous rows and a free expert stride (views into a fused gate_up
+// [E, 2I, H] work); topk_weights [T, k] f32 and topk_ids [T, k] i32, contiguous;
+// out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E).
+//
+// The T * k (token, slot) pairs are grouped by expert with a counting sort, then
+// each expert that received tokens runs its three projections as MatMuls over its
+// gathered rows (the CPU MatMul kernel: GEMV for a decode step, GEMM when a prefill
+// sends it many tokens). When w_up's rows directly follow w_gate's (a fused gate_up
+// tensor), gate and up are one MatMul over 2I weight rows. Results accumulate in f32
+// in expert order, so the sum is deterministic.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../cpu_util.h"
+#include "matmul_kernels.h"
+#include "vt/ops.h"
+
+namespace vt::cpu {
+namespace {
+
+// pairs[offsets[e] .. offsets[e + 1]) are the flat (t * k + j) pairs routed to e.
+struct ExpertRoutes {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> pairs;
+};
+
+ExpertRoutes GroupByExpert(const MoeExpertsArgs& a) {
+  const int64_t num_experts = a.w_gate.size(0), num_pairs = a.topk_ids.numel();
+  const auto* ids = a.topk_ids.data_ptr<int32_t>();
+  ExpertRoutes routes{std::vector<int64_t>(static_cast<size_t>(num_experts + 1), 0),
+                      std::vector<int64_t>(static_cast<size_t>(num_pairs))};
+  for (int64_t p = 0; p < num_pairs; ++p) {
+    if (ids[p] < 0 || ids[p] >= num_experts) {
+      const int64_t k = a.topk_ids.size(1);
+      throw Error("vt::MoeExperts on cpu: topk_ids[" + std::to_string(p / k) + ", " + std::to_string(p % k) +
+                  "] = " + std::to_string(ids[p]) + " is not an expert of w_gate " + a.w_gate.Describe() + " (" +
+                  std::to_string(num_experts) + " experts)");
+    }
+    ++routes.offsets[ids[p] + 1];
+  }
+  for (int64_t e = 0; e < num_experts; ++e) routes.offsets[e + 1] += routes.offsets[e];
+  std::vector<int64_t> next(routes.offsets.begin(), routes.offsets.end() - 1);
+  for (int64_t p = 0; p < num_pairs; ++p) routes.pairs[next[ids[p]]++] = p;
+  return routes;
+}
+
+// Whether w_up[e] is the I rows right after w_gate[e] in one tensor (fused gate_up).
+bool UpFollowsGate(const Tensor& gate, const Tensor& up) {
+  return gate.storage() == up.storage() && gate.stride(0) == up.stride(0) &&
+         up.offset() == gate.offset() + gate.size(0) * gate.stride(0);
+}
+
+// silu(gate) * up, in place into gate; both [rows, I] with the given row strides.
+void SiluMulRows(float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows, int64_t inter) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* g = gate + r * gate_stride;
+    const float* u = up + r * up_stride;
+    for (int64_t i = 0; i < inter; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+// Adds expert e's weighted output for its `count` pairs into acc [T, H] (f32).
+void RunExpert(const MoeExpertsArgs& a, int64_t e, const int64_t* pairs, int64_t count, float* acc) {
+  const int64_t hidden = a.x.size(1), inter = a.w_gate.size(1), k = a.topk_ids.size(1);
+  Tensor rows = Tensor::Empty({count, hidden}, DType::kF32);  // [count, H], gathered x
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t t = pairs[r] / k;
+    LoadRow(ElementAddress(a.x.data(), a.x.dtype(), t * a.x.stride(0)), a.x.dtype(), hidden,
+            rows.data_ptr<float>() + r * hidden);
+  }
+  const Tensor w_gate = a.w_gate.Select(0, e), w_up = a.w_up.Select(0, e);
+  Tensor gate_up = Tensor::Empty({count, 2 * inter}, DType::kF32);  // [count, 2I]: gate | up
+  const Tensor gate = gate_up.Slice(1, 0, inter), up = gate_up.Slice(1, inter, 2 * inter);
+  if (UpFollowsGate(w_gate, w_up)) {
+    const Tensor w_gate_up = w_gate.AsStrided({2 * inter, hidden}, w_gate.strides(), w_gate.offset());
+    matmul::MatMulCpu({.x = rows, .w = w_gate_up, .out = gate_up});
+  } else {
+    matmul::MatMulCpu({.x = rows, .w = w_gate, .out = gate});
+    matmul::MatMulCpu({.x = rows, .w = w_up, .out = up});
+  }
+  SiluMulRows(gate.data_ptr<float>(), 2 * inter, up.data_ptr<float>(), 2 * inter, count, inter);
+  Tensor down = Tensor::Empty({count, hidden}, DType::kF32);  // [count, H]
+  matmul::MatMulCpu({.x = gate, .w = a.w_down.Select(0, e), .out = down});
+  const auto* weights = a.topk_weights.data_ptr<float>();
+  for (int64_t r = 0; r < count; ++r) {
+    float* dst = acc + (pairs[r] / k) * hidden;
+    const float* src = down.data_ptr<float>() + r * hidden;
+    const float w = weights[pairs[r]];
+    for (int64_t h = 0; h < hidden; ++h) dst[h] += w * src[h];
+  }
+}
+
+void MoeExpertsCpu(const MoeExpertsArgs& a) {
+  for (const Tensor* w : {&a.w_gate, &a.w_up, &a.w_down}) {
+    if (w->dtype() == DType::kQ8_K) {
+      throw Error("vt::MoeExperts on cpu: expert weights " + w->Describe() +
+                  " are q8_k, an activation format; quantize experts to q8_0, q4_k, q5_k or q6_k");
+    }
+  }
+  const ExpertRoutes routes = GroupByExpert(a);
+  const int64_t tokens = a.x.size(0), hidden = a.x.size(1);
+  std::vector<float> acc(static_cast<size_t>(tokens * hidden), 0.0f);  // [T, H]
+  for (int64_t e = 0; e + 1 < static_cast<int64_t>(routes.offsets.size()); ++e) {
+    const int64_t count = routes.offsets[e + 1] - routes.offsets[e];
+    if (count > 0) RunExpert(a, e, routes.pairs.data() + routes.offsets[e], count, acc.data());
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    StoreRow(acc.data() + t * hidden, hidden, ElementAddress(a.out.data(), a.out.dtype(), t * a.out.stride(0)),
+             a.out.dtype());
+  }
+}
+
+}  // namespace
+
+VT_REGISTER_KERNEL(MoeExperts, kCPU, MoeExpertsCpu);
+
+}  // namespace vt::cpu

@@ -1,0 +1,203 @@
+// MoeExperts contract: out[t] = sum_j w[t,j] * down_e(silu(gate_e x_t) * up_e x_t),
+// e = ids[t,j], against a double-precision reference from the dequantized expert
+// weights. Separate and fused gate_up expert tensors, float and block dtypes, k
+// distinct random experts per token with some experts receiving no tokens, decode
+// (1 token) and prefill sizes; out-of-range ids throw.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testing/op_testing.h"
+#include "vt/quant.h"
+
+namespace vt {
+namespace {
+
+Tensor OnDevice(const Tensor& t, Device device) { return device == t.device() ? t : t.To(device); }
+
+// [E, rows, cols] of `dtype`, values uniform in [-scale, scale).
+Tensor RandomExperts(int64_t experts, int64_t rows, int64_t cols, DType dtype, float scale, std::mt19937& rng) {
+  const Shape shape = {experts, rows, cols};
+  Tensor values = testing::RandomTensor(shape, DType::kF32, kCpu, rng, -scale, scale);
+  if (!IsQuantized(dtype)) {
+    Tensor out = Tensor::Empty(shape, dtype);
+    out.CopyFrom(values);
+    return out;
+  }
+  Tensor out = Tensor::Empty(shape, dtype);
+  for (int64_t r = 0; r < experts * rows; ++r) {
+    QuantizeRow(values.data_ptr<float>() + r * cols, cols, static_cast<char*>(out.data()) + r * BytesFor(dtype, cols),
+                dtype);
+  }
+  return out;
+}
+
+struct Routing {
+  Tensor weights, ids;  // [T, k] f32, i32
+};
+
+// k distinct experts per token drawn from `allowed`, positive weights summing to 1.
+Routing RandomRouting(int64_t tokens, int64_t k, const std::vector<int32_t>& allowed, std::mt19937& rng) {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  std::uniform_real_distribution<float> dist(0.1f, 1.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> pool = allowed;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    float total = 0;
+    std::vector<float> w(static_cast<size_t>(k));
+    for (float& v : w) total += v = dist(rng);
+    for (int64_t j = 0; j < k; ++j) {
+      ids.push_back(pool[j]);
+      weights.push_back(w[j] / total);
+    }
+  }
+  return {Tensor::FromVector(weights, {tokens, k}), Tensor::FromVector(ids, {tokens, k})};
+}
+
+std::vector<double> Reference(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                              const Routing& routing) {
+  const int64_t tokens = x.size(0), hidden = x.size(1), inter = w_gate.size(1), k = routing.ids.size(1);
+  const std::vector<double> xv = testing::ToDoubles(x), gate = testing::ToDoubles(w_gate),
+                            up = testing::ToDoubles(w_up), down = testing::ToDoubles(w_down),
+                            weights = testing::ToDoubles(routing.weights);
+  const std::vector<int64_t> ids = testing::ToInts(routing.ids);
+  std::vector<double> out(static_cast<size_t>(tokens * hidden), 0.0), act(static_cast<size_t>(inter));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids[t * k + j];
+      for (int64_t i = 0; i < inter; ++i) {
+        double g = 0, u = 0;
+        for (int64_t h = 0; h < hidden; ++h) {
+          g += xv[t * hidden + h] * gate[(e * inter + i) * hidden + h];
+          u += xv[t * hidden + h] * up[(e * inter + i) * hidden + h];
+        }
+        act[i] = g / (1 + std::exp(-g)) * u;
+      }
+      for (int64_t h = 0; h < hidden; ++h) {
+        double d = 0;
+        for (int64_t i = 0; i < inter; ++i) d += act[i] * down[(e * hidden + h) * inter + i];
+        out[t * hidden + h] += weights[t * k + j] * d;
+      }
+    }
+  }
+  return out;
+}
+
+// Relative to the largest |out| (AllClose), on top of out's rounding:
+//  - block weights: the kernel may quantize x and the SiLU product to 8 bits before
+//    each projection (each off by <= 0.4% of its block's largest value, independent
+//    errors), two stages in a row: 2e-2.
+//  - bf16 weights with f32 x: x split into two bf16 terms (2^-17 per product), twice: 2e-4.
+//  - f32 weights: f32 accumulation through two projections and the SiLU: 1e-4.
+double Tolerance(DType x_dtype, DType w_dtype) {
+  const double out_rounding = testing::DefaultTolerance(x_dtype);
+  if (IsQuantized(w_dtype)) return 2e-2 + out_rounding;
+  if (w_dtype == DType::kBF16) return 2e-4 + out_rounding;
+  return 1e-4 + out_rounding;
+}
+
+constexpr int64_t kExperts = 8, kHidden = 256, kInter = 256;
+
+// Expert weights of one dtype, either as separate gate / up tensors or as slices of
+// one fused gate_up [E, 2I, H] tensor (`fused` defined).
+struct Experts {
+  Tensor fused, w_gate, w_up, w_down;
+};
+
+// Scales keep gate/up outputs O(1) so the SiLU sees both signs and its curve.
+Experts RandomExpertSet(DType dtype, bool fused_gate_up, std::mt19937& rng) {
+  Experts e;
+  if (fused_gate_up) {
+    e.fused = RandomExperts(kExperts, 2 * kInter, kHidden, dtype, 0.12f, rng);
+    e.w_gate = e.fused.Slice(1, 0, kInter);
+    e.w_up = e.fused.Slice(1, kInter, 2 * kInter);
+  } else {
+    e.w_gate = RandomExperts(kExperts, kInter, kHidden, dtype, 0.12f, rng);
+    e.w_up = RandomExperts(kExperts, kInter, kHidden, dtype, 0.12f, rng);
+  }
+  e.w_down = RandomExperts(kExperts, kHidden, kInter, dtype, 0.12f, rng);
+  return e;
+}
+
+void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, std::mt19937& rng) {
+  const DType w_dtype = experts.w_down.dtype();
+  SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " T=" + std::to_string(tokens) +
+               " k=" + std::to_string(k) + (experts.fused.defined() ? " fused" : ""));
+  const Tensor x = testing::WithPaddedRows(testing::RandomTensor({tokens, kHidden}, x_dtype, kCpu, rng), 4);
+  // Experts 2 and 5 never receive a token.
+  const Routing routing = RandomRouting(tokens, k, {0, 1, 3, 4, 6, 7}, rng);
+  const std::vector<double> ref = Reference(x, experts.w_gate, experts.w_up, experts.w_down, routing);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    auto on = [&](const Tensor& t) { return OnDevice(t, device); };
+    // The fused layout moves to the device as one tensor, then is sliced there.
+    const bool fused = experts.fused.defined();
+    const Tensor gate = fused ? on(experts.fused).Slice(1, 0, kInter) : on(experts.w_gate);
+    const Tensor up = fused ? on(experts.fused).Slice(1, kInter, 2 * kInter) : on(experts.w_up);
+    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({tokens, kHidden}, x_dtype, device), 3);
+    testing::Poison(out);
+    MoeExperts({.x = on(x),
+                .w_gate = gate,
+                .w_up = up,
+                .w_down = on(experts.w_down),
+                .topk_weights = on(routing.weights),
+                .topk_ids = on(routing.ids),
+                .out = out});
+    EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(x_dtype, w_dtype)));
+  });
+}
+
+TEST(MoeExpertsTest, FloatExperts) {
+  std::mt19937 rng(1);
+  for (DType w_dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (bool fused : {false, true}) {
+      const Experts experts = RandomExpertSet(w_dtype, fused, rng);
+      for (int64_t tokens : {1, 5, 37}) CheckMoe(DType::kF32, experts, tokens, 2, rng);
+      CheckMoe(DType::kBF16, experts, 9, 3, rng);
+    }
+  }
+}
+
+TEST(MoeExpertsTest, QuantizedExperts) {
+  std::mt19937 rng(2);
+  for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const bool fused = w_dtype != DType::kQ5_K;  // Q5_K covers separate gate / up tensors
+    const Experts experts = RandomExpertSet(w_dtype, fused, rng);
+    for (int64_t tokens : {1, 5, 37}) CheckMoe(DType::kF32, experts, tokens, 3, rng);
+    CheckMoe(DType::kBF16, experts, 6, 2, rng);
+  }
+}
+
+TEST(MoeExpertsTest, OutOfRangeExpertIdThrows) {
+  std::mt19937 rng(3);
+  const Tensor w_gate = RandomExperts(4, 32, 64, DType::kF32, 0.1f, rng);
+  const Tensor w_up = RandomExperts(4, 32, 64, DType::kF32, 0.1f, rng);
+  const Tensor w_down = RandomExperts(4, 64, 32, DType::kF32, 0.1f, rng);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    auto on = [&](const Tensor& t) { return OnDevice(t, device); };
+    const Tensor ids = Tensor::FromVector(std::vector<int32_t>{0, 1, 2, 4}, {2, 2});
+    const Tensor weights = Tensor::FromVector(std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}, {2, 2});
+    try {
+      MoeExperts({.x = Tensor::Zeros({2, 64}, DType::kF32, device),
+                  .w_gate = on(w_gate),
+                  .w_up = on(w_up),
+                  .w_down = on(w_down),
+                  .topk_weights = on(weights),
+                  .topk_ids = on(ids),
+                  .out = Tensor::Zeros({2, 64}, DType::kF32, device)});
+      ADD_FAILURE() << "expert id 4 of 4 experts was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("MoeExperts"), std::string::npos) << what;
+      EXPECT_NE(what.find("topk_ids[1, 1] = 4"), std::string::npos) << what;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace vt
