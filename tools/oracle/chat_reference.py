@@ -26,7 +26,13 @@ example escaping special tokens written in user content), which the C++ side mus
 A second file, <out>.versions.json, records the library versions.
 
 --engine jinja2 skips transformers and writes only the jinja2 renders (as "prompt", no
-"ids"): a local check for machines without transformers, never a committed reference.
+"ids"); it runs anywhere jinja2 is installed (tests/data/chat/expected_jinja2.jsonl).
+
+--fill-jinja-cases FILE: for the Jinja engine's own unit cases, one
+{"name", "template", "context"} per line, renders each template with `context` in the same
+jinja2 environment and rewrites FILE with "expected" (the output) or "error" and
+"error_type" added to each line. jinja2 alone is needed (no transformers, no GPU):
+  python3 tools/oracle/chat_reference.py --fill-jinja-cases tests/data/chat/jinja_cases.jsonl
 """
 import argparse
 import json
@@ -112,14 +118,35 @@ def reference_transformers(tokenizer, env, template, case):
     return out
 
 
+def fill_jinja_cases(path):
+    env = make_jinja2_environment()
+    with open(path, encoding="utf-8", newline="") as f:
+        cases = [json.loads(line) for line in f.read().split("\n") if line.strip()]
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for case in cases:
+            record = {key: case[key] for key in ("name", "template", "context")}
+            try:
+                record["expected"] = env.from_string(case["template"]).render(**case["context"])
+            except Exception as exc:  # the case expects this error
+                record.update(error_fields("error", exc))
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"filled {len(cases)} jinja cases in {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--templates-dir", required=True)
+    ap.add_argument("--fill-jinja-cases", metavar="FILE")
+    ap.add_argument("--templates-dir")
     ap.add_argument("--tokenizer-dir")
     ap.add_argument("--conversations", default="tests/data/chat/conversations.jsonl")
     ap.add_argument("--out", default="tests/data/chat/expected.jsonl")
     ap.add_argument("--engine", choices=["transformers", "jinja2"], default="transformers")
     args = ap.parse_args()
+    if args.fill_jinja_cases:
+        fill_jinja_cases(args.fill_jinja_cases)
+        return
+    if not args.templates_dir:
+        sys.exit("--templates-dir is required")
 
     templates = {}
     for name in ("qwen3", "qwen3_5"):

@@ -35,12 +35,18 @@ std::optional<double> ParseFloat(const std::string& text) {
   return value;
 }
 
-// Python int(str, base) for base 10 (and 2..36); None when invalid.
+// Python int(str, base) for bases 2..36 (a 0x / 0o / 0b prefix matching the base is
+// allowed); None when invalid.
 std::optional<Int> ParseInt(const std::string& text, int base) {
   std::string s = py::Strip(text, std::nullopt, true, true);
   bool negative = false;
   size_t i = 0;
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  if (i + 1 < s.size() && s[i] == '0') {
+    const char prefix = static_cast<char>(std::tolower(static_cast<unsigned char>(s[i + 1])));
+    const int prefix_base = prefix == 'x' ? 16 : prefix == 'o' ? 8 : prefix == 'b' ? 2 : 0;
+    if (prefix_base != 0 && prefix_base == base) i += 2;
+  }
   if (i >= s.size()) return std::nullopt;
   Int value = 0;
   bool last_underscore = true;
@@ -90,6 +96,7 @@ Value Abs(const Value& input, CallArgs& args) {
 Value Attr(const Value& input, CallArgs& args) {
   auto a = BindArgs("attr", args, {{"name"}});
   if (!a[0].IsString()) throw RenderError("attr: the attribute name must be a string");
+  if (input.IsUndefined()) ThrowUndefined(input);
   if (input.IsNamespace() || input.IsLoop()) return GetAttribute(input, a[0].AsString());
   if (std::optional<Value> method = LookupMethod(input, a[0].AsString())) return *method;
   return Value::Undefined(ObjectDescription(input) + " has no attribute '" + a[0].AsString() + "'");
@@ -311,6 +318,7 @@ Value Round(const Value& input, CallArgs& args) {
   const std::string method = ToStr(a[1]);
   const double value = input.AsFloat();
   if (method == "common") {
+    if (input.IsInt() || input.IsBool()) return Value::Integer(input.AsInt());  // round(int, n) stays an int
     if (!std::isfinite(value) || precision < 0) return Value::Float(value);
     // printf rounds the exact binary value half-to-even, as Python's round() does.
     char buffer[512];

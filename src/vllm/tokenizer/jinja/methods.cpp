@@ -46,7 +46,10 @@ bool MatchesAffix(const std::string& s, const Value& affix, bool at_start, const
     return std::any_of(affix.AsList().begin(), affix.AsList().end(),
                        [&](const Value& a) { return MatchesAffix(s, a, at_start, function); });
   }
-  const std::string& a = StrArg(affix, function);
+  if (!affix.IsString()) {
+    throw RenderError(std::string(function) + " first arg must be str or a tuple of str, not " + affix.TypeName());
+  }
+  const std::string& a = affix.AsString();
   if (a.size() > s.size()) return false;
   return at_start ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
 }

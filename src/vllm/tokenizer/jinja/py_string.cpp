@@ -50,11 +50,44 @@ bool AllCodePoints(std::string_view s, Predicate predicate) {
   return true;
 }
 
-template <typename Mapping>
-std::string MapCodePoints(std::string_view s, Mapping mapping) {
+// Python's full case mappings (SpecialCasing.txt) where they differ from the simple
+// per-code-point ones: ß -> SS, the Latin ligatures, İ -> i̇.
+enum class CaseKind { kUpper, kLower, kTitle };
+const char* SpecialCase(char32_t cp, CaseKind kind) {
+  struct Entry {
+    char32_t cp;
+    const char* upper;
+    const char* title;
+  };
+  static constexpr Entry kEntries[] = {
+      {0x00DF, "SS", "Ss"},  {0xFB00, "FF", "Ff"},   {0xFB01, "FI", "Fi"}, {0xFB02, "FL", "Fl"},
+      {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"}, {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"},
+      {0x0149, "\u02BCN", "\u02BCN"}};
+  if (kind == CaseKind::kLower) return cp == 0x0130 ? "i\u0307" : nullptr;
+  for (const Entry& e : kEntries) {
+    if (e.cp == cp) return kind == CaseKind::kUpper ? e.upper : e.title;
+  }
+  return nullptr;
+}
+
+// Maps each code point with `kind_of(cp)` (which case to apply), using the full mappings.
+template <typename KindOf>
+std::string MapCase(std::string_view s, KindOf kind_of) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) AppendUtf8(mapping(NextCodePoint(s, i)), out);
+  for (size_t i = 0; i < s.size();) {
+    const char32_t cp = NextCodePoint(s, i);
+    const CaseKind kind = kind_of(cp);
+    if (const char* special = SpecialCase(cp, kind)) {
+      out += special;
+      continue;
+    }
+    const auto c = static_cast<utf8proc_int32_t>(cp);
+    const utf8proc_int32_t mapped = kind == CaseKind::kUpper   ? utf8proc_toupper(c)
+                                    : kind == CaseKind::kLower ? utf8proc_tolower(c)
+                                                               : utf8proc_totitle(c);
+    AppendUtf8(static_cast<char32_t>(mapped), out);
+  }
   return out;
 }
 
@@ -264,28 +297,28 @@ int64_t Find(std::string_view s, std::string_view sub, bool from_right) {
 }
 
 std::string Upper(std::string_view s) {
-  return MapCodePoints(s, [](char32_t cp) { return static_cast<char32_t>(utf8proc_toupper(cp)); });
+  return MapCase(s, [](char32_t) { return CaseKind::kUpper; });
 }
 
 std::string Lower(std::string_view s) {
-  return MapCodePoints(s, [](char32_t cp) { return static_cast<char32_t>(utf8proc_tolower(cp)); });
+  return MapCase(s, [](char32_t) { return CaseKind::kLower; });
 }
 
 std::string Title(std::string_view s) {
   bool previous_is_cased = false;
-  return MapCodePoints(s, [&](char32_t cp) {
-    const auto mapped = static_cast<char32_t>(previous_is_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp));
+  return MapCase(s, [&](char32_t cp) {
+    const CaseKind kind = previous_is_cased ? CaseKind::kLower : CaseKind::kTitle;
     previous_is_cased = IsCased(cp);
-    return mapped;
+    return kind;
   });
 }
 
 std::string Capitalize(std::string_view s) {
   bool first = true;
-  return MapCodePoints(s, [&](char32_t cp) {
-    const auto mapped = static_cast<char32_t>(first ? utf8proc_totitle(cp) : utf8proc_tolower(cp));
+  return MapCase(s, [&](char32_t) {
+    const CaseKind kind = first ? CaseKind::kTitle : CaseKind::kLower;
     first = false;
-    return mapped;
+    return kind;
   });
 }
 

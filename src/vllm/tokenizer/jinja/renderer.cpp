@@ -80,6 +80,7 @@ Renderer::Flow Renderer::ExecFor(const Stmt& stmt, Scope& scope, std::string& ou
     // The `if` clause filters before iterating: loop.index and loop.length count kept items.
     ValueList kept;
     for (const Value& item : *items) {
+      Step(stmt.line);
       const ScopePtr test_scope = ChildScope(scope);
       Assign(stmt.target, item, *test_scope);
       if (Eval(*stmt.loop_filter, *test_scope).Truthy()) kept.push_back(item);
@@ -87,6 +88,7 @@ Renderer::Flow Renderer::ExecFor(const Stmt& stmt, Scope& scope, std::string& ou
     items = std::make_shared<const ValueList>(std::move(kept));
   }
   for (size_t i = 0; i < items->size(); ++i) {
+    Step(stmt.line);
     const ScopePtr iteration = ChildScope(scope);
     Assign(stmt.target, (*items)[i], *iteration);
     iteration->vars.Set("loop", Value::Loop(LoopInfo{items, i, 0}));
