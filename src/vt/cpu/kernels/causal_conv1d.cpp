@@ -9,11 +9,15 @@
 // sequence shorter than K-1, older state shifts in). The decode op is the same with
 // one token per sequence.
 //
-// Layout: work items are (sequence, block of 512 channels). Per item the K-1 history
-// rows live in a small f32 ring [K-1][block] (the state's [C, K-1] layout transposed
-// once per item), so each token is a channel-contiguous row operation: K vector FMAs
-// and a SiLU per element (ConvToken*; AVX2 evaluates exp 8 lanes at a time, which is
-// most of the arithmetic). Weights are transposed once per call to f32 [K][C].
+// Layout: y_t depends on inputs only (x_{t-K+1..t}), not on earlier outputs, so work
+// items are tiles of 64 tokens of one sequence, each over all channels: token rows
+// are read front to back (a channel block per item would touch a new page for every
+// token). A tile keeps the K-1 previous inputs in an f32 ring [K-1][C]; each token is
+// then a channel-contiguous row operation of K FMAs and a SiLU per element
+// (ConvToken*; AVX2 evaluates exp 8 lanes at a time, most of the arithmetic). The
+// inputs before each sequence come from a snapshot of its state taken before the
+// tiles run, so the tile that ends a sequence can write the new state while others
+// still start. Weights are transposed once per call to f32 [K][C].
 #include <algorithm>
 #include <cmath>
 
@@ -38,7 +42,7 @@ void ConvTokenPortable(const ConvTokenArgs& a) {
 
 namespace {
 
-constexpr int64_t kChannelBlock = 512;
+constexpr int64_t kTokenTile = 64;
 
 struct ConvProblem {
   const Tensor& x;
@@ -49,44 +53,71 @@ struct ConvProblem {
   bool silu;
 };
 
-// One sequence, channels [c0, c0 + n): the history ring in `ring` ([K-1][n]; row
-// (oldest + j) % (K-1) is the j-th oldest input).
-void ConvSequenceBlock(const ConvProblem& p, const SequenceSpan& seq, int64_t c0, int64_t n, float* ring) {
+// Each sequence's K-1 inputs before its first token, from its state: [B][K-1][C].
+std::vector<float> InitialWindows(const ConvProblem& p, const std::vector<SequenceSpan>& seqs) {
   const int64_t channels = p.x.size(1), history = p.kernel - 1;
-  float* state = p.conv_states.data_ptr<float>() + (seq.slot * channels + c0) * history;  // [n, K-1]
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t j = 0; j < history; ++j) ring[j * n + c] = state[c * history + j];
+  std::vector<float> windows(seqs.size() * static_cast<size_t>(history * channels));
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const float* state = p.conv_states.data_ptr<float>() + seqs[b].slot * channels * history;  // [C, K-1]
+    float* window = windows.data() + b * history * channels;
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t j = 0; j < history; ++j) window[j * channels + c] = state[c * history + j];
+  }
+  return windows;
+}
+
+// Tokens [t_begin, t_end) of one sequence. `initial` [K-1][C] holds the inputs before
+// the sequence; `ring` [K-1][C] is scratch, row (oldest + j) % (K-1) the j-th oldest.
+void ConvTile(const ConvProblem& p, const SequenceSpan& seq, const float* initial, int64_t t_begin, int64_t t_end,
+              float* ring) {
+  const int64_t channels = p.x.size(1), history = p.kernel - 1;
+  for (int64_t j = 0; j < history; ++j) {
+    const int64_t position = t_begin - history + j;
+    if (position >= seq.begin) {
+      LoadRow(ElementAddress(p.x.data(), p.x.dtype(), position * p.x.stride(0)), p.x.dtype(), channels,
+              ring + j * channels);
+    } else {
+      std::copy_n(initial + (position - seq.begin + history) * channels, channels, ring + j * channels);
+    }
+  }
   const auto token_fn = ActiveIsa() >= Isa::kAvx2 ? &ConvTokenAvx2 : &ConvTokenPortable;
   std::vector<const float*> weights(static_cast<size_t>(p.kernel)), window(static_cast<size_t>(history));
-  for (int64_t j = 0; j < p.kernel; ++j) weights[j] = p.weights.data() + j * channels + c0;
+  for (int64_t j = 0; j < p.kernel; ++j) weights[j] = p.weights.data() + j * channels;
   int64_t oldest = 0;
-  for (int64_t t = seq.begin; t < seq.end; ++t) {
-    for (int64_t j = 0; j < history; ++j) window[j] = ring + ((oldest + j) % history) * n;
-    token_fn({.x = ElementAddress(p.x.data(), p.x.dtype(), t * p.x.stride(0) + c0),
-              .out = ElementAddress(p.out.data(), p.out.dtype(), t * p.out.stride(0) + c0),
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    for (int64_t j = 0; j < history; ++j) window[j] = ring + ((oldest + j) % history) * channels;
+    token_fn({.x = ElementAddress(p.x.data(), p.x.dtype(), t * p.x.stride(0)),
+              .out = ElementAddress(p.out.data(), p.out.dtype(), t * p.out.stride(0)),
               .dtype = p.x.dtype(),
-              .n = n,
+              .n = channels,
               .kernel = p.kernel,
               .weights = weights.data(),
               .window = window.data(),
-              .newest = ring + oldest * n,
+              .newest = ring + oldest * channels,
               .silu = p.silu});
     oldest = (oldest + 1) % history;
   }
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t j = 0; j < history; ++j) state[c * history + j] = ring[((oldest + j) % history) * n + c];
+  if (t_end == seq.end) {  // the sequence's last K-1 raw inputs become its state
+    float* state = p.conv_states.data_ptr<float>() + seq.slot * channels * history;
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t j = 0; j < history; ++j) state[c * history + j] = ring[((oldest + j) % history) * channels + c];
+  }
 }
 
 void RunConv(const ConvProblem& p, const std::vector<SequenceSpan>& seqs) {
-  const int64_t channels = p.x.size(1);
-  const int64_t num_blocks = (channels + kChannelBlock - 1) / kChannelBlock;
-  ParallelFor(static_cast<int64_t>(seqs.size()) * num_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> ring(static_cast<size_t>((p.kernel - 1) * kChannelBlock));
-    for (int64_t item = begin; item < end; ++item) {
-      const SequenceSpan& seq = seqs[item / num_blocks];
-      if (seq.begin == seq.end) continue;
-      const int64_t c0 = (item % num_blocks) * kChannelBlock;
-      ConvSequenceBlock(p, seq, c0, std::min(kChannelBlock, channels - c0), ring.data());
+  const int64_t channels = p.x.size(1), history = p.kernel - 1;
+  const int64_t tile = std::max(kTokenTile, history);  // only a sequence's first tile reads `initial`
+  const std::vector<float> initial = InitialWindows(p, seqs);
+  std::vector<std::pair<int64_t, int64_t>> tiles;  // (sequence, first token)
+  for (size_t b = 0; b < seqs.size(); ++b)
+    for (int64_t t = seqs[b].begin; t < seqs[b].end; t += tile) tiles.emplace_back(static_cast<int64_t>(b), t);
+  ParallelFor(static_cast<int64_t>(tiles.size()), 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> ring(static_cast<size_t>(history * channels));
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [b, t_begin] = tiles[i];
+      const SequenceSpan& seq = seqs[b];
+      ConvTile(p, seq, initial.data() + b * history * channels, t_begin, std::min(seq.end, t_begin + tile),
+               ring.data());
     }
   });
 }
