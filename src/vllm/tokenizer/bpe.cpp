@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <functional>
+#include <mutex>
 
 #include "byte_level.h"
 #include "vt/error.h"
@@ -85,6 +86,20 @@ BpeModel::BpeModel(const VocabIndex& vocab, const std::vector<std::pair<std::str
   if (ignore_merges) whole_pieces_ = vocab;
 }
 
+bool BpeModel::PieceCache::AppendIfCached(std::string_view piece, std::vector<int32_t>& ids) const {
+  std::shared_lock lock(mutex_);
+  auto it = entries_.find(piece);
+  if (it == entries_.end()) return false;
+  ids.insert(ids.end(), it->second.begin(), it->second.end());
+  return true;
+}
+
+void BpeModel::PieceCache::Insert(std::string_view piece, std::span<const int32_t> piece_ids) const {
+  std::unique_lock lock(mutex_);
+  if (entries_.size() >= kMaxEntries) entries_.clear();
+  entries_.emplace(std::string(piece), std::vector<int32_t>(piece_ids.begin(), piece_ids.end()));
+}
+
 void BpeModel::Encode(std::string_view piece, std::vector<int32_t>& ids) const {
   if (whole_pieces_) {
     if (const std::optional<int32_t> whole = whole_pieces_->Find(byte_level::Encode(piece))) {
@@ -92,21 +107,28 @@ void BpeModel::Encode(std::string_view piece, std::vector<int32_t>& ids) const {
       return;
     }
   }
-  std::vector<int32_t> symbols(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
-  if (symbols.size() > 1) MergeSymbols(symbols);
-  ids.insert(ids.end(), symbols.begin(), symbols.end());
+  if (piece.size() == 1) {
+    ids.push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  const bool cacheable = piece.size() <= PieceCache::kMaxPieceBytes;
+  if (cacheable && cache_.AppendIfCached(piece, ids)) return;
+  const size_t begin = ids.size();
+  for (char c : piece) ids.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+  MergeSymbols(ids, begin);
+  if (cacheable) cache_.Insert(piece, std::span<const int32_t>(ids).subspan(begin));
 }
 
-// Merges in place and compacts `symbols` to the final ids. A merged-away symbol is
-// marked with id -1; `links` chain the live ones.
-void BpeModel::MergeSymbols(std::vector<int32_t>& symbols) const {
+// Merges ids[begin..] in place, then removes the merged-away symbols (marked -1);
+// `links` chain the live ones.
+void BpeModel::MergeSymbols(std::vector<int32_t>& ids, size_t begin) const {
   struct Links {
     int32_t prev, next;  // -1 at the ends
   };
   // Scratch reused across calls on a thread: encoding allocates nothing per piece.
   thread_local std::vector<Links> links;
   thread_local std::vector<Candidate> heap;
+  const std::span<int32_t> symbols = std::span<int32_t>(ids).subspan(begin);
   const int32_t n = static_cast<int32_t>(symbols.size());
   links.resize(n);
   for (int32_t i = 0; i < n; ++i) links[i] = {i - 1, i + 1 < n ? i + 1 : -1};
@@ -137,7 +159,7 @@ void BpeModel::MergeSymbols(std::vector<int32_t>& symbols) const {
     push_pair(links[top.pos].prev);
     push_pair(top.pos);
   }
-  symbols.erase(std::remove(symbols.begin(), symbols.end(), -1), symbols.end());
+  ids.erase(std::remove(ids.begin() + static_cast<std::ptrdiff_t>(begin), ids.end(), -1), ids.end());
 }
 
 }  // namespace vllm

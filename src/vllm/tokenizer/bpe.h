@@ -6,12 +6,16 @@
 // `tokenizers`' BPE model (and of GPT-2's original loop). A min-heap of candidate
 // pairs over a linked list of symbols makes a piece of n bytes cost O(n log n); stale
 // heap entries (whose symbols have since been merged) are recognised and skipped.
+// Text repeats a small set of words, so the ids of short pieces are kept in a cache.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,6 +36,24 @@ class BpeModel {
   void Encode(std::string_view piece, std::vector<int32_t>& ids) const;
 
  private:
+  // Ids of recently encoded short pieces, shared by all threads (readers share the
+  // lock). Bounded: emptied when full, which costs a refill and nothing else.
+  class PieceCache {
+   public:
+    static constexpr size_t kMaxPieceBytes = 256;
+    static constexpr size_t kMaxEntries = 1 << 16;
+    bool AppendIfCached(std::string_view piece, std::vector<int32_t>& ids) const;
+    void Insert(std::string_view piece, std::span<const int32_t> piece_ids) const;
+
+   private:
+    struct Hash {
+      using is_transparent = void;
+      size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+    };
+    mutable std::shared_mutex mutex_;
+    mutable std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> entries_;
+  };
+
   struct MergeResult {
     int32_t rank;
     int32_t id;
@@ -55,11 +77,13 @@ class BpeModel {
     size_t mask_ = 0;
     int shift_ = 64;
   };
-  void MergeSymbols(std::vector<int32_t>& symbols) const;
+  // Merges ids[begin..] (one symbol per byte) in place.
+  void MergeSymbols(std::vector<int32_t>& ids, size_t begin) const;
 
   int32_t byte_ids_[256] = {};
   MergeTable merges_;
   std::optional<VocabIndex> whole_pieces_;  // only with ignore_merges
+  PieceCache cache_;
 };
 
 }  // namespace vllm
