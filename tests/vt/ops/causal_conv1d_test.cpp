@@ -120,6 +120,10 @@ TEST(CausalConv1dTest, MatchesReference) {
       {41, 3, {2, 11}, DType::kBF16, DType::kBF16, true, false},
       // A realistic channel count (Qwen3.5-0.8B conv_dim 6144 scaled down) with long rows.
       {1024, 4, {40, 3}, DType::kBF16, DType::kBF16, true, true},
+      // Sequences spanning several 64-token tiles (each tile starts from the inputs
+      // before it), among short ones.
+      {45, 4, {2, 150, 64, 65, 1}, DType::kF32, DType::kF32, true, true},
+      {33, 2, {129, 3}, DType::kBF16, DType::kBF16, true, false},
   };
   std::mt19937 rng(11);
   ForEachDeviceAndIsa([&](Device device) {
@@ -137,8 +141,9 @@ TEST(CausalConv1dTest, MatchesReference) {
 // whole sequences: the state carries a chunk over to the next.
 TEST(CausalConv1dTest, PiecesEqualWholeSequences) {
   const int64_t channels = 29, kernel = 4;
-  const std::vector<std::vector<int64_t>> steps = {{1, 2}, {2, 0}, {1, 1}, {12, 6}};  // per step, per sequence
-  const std::vector<int64_t> totals = {16, 9};
+  // Per step, tokens of each sequence; the last step spans three 64-token tiles.
+  const std::vector<std::vector<int64_t>> steps = {{1, 2}, {2, 0}, {1, 1}, {12, 6}, {140, 70}};
+  const std::vector<int64_t> totals = {156, 79};
   const std::vector<int32_t> slots = {3, 0};
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
