@@ -22,10 +22,12 @@ OpCheck::OpCheck(const char* op, std::initializer_list<NamedTensor> tensors) : p
 void OpCheck::Fail(const std::string& what) const { throw Error(prefix_ + ": " + what); }
 
 void OpCheck::DType(const Tensor& t, const char* name, std::initializer_list<vt::DType> allowed) const {
+  for (vt::DType d : allowed) {
+    if (d == t.dtype()) return;
+  }
   std::string list;
   size_t i = 0;
   for (vt::DType d : allowed) {
-    if (d == t.dtype()) return;
     list += (i == 0 ? "" : (i + 1 == allowed.size() ? " or " : ", "));
     list += DTypeName(d);
     ++i;
@@ -42,44 +44,48 @@ void OpCheck::IndexDType(const Tensor& t, const char* name) const {
 }
 
 void OpCheck::Rank(const Tensor& t, const char* name, int ndim) const {
-  Require(t.ndim() == ndim, std::string(name) + " must have " + std::to_string(ndim) + " dims, got " + t.Describe());
+  if (t.ndim() == ndim) return;
+  Fail(std::string(name) + " must have " + std::to_string(ndim) + " dims, got " + t.Describe());
 }
 
 void OpCheck::MinRank(const Tensor& t, const char* name, int ndim) const {
-  Require(t.ndim() >= ndim,
-          std::string(name) + " must have at least " + std::to_string(ndim) + " dims, got " + t.Describe());
+  if (t.ndim() >= ndim) return;
+  Fail(std::string(name) + " must have at least " + std::to_string(ndim) + " dims, got " + t.Describe());
 }
 
 void OpCheck::Shape(const Tensor& t, const char* name, const vt::Shape& expected) const {
-  Require(t.shape() == expected,
-          std::string(name) + " must have shape " + ShapeToString(expected) + ", got " + t.Describe());
+  if (t.shape() == expected) return;
+  Fail(std::string(name) + " must have shape " + ShapeToString(expected) + ", got " + t.Describe());
 }
 
 void OpCheck::SameShape(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
-  Require(t.shape() == ref.shape(), std::string(name) + " must have the shape of " + ref_name + " " +
-                                        ShapeToString(ref.shape()) + ", got " + t.Describe());
+  if (t.shape() == ref.shape()) return;
+  Fail(std::string(name) + " must have the shape of " + ref_name + " " + ShapeToString(ref.shape()) + ", got " +
+       t.Describe());
 }
 
 void OpCheck::Size(const Tensor& t, const char* name, int dim, int64_t expected, const char* meaning) const {
-  Require(t.size(dim) == expected, std::string(name) + " dim " + std::to_string(dim) + " must be " +
-                                       std::to_string(expected) + " (" + meaning + "), got " + t.Describe());
+  if (t.size(dim) == expected) return;
+  Fail(std::string(name) + " dim " + std::to_string(dim) + " must be " + std::to_string(expected) + " (" + meaning +
+       "), got " + t.Describe());
 }
 
 void OpCheck::LastDimContiguous(const Tensor& t, const char* name) const {
-  Require(t.ndim() == 0 || t.stride(-1) == 1 || t.size(-1) == 1,
-          std::string(name) + " must have unit stride in its last dim, got " + t.Describe());
+  if (t.ndim() == 0 || t.stride(-1) == 1 || t.size(-1) == 1) return;
+  Fail(std::string(name) + " must have unit stride in its last dim, got " + t.Describe());
 }
 
 void OpCheck::Contiguous(const Tensor& t, const char* name) const {
-  Require(t.is_contiguous(), std::string(name) + " must be contiguous, got " + t.Describe());
+  if (t.is_contiguous()) return;
+  Fail(std::string(name) + " must be contiguous, got " + t.Describe());
 }
 
 void OpCheck::NoOverlap(const Tensor& out, const char* out_name, const Tensor& in, const char* in_name,
                         bool allow_same_view) const {
   if (!out.Overlaps(in)) return;
   if (allow_same_view && out.SameView(in)) return;
-  Fail(std::string(out_name) + " overlaps " + in_name + (allow_same_view ? " without being the same view" : "") +
-       " (" + out.Describe() + " vs " + in.Describe() + ")");
+  Fail(std::string(out_name) + " overlaps " + in_name + (allow_same_view ? " without being the same view" : "") + " (" +
+       out.Describe() + " vs " + in.Describe() + ")");
 }
 
 }  // namespace vt::detail

@@ -42,7 +42,7 @@ void GatherRows(const GatherRowsArgs& args) {
   OpCheck check("GatherRows", {{"table", &args.table}, {"ids", &args.ids}, {"out", &args.out}});
   check.Rank(args.table, "table", 2);
   check.LastDimContiguous(args.table, "table");
-  check.Require(!IsInteger(args.table.dtype()), "table must be a float or block dtype, got " + args.table.Describe());
+  if (IsInteger(args.table.dtype())) check.Fail("table must be a float or block dtype, got " + args.table.Describe());
   check.Rank(args.ids, "ids", 1);
   check.IndexDType(args.ids, "ids");
   check.FloatDType(args.out, "out");

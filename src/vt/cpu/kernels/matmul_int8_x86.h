@@ -235,21 +235,30 @@ template <class Ops, class Format>
 struct KQuantTiles {
   using Block = typename Format::Block;
 
+  // Independent integer accumulators per row pair: a small tile has few pairs, so
+  // it alternates chunks between two to keep the multiply-add latency off the
+  // critical path.
+  template <int RM, int RN>
+  static constexpr int kChains = RM * RN >= 8 ? 1 : 2;
+
   template <int c, int RM, int RN>
   static void AccumulateChunk(const Block* const* w, const typename Format::Header* h, const int8_t* const* x,
-                              __m256i (&isum)[RM][RN]) {
+                              __m256i (&isum)[kChains<RM, RN>][RM][RN]) {
+    constexpr int chain = c % kChains<RM, RN>;
     __m256i xc[RM];
     for (int i = 0; i < RM; ++i) xc[i] = LoadBytes32(x[i] + 32 * c);
     for (int j = 0; j < RN; ++j) {
       const __m256i q = Format::template Chunk<c>(*w[j]);
       const __m256i scale = Format::template ChunkScale<c>(h[j]);
-      for (int i = 0; i < RM; ++i) isum[i][j] = Ops::MaddI16(isum[i][j], _mm256_maddubs_epi16(q, xc[i]), scale);
+      for (int i = 0; i < RM; ++i) {
+        isum[chain][i][j] = Ops::MaddI16(isum[chain][i][j], _mm256_maddubs_epi16(q, xc[i]), scale);
+      }
     }
   }
 
   template <int RM, int RN, int... c>
   static void AccumulateChunks(const Block* const* w, const typename Format::Header* h, const int8_t* const* x,
-                               __m256i (&isum)[RM][RN], std::integer_sequence<int, c...>) {
+                               __m256i (&isum)[kChains<RM, RN>][RM][RN], std::integer_sequence<int, c...>) {
     (AccumulateChunk<c>(w, h, x, isum), ...);
   }
 
@@ -269,9 +278,11 @@ struct KQuantTiles {
       }
       const int8_t* x[RM];
       for (int i = 0; i < RM; ++i) x[i] = p.x.q + (m0 + i) * p.k + 256 * b;
-      __m256i isum[RM][RN];
-      for (auto& row : isum) {
-        for (auto& s : row) s = _mm256_setzero_si256();
+      __m256i isum[kChains<RM, RN>][RM][RN];
+      for (auto& chain : isum) {
+        for (auto& row : chain) {
+          for (auto& s : row) s = _mm256_setzero_si256();
+        }
       }
       AccumulateChunks<RM, RN>(w, h, x, isum, std::make_integer_sequence<int, 8>());
       for (int i = 0; i < RM; ++i) {
@@ -279,8 +290,10 @@ struct KQuantTiles {
         const float x_scale = p.x.d[row * num_blocks + b];
         const __m256i bsums = LoadBytes32(p.x.bsums + row * (p.k / 16) + 16 * b);
         for (int j = 0; j < RN; ++j) {
+          __m256i total = isum[0][i][j];
+          if constexpr (kChains<RM, RN> == 2) total = _mm256_add_epi32(total, isum[1][i][j]);
           const __m256i corr = _mm256_madd_epi16(Format::Corr16(h[j]), bsums);
-          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]), _mm256_set1_ps(h[j].d * x_scale), acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(h[j].d * x_scale), acc[i][j]);
           acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(h[j].corr_scale * x_scale), acc[i][j]);
         }
       }
