@@ -67,9 +67,17 @@ class RecurrentStrip {
   // read through a_ would be reloaded after every store.
   float* Row(int64_t r) const { return strip_ + r * row_stride_; }
 
+  // The first read of the strip. The first strip also asks for the rest of each row:
+  // the strips after it would otherwise read the state from memory in short pieces
+  // a row apart, a pattern the hardware prefetchers follow poorly (decode reads every
+  // state element once, so it runs at the speed of this stream).
   void ReadPass(const float* k, const float* q, Reg* acc_k, Reg* acc_q) const {
+    const int64_t strip_bytes = kVecs * Vec::kLanes * 4;
+    const int64_t tail_bytes = c0_ == 0 ? row_stride_ * 4 - strip_bytes : 0;
     for (int i = 0; i < kVecs; ++i) acc_k[i] = acc_q[i] = Vec::Zero();
     for (int64_t r = 0; r < key_dim_; ++r) {
+      const char* tail = reinterpret_cast<const char*>(Row(r)) + strip_bytes;
+      for (int64_t byte = 0; byte < tail_bytes; byte += 64) __builtin_prefetch(tail + byte);
       const Reg kr = Vec::Set(k[r]), qr = Vec::Set(q[r]);
       for (int i = 0; i < kVecs; ++i) {
         const Reg s = Load(Row(r), i);
