@@ -38,3 +38,10 @@ foreach(backend IN LISTS VT_BUILT_BACKENDS)
   string(TOUPPER ${backend} upper)
   target_compile_definitions(vt PRIVATE VT_BUILT_${upper})
 endforeach()
+
+# The GPU benchmark uses only the public vt API and no benchmark library, so it is
+# built wherever a GPU backend is (tools/gpu/run_gpu_suite.sh runs it on the H200).
+if(VT_BUILT_BACKENDS MATCHES "cuda|rocm")
+  add_executable(vt_gpu_bench ${PROJECT_SOURCE_DIR}/bench/gpu_benchmarks.cpp)
+  target_link_libraries(vt_gpu_bench PRIVATE vt vt_warnings)
+endif()

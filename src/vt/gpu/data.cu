@@ -75,9 +75,11 @@ __global__ void FillElements(FillParams p) {
 
 void FillGpu(const FillArgs& a) {
   gpuStream_t stream = PrepareDevice(a.dst.device());
-  // Integers are stored exactly (a double holds every int32 and ids up to 2^53).
-  FillParams p{a.dst.data(),   a.dst.dtype(), MakeLayout(a.dst, "Fill"), a.dst.numel(), static_cast<float>(a.value),
-               static_cast<int64_t>(a.value)};
+  // Integers are stored exactly (a double holds every int32 and ids up to 2^53);
+  // the value is converted to an integer only for integer tensors (NaN poisons floats).
+  const int64_t int_value = IsInteger(a.dst.dtype()) ? static_cast<int64_t>(a.value) : 0;
+  FillParams p{a.dst.data(), a.dst.dtype(),  MakeLayout(a.dst, "Fill"),
+               a.dst.numel(), static_cast<float>(a.value), int_value};
   FillElements<<<GridStrideBlocks(p.count, a.dst.device(), "Fill"), kElementwiseThreads, 0, stream>>>(p);
   CheckLaunch("Fill");
 }

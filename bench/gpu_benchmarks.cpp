@@ -1,0 +1,192 @@
+// GPU benchmarks of the ops that dominate a Qwen3.5-9B-shaped step, each put next
+// to the device's copy bandwidth measured in the same run.
+//
+// The ceiling is a device-to-device copy through the runtime (bytes read + bytes
+// written per second). Memory-bound ops (decode GEMV, attention over the KV cache,
+// the GDN state update, norms) report achieved GB/s and the fraction of that
+// ceiling; the prefill GEMM reports TFLOP/s. Times are the median of several timed
+// batches of launches, taken on the host after vt::Synchronize (the device's one
+// queue is drained, so host time covers exactly the queued work). Working sets
+// are larger than the H200's 60 MB L2 or rotate over several copies.
+//
+// Usage: vt_gpu_bench [device]   (default: the first GPU found, cuda:0 or rocm:0)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vt/ops.h"
+
+namespace vt {
+namespace {
+
+// Median seconds per call of `body` over 5 batches of `calls` calls, after a warm-up.
+double SecondsPerCall(Device device, int calls, const std::function<void(int)>& body) {
+  for (int i = 0; i < 3; ++i) body(i);
+  Synchronize(device);
+  std::vector<double> samples;
+  for (int batch = 0; batch < 5; ++batch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) body(i);
+    Synchronize(device);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    samples.push_back(elapsed.count() / calls);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+Tensor Random(const Shape& shape, DType dtype, Device device, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+  for (float& v : values) v = dist(rng);
+  Tensor out = Tensor::Empty(shape, dtype, device);
+  out.CopyFrom(Tensor::FromVector(values, shape));
+  return out;
+}
+
+struct Row {
+  std::string name;
+  double seconds;
+  double bytes;
+  double flops;
+};
+
+void Print(const Row& row, double ceiling_gbs) {
+  const double gbs = row.bytes / row.seconds / 1e9;
+  std::printf("%-52s %9.1f us %8.0f GB/s %5.2f of copy", row.name.c_str(), row.seconds * 1e6, gbs, gbs / ceiling_gbs);
+  if (row.flops > 0) std::printf(" %7.1f TFLOP/s", row.flops / row.seconds / 1e12);
+  std::printf("\n");
+}
+
+double CopyCeilingGBs(Device device) {
+  const size_t bytes = size_t{2} << 30;
+  DeviceBackend& backend = GetDeviceBackend(device.type);
+  void* a = backend.Allocate(bytes, device.index);
+  void* b = backend.Allocate(bytes, device.index);
+  backend.CopyDeviceToDevice(a, b, bytes, device.index);  // touch both
+  const double seconds = SecondsPerCall(device, 10, [&](int) { backend.CopyDeviceToDevice(a, b, bytes, device.index); });
+  backend.Free(a, device.index);
+  backend.Free(b, device.index);
+  return 2.0 * bytes / seconds / 1e9;
+}
+
+// x [M, K] bf16 . w [N, K]^T with several weight copies (each 100 MB > L2).
+Row MatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType x_dtype, std::mt19937& rng) {
+  const int copies = m == 1 ? 4 : 1;
+  std::vector<Tensor> weights;
+  for (int i = 0; i < copies; ++i) weights.push_back(Random({n, k}, DType::kBF16, device, rng));
+  const Tensor x = Random({m, k}, x_dtype, device, rng);
+  const Tensor out = Tensor::Empty({m, n}, x_dtype, device);
+  const double seconds = SecondsPerCall(device, m == 1 ? 50 : 10, [&](int i) {
+    MatMul({.x = x, .w = weights[i % copies], .out = out});
+  });
+  const double bytes = 2.0 * n * k + (m * k + m * n) * static_cast<double>(Info(x_dtype).block_bytes);
+  return {"MatMul M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " w bf16 x " +
+              DTypeName(x_dtype),
+          seconds, bytes, 2.0 * m * n * k};
+}
+
+// Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16.
+Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng) {
+  const int64_t heads = 16, kv_heads = 4, head_dim = 256, block_size = 16;
+  const int64_t blocks_per_seq = (context + block_size - 1) / block_size, blocks = batch * blocks_per_seq;
+  const Tensor k_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
+  const Tensor v_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
+  std::vector<int32_t> table(blocks), seq_lens(batch, static_cast<int32_t>(context)), qsl(batch + 1);
+  for (int64_t i = 0; i < blocks; ++i) table[i] = static_cast<int32_t>(i);
+  for (int64_t b = 0; b <= batch; ++b) qsl[b] = static_cast<int32_t>(b);
+  const Tensor q = Random({batch, heads, head_dim}, DType::kBF16, device, rng);
+  const Tensor out = Tensor::Empty({batch, heads, head_dim}, DType::kBF16, device);
+  const PagedAttentionArgs args{.q = q, .k_cache = k_cache, .v_cache = v_cache,
+                                .block_tables = Tensor::FromVector(table, {batch, blocks_per_seq}).To(device),
+                                .seq_lens = Tensor::FromVector(seq_lens, {batch}).To(device),
+                                .query_start_loc = Tensor::FromVector(qsl, {batch + 1}).To(device),
+                                .out = out, .scale = 0.0625f, .max_query_len = 1, .max_seq_len = context};
+  const double seconds = SecondsPerCall(device, 20, [&](int) { PagedAttention(args); });
+  const double bytes = 2.0 * batch * context * kv_heads * head_dim * 2;
+  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16",
+          seconds, bytes, 0};
+}
+
+// GDN decode: one token per sequence, Hk 16, Hv 32, Dk = Dv = 128, f32 state.
+Row GdnRecurrentRow(Device device, int64_t batch, std::mt19937& rng) {
+  const int64_t hk = 16, hv = 32, dk = 128, dv = 128;
+  GdnArgs a;
+  a.q = Random({batch, hk, dk}, DType::kBF16, device, rng);
+  a.k = Random({batch, hk, dk}, DType::kBF16, device, rng);
+  a.v = Random({batch, hv, dv}, DType::kBF16, device, rng);
+  a.g = Tensor::Empty({batch, hv}, DType::kF32, device);
+  Fill({.dst = a.g, .value = -0.1});
+  a.beta = Tensor::Empty({batch, hv}, DType::kF32, device);
+  Fill({.dst = a.beta, .value = 0.5});
+  a.states = Tensor::Zeros({batch, hv, dk, dv}, DType::kF32, device);
+  std::vector<int32_t> qsl(batch + 1), slots(batch);
+  for (int64_t b = 0; b <= batch; ++b) qsl[b] = static_cast<int32_t>(b);
+  for (int64_t b = 0; b < batch; ++b) slots[b] = static_cast<int32_t>(b);
+  a.query_start_loc = Tensor::FromVector(qsl, {batch + 1}).To(device);
+  a.state_slot_ids = Tensor::FromVector(slots, {batch}).To(device);
+  a.out = Tensor::Empty({batch, hv, dv}, DType::kBF16, device);
+  a.tiled_value_heads = false;
+  const double seconds = SecondsPerCall(device, 20, [&](int) { GdnRecurrent(a); });
+  return {"GdnRecurrent decode B=" + std::to_string(batch) + " Hv=32 Dk=Dv=128", seconds,
+          2.0 * batch * hv * dk * dv * 4, 0};
+}
+
+Row RmsNormRow(Device device, int64_t rows, int64_t dim, std::mt19937& rng) {
+  const Tensor x = Random({rows, dim}, DType::kBF16, device, rng);
+  const Tensor w = Random({dim}, DType::kBF16, device, rng);
+  const Tensor out = Tensor::Empty({rows, dim}, DType::kBF16, device);
+  const double seconds = SecondsPerCall(device, 50, [&](int) {
+    RmsNorm({.x = x, .weight = w, .out = out, .eps = 1e-6f, .weight_offset = 1.0f});
+  });
+  return {"RmsNorm [" + std::to_string(rows) + ", " + std::to_string(dim) + "] bf16", seconds, 4.0 * rows * dim, 0};
+}
+
+int Run(int argc, char** argv) {
+  LoadBackends();
+  Device device{DeviceType::kCUDA, 0};
+  if (argc > 1) {
+    device = ParseDevice(argv[1]);
+  } else if (!IsDeviceAvailable(device)) {
+    device = Device{DeviceType::kROCM, 0};
+  }
+  if (!IsDeviceAvailable(device)) {
+    std::printf("vt_gpu_bench: no GPU device available (%s)\n", device.ToString().c_str());
+    return 1;
+  }
+  std::printf("device %s: %s\n", device.ToString().c_str(), GetDeviceBackend(device.type).DeviceName(device.index).c_str());
+  const double ceiling = CopyCeilingGBs(device);
+  std::printf("%-52s %30.0f GB/s (read + write)\n", "device-to-device copy (ceiling)", ceiling);
+  std::mt19937 rng(1);
+  const std::vector<Row> rows = {
+      MatMulRow(device, 1, 12288, 4096, DType::kBF16, rng),
+      MatMulRow(device, 1, 4096, 12288, DType::kBF16, rng),
+      MatMulRow(device, 4, 12288, 4096, DType::kBF16, rng),
+      MatMulRow(device, 512, 12288, 4096, DType::kBF16, rng),
+      MatMulRow(device, 512, 12288, 4096, DType::kF32, rng),
+      PagedAttentionRow(device, 1, 8192, rng),
+      PagedAttentionRow(device, 64, 2048, rng),
+      GdnRecurrentRow(device, 1, rng),
+      GdnRecurrentRow(device, 64, rng),
+      RmsNormRow(device, 512, 4096, rng),
+  };
+  for (const Row& row : rows) Print(row, ceiling);
+  return 0;
+}
+
+}  // namespace
+}  // namespace vt
+
+int main(int argc, char** argv) {
+  try {
+    return vt::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vt_gpu_bench: %s\n", e.what());
+    return 1;
+  }
+}
