@@ -16,4 +16,7 @@ int RunSelfCheckCommand(const CommandArgs& args);
 // Runs prompts through the engine (vllm-cpp generate --model PATH ...).
 int RunGenerateCommand(const CommandArgs& args);
 
+// Prints the token ids of texts (vllm-cpp tokenize --model PATH --text TEXT ...).
+int RunTokenizeCommand(const CommandArgs& args);
+
 }  // namespace vllm

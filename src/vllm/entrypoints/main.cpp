@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"selfcheck", "list backends, devices and op coverage; run a small check on each device",
      vllm::RunSelfCheckCommand},
     {"generate", "run prompts through the engine and print the completions", vllm::RunGenerateCommand},
+    {"tokenize", "print the token ids of texts with a model's tokenizer", vllm::RunTokenizeCommand},
 };
 
 void PrintUsage() {
