@@ -8,7 +8,7 @@
 // the shared-expert gate squeezed to {H}; no output.weight when tied. Norms, ssm_a,
 // ssm_dt, conv1d and the routers stay F32, as llama.cpp keeps them; the other
 // matrices take --outtype. A quantized type needs whole blocks in each row: rows
-// that are not fall back (q4_k -> q8_0 -> f16) like llama.cpp's converter does.
+// that are not fall back (K-quants -> q8_0 -> f16) like llama.cpp's converter does.
 // The tokenizer (tokenizer.json + tokenizer_config.json) becomes tokenizer.ggml.*
 // and tokenizer.chat_template when the folder has one.
 #pragma once
@@ -26,9 +26,12 @@ enum class GgufOutType {
   kBF16,
   kQ8_0,
   kQ4_0,
-  kQ4_K,
+  kQ4_K,  // every matrix in Q4_K (general.file_type says Q4_K_S)
+  kQ5_K,
+  kQ6_K,
 };
-GgufOutType ParseGgufOutType(const std::string& text);  // "auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"
+// "auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
+GgufOutType ParseGgufOutType(const std::string& text);
 const char* GgufOutTypeName(GgufOutType type);
 
 struct ConvertOptions {

@@ -5,8 +5,8 @@
 //
 // Weights have the canonical names and shapes of weight_names.h whatever the
 // source, and are CPU tensors pointing into the mmapped files (no copies) except:
-//   - small tensors (norms, A, dt_bias, conv1d) are expanded to f32 when stored in
-//     another dtype, and zero-centred norms read from a qwen35/qwen35moe GGUF get
+//   - small tensors (norms, A, dt_bias, conv1d, the MoE router and shared-expert
+//     gate) are expanded to f32 when stored in another dtype, and zero-centred norms read from a qwen35/qwen35moe GGUF get
 //     the converter's baked +1 subtracted (in f32), so norms are in HF's convention;
 //   - HF's A_log becomes A = -exp(A_log) in f32 (as HF's forward computes it);
 //   - per-expert HF tensors are stacked into [E, out, in].

@@ -50,8 +50,9 @@ struct WeightSpec {
 // layer by layer). lm_head.weight is listed only when the embeddings are untied.
 std::vector<WeightSpec> ModelWeightSpecs(const ModelConfig& config);
 
-// Kinds the loaders expand to f32 at load (norms, A, dt_bias, conv1d: small tensors
-// read by f32 code); every other weight stays in its stored dtype.
+// Kinds the loaders expand to f32 at load: norms, A, dt_bias, conv1d and the two
+// MoE routing matrices (small; GGUF stores them in F32 anyway, so both sources give
+// the same tensors). Every other weight stays in its stored dtype.
 bool IsExpandedToF32(WeightKind kind);
 
 // The GGUF tensor name of a canonical weight (qwen35.md §5.3), e.g.

@@ -66,7 +66,8 @@ int64_t TiledIndexOfGroupedHead(int64_t grouped, int64_t num_key_heads, int64_t 
 }
 
 void ReorderGdnValueHeads(WeightStore& weights, const ModelConfig& c, ValueHeadOrder from, ValueHeadOrder to) {
-  if (from == to || c.linear_num_value_heads == c.linear_num_key_heads) return;
+  // With one key head or one value head per key head both orders are the same.
+  if (from == to || c.linear_num_key_heads == 1 || c.linear_num_value_heads == c.linear_num_key_heads) return;
   const std::vector<int64_t> perm = HeadPermutation(c.linear_num_key_heads, c.linear_num_value_heads, from, to);
   const int64_t dv = c.linear_value_head_dim;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {

@@ -24,6 +24,7 @@ constexpr OutTypeEntry kOutTypes[] = {
     {GgufOutType::kF32, "f32", vt::DType::kF32, 0},     {GgufOutType::kF16, "f16", vt::DType::kF16, 1},
     {GgufOutType::kBF16, "bf16", vt::DType::kBF16, 32}, {GgufOutType::kQ8_0, "q8_0", vt::DType::kQ8_0, 7},
     {GgufOutType::kQ4_0, "q4_0", vt::DType::kQ4_0, 2},  {GgufOutType::kQ4_K, "q4_k", vt::DType::kQ4_K, 14},
+    {GgufOutType::kQ5_K, "q5_k", vt::DType::kQ5_K, 16}, {GgufOutType::kQ6_K, "q6_k", vt::DType::kQ6_K, 18},
 };
 
 const OutTypeEntry& EntryOf(vt::DType dtype) {
@@ -48,7 +49,8 @@ vt::DType StoredDtype(WeightKind kind, const vt::Shape& shape, vt::DType target)
     return vt::DType::kF32;
   }
   const int64_t row = shape.back();
-  if (target == vt::DType::kQ4_K && row % vt::Info(target).block_elems != 0) target = vt::DType::kQ8_0;
+  const bool k_quant = target == vt::DType::kQ4_K || target == vt::DType::kQ5_K || target == vt::DType::kQ6_K;
+  if (k_quant && row % vt::Info(target).block_elems != 0) target = vt::DType::kQ8_0;
   if (vt::IsQuantized(target) && row % vt::Info(target).block_elems != 0) target = vt::DType::kF16;
   return target;
 }
@@ -94,7 +96,7 @@ GgufOutType ParseGgufOutType(const std::string& text) {
   for (const OutTypeEntry& e : kOutTypes) {
     if (text == e.name) return e.type;
   }
-  throw vt::Error("unknown output type '" + text + "' (expected auto, f32, f16, bf16, q8_0, q4_0 or q4_k)");
+  throw vt::Error("unknown output type '" + text + "' (expected auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
 }
 
 const char* GgufOutTypeName(GgufOutType type) {

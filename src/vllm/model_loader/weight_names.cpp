@@ -110,7 +110,9 @@ bool IsExpandedToF32(WeightKind kind) {
     case WeightKind::kGdnNorm:
     case WeightKind::kGdnA:
     case WeightKind::kGdnDtBias:
-    case WeightKind::kGdnConv: return true;
+    case WeightKind::kGdnConv:
+    case WeightKind::kRouter:
+    case WeightKind::kSharedExpertGate: return true;
     default: return false;
   }
 }

@@ -214,10 +214,10 @@ DenseDims KQuantDenseDims() {
   d.rotary_dim = 32;
   d.intermediate_size = 256;
   d.layer_types = {kLinear, kLinear, kLinear, kFull};
-  d.linear_num_key_heads = 1;
-  d.linear_num_value_heads = 2;
-  d.linear_key_head_dim = 128;
-  d.linear_value_head_dim = 128;
+  d.linear_num_key_heads = 2;
+  d.linear_num_value_heads = 4;
+  d.linear_key_head_dim = 64;
+  d.linear_value_head_dim = 64;
   return d;
 }
 

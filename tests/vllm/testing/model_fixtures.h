@@ -55,11 +55,12 @@ struct DenseDims {
   int64_t rotary_dim = 8;  // head_dim x partial_rotary_factor
   int64_t intermediate_size = 96;
   std::vector<LayerType> layer_types = {kFull, kFull};
-  // GDN layers (used when layer_types has kLinear); Hv > Hk so the value-head order matters.
-  int64_t linear_num_key_heads = 1;
-  int64_t linear_num_value_heads = 2;
-  int64_t linear_key_head_dim = 32;
-  int64_t linear_value_head_dim = 32;
+  // GDN layers (used when layer_types has kLinear). The grouped and tiled value-head
+  // orders differ only when Hk > 1 and Hv > Hk, as here.
+  int64_t linear_num_key_heads = 2;
+  int64_t linear_num_value_heads = 4;
+  int64_t linear_key_head_dim = 16;
+  int64_t linear_value_head_dim = 16;
   int64_t linear_conv_kernel_dim = 4;
   float rope_theta = 1e7f;
   int64_t max_position_embeddings = 256;
@@ -88,7 +89,8 @@ struct Qwen3Dims {
 };
 
 // Dims whose every matrix row is whole 256-value K-quant blocks (hidden 256,
-// Nq*D = Hv*Dv = I = 256), three GDN layers and one attention layer.
+// Nq*D = Hv*Dv = I = 256; Hk 2, Hv 4, Dv 64, so an out_proj row block holds four
+// value heads), three GDN layers and one attention layer.
 DenseDims KQuantDenseDims();
 
 ModelConfig DenseConfig(const DenseDims& dims, bool tie_word_embeddings = false);
