@@ -67,21 +67,22 @@ const ChunkKernels& Kernels() {
   }
 }
 
-// f32 working buffers of one worker. Rows of Dk / Dv values are padded to kp / vp
-// (multiples of 16) and the padding stays 0; [64, 64] matrices have rows of 64.
+// f32 working buffers of one worker, for chunks of up to `rows` (<= 64) tokens. Rows
+// of Dk / Dv values are padded to kp / vp (multiples of 16) and the padding stays 0;
+// [rows, 64] matrices have rows of 64.
 struct ChunkBuffers {
-  ChunkBuffers(int64_t dk, int64_t dv)
-      : kp(PadTo16(dk)), vp(PadTo16(dv)), q(kChunk * kp), k(kChunk * kp), kt(kp * kChunk), qe(kChunk * kp),
-        kb(kChunk * kp), w(kChunk * kp), v(kChunk * vp), u(kChunk * vp), o(kChunk * vp), kk(kChunk * kChunk),
-        qk(kChunk * kChunk), decay(kChunk * kChunk), lower(kChunk * kChunk), m(kChunk * kChunk),
-        p(kChunk * kChunk), e(kChunk) {}
+  ChunkBuffers(int64_t dk, int64_t dv, int64_t rows)
+      : kp(PadTo16(dk)), vp(PadTo16(dv)), q(rows * kp), k(rows * kp), kt(kp * kChunk), qe(rows * kp),
+        kb(rows * kp), w(rows * kp), v(rows * vp), u(rows * vp), o(rows * vp), kk(rows * kChunk),
+        qk(rows * kChunk), decay(rows * kChunk), lower(rows * kChunk), m(rows * kChunk), p(rows * kChunk),
+        e(kChunk) {}
   int64_t kp, vp;
   // Key-head rows of the chunk and their products, shared by the value heads that
-  // read the same key head: q, k, qe, kb, w [64, kp]; kt [kp, 64]; kk = K K^T and
-  // qk = Q K^T [64, 64] (lower triangles).
+  // read the same key head: q, k, qe, kb, w [rows, kp]; kt [kp, 64]; kk = K K^T and
+  // qk = Q K^T [rows, 64] (lower triangles).
   std::vector<float> q, k, kt, qe, kb, w;
-  std::vector<float> v, u, o;  // [64, vp]
-  std::vector<float> kk, qk, decay, lower, m, p;  // [64, 64]
+  std::vector<float> v, u, o;  // [rows, vp]
+  std::vector<float> kk, qk, decay, lower, m, p;  // [rows, 64]
   std::vector<float> e;  // [64]
 };
 
@@ -275,7 +276,7 @@ void GdnChunkedPrefillCpu(const GdnChunkedPrefillArgs& args) {
   const int64_t grain = std::max<int64_t>(1, value_heads / NumThreads());
   ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, grain, [&](int64_t begin, int64_t end) {
     FlushDenormalsScope flush_denormals;
-    ChunkBuffers buf(args.q.size(2), args.v.size(2));
+    ChunkBuffers buf(args.q.size(2), args.v.size(2), std::min(kChunk, LongestSequence(seqs)));
     for (int64_t item = begin; item < end;) {
       const int64_t first = item % value_heads, count = std::min(value_heads - first, end - item);
       const SequenceSpan& seq = seqs[item / value_heads];

@@ -68,6 +68,12 @@ std::vector<SequenceSpan> ReadDecodeSlots(const char* op, const Tensor& slot_ids
   return spans;
 }
 
+int64_t LongestSequence(const std::vector<SequenceSpan>& seqs) {
+  int64_t longest = 0;
+  for (const SequenceSpan& seq : seqs) longest = std::max(longest, seq.end - seq.begin);
+  return longest;
+}
+
 void LoadHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count, float* dst, int64_t ld) {
   const int64_t dim = x.size(2);
   for (int64_t i = 0; i < count; ++i) {

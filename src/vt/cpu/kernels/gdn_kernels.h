@@ -27,6 +27,10 @@ std::vector<SequenceSpan> ReadSequences(const char* op, const Tensor& query_star
 // One token per sequence: row b is sequence b (the decode step), same checks.
 std::vector<SequenceSpan> ReadDecodeSlots(const char* op, const Tensor& slot_ids, int64_t num_slots);
 
+// The most tokens any one sequence has (0 for none): sizes per-worker scratch, which
+// a decode step (one token each) should not pay for at prefill size.
+int64_t LongestSequence(const std::vector<SequenceSpan>& seqs);
+
 // Rows t in [begin, begin + count) of head `head` of x [T, heads, D] (any float
 // dtype, strided rows, unit last stride) -> dst [count][ld] as f32 (columns >= D untouched).
 void LoadHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count, float* dst, int64_t ld);

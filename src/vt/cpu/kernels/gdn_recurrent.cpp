@@ -60,11 +60,11 @@ namespace {
 
 constexpr int64_t kTokenBlock = 64;
 
-// f32 staging of one (sequence, value head) pair's rows, kTokenBlock tokens at a time.
+// f32 staging of one (sequence, value head) pair's rows, up to `rows` (<= kTokenBlock)
+// tokens at a time.
 struct HeadStaging {
-  HeadStaging(int64_t dk, int64_t dv)
-      : q(kTokenBlock * dk), k(kTokenBlock * dk), v(kTokenBlock * dv), out(kTokenBlock * dv), decay(kTokenBlock),
-        beta(kTokenBlock), qk(kTokenBlock) {}
+  HeadStaging(int64_t dk, int64_t dv, int64_t rows)
+      : q(rows * dk), k(rows * dk), v(rows * dv), out(rows * dv), decay(rows), beta(rows), qk(rows) {}
   std::vector<float> q, k, v, out, decay, beta, qk;
 };
 
@@ -111,7 +111,7 @@ void GdnRecurrentCpu(const GdnRecurrentArgs& args) {
   const int64_t value_heads = args.v.size(1);
   ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, 1, [&](int64_t begin, int64_t end) {
     FlushDenormalsScope flush_denormals;
-    HeadStaging staging(args.q.size(2), args.v.size(2));
+    HeadStaging staging(args.q.size(2), args.v.size(2), std::min(kTokenBlock, LongestSequence(seqs)));
     for (int64_t item = begin; item < end; ++item) {
       const SequenceSpan& seq = seqs[item / value_heads];
       if (seq.begin < seq.end) RunSequenceHead(args, seq, item % value_heads, staging);
