@@ -23,6 +23,7 @@ using testing::ForEachDeviceAndIsa;
 using testing::Poison;
 using testing::ToDoubles;
 using testing::WithPaddedRows;
+using testing::WithTransposedStorage;
 
 struct GdnShape {
   int64_t key_heads, value_heads, key_dim, value_dim;
@@ -128,13 +129,16 @@ std::vector<double> ReferenceGdn(const GdnShape& s, const std::vector<double>& q
   return out;
 }
 
-// Device tensors of one batch. q, k and v are views into one fused row per token
-// ([q | k | v], as the conv output is split in the model) when `fused`.
+// How q, k and v are laid out: contiguous; views into one fused row per token
+// ([q | k | v], as the conv output is split in the model); or stored head-major
+// ([heads, T, D] memory seen as [T, heads, D]).
+enum class Layout { kContiguous, kFusedRows, kHeadMajor };
+
 struct GdnTensors {
   Tensor q, k, v, g, beta, states, starts, slots;
 };
 
-GdnTensors ToDevice(const GdnBatch& batch, DType dtype, Device device, bool fused) {
+GdnTensors ToDevice(const GdnBatch& batch, DType dtype, Device device, Layout layout = Layout::kContiguous) {
   const GdnShape& s = batch.shape;
   const int64_t t = batch.tokens, qk_width = s.key_heads * s.key_dim, v_width = s.value_heads * s.value_dim;
   auto cast = [&](const std::vector<float>& values, const Shape& shape) {
@@ -143,7 +147,7 @@ GdnTensors ToDevice(const GdnBatch& batch, DType dtype, Device device, bool fuse
     return out;
   };
   GdnTensors out;
-  if (fused) {
+  if (layout == Layout::kFusedRows) {
     Tensor fused_rows = Tensor::Empty({t, 2 * qk_width + v_width}, dtype, device);
     const int64_t row = fused_rows.stride(0);
     out.q = fused_rows.AsStrided({t, s.key_heads, s.key_dim}, {row, s.key_dim, 1}, fused_rows.offset());
@@ -157,6 +161,11 @@ GdnTensors ToDevice(const GdnBatch& batch, DType dtype, Device device, bool fuse
     out.q = cast(batch.q, {t, s.key_heads, s.key_dim});
     out.k = cast(batch.k, {t, s.key_heads, s.key_dim});
     out.v = cast(batch.v, {t, s.value_heads, s.value_dim});
+    if (layout == Layout::kHeadMajor) {
+      out.q = WithTransposedStorage(out.q, 0, 1);
+      out.k = WithTransposedStorage(out.k, 0, 1);
+      out.v = WithTransposedStorage(out.v, 0, 1);
+    }
   }
   out.g = Tensor::FromVector(batch.g, {t, s.value_heads}).To(device);
   out.beta = Tensor::FromVector(batch.beta, {t, s.value_heads}).To(device);
@@ -199,15 +208,15 @@ std::pair<Tensor, Tensor> RunOp(GdnOp op, const GdnTensors& in, const GdnShape& 
 constexpr double kStateTolerance = 5e-6;
 double OutputTolerance(DType dtype) { return dtype == DType::kF32 ? kStateTolerance : DefaultTolerance(dtype); }
 
-void CheckAgainstReference(const GdnBatch& batch, DType dtype, bool fused_inputs, bool padded_out) {
+void CheckAgainstReference(const GdnBatch& batch, DType dtype, Layout layout, bool padded_out) {
   const GdnShape& s = batch.shape;
-  const GdnTensors host = ToDevice(batch, dtype, kCpu, false);
+  const GdnTensors host = ToDevice(batch, dtype, kCpu);
   std::vector<double> ref_states = ToDoubles(host.states);
   const std::vector<double> ref = ReferenceGdn(s, ToDoubles(host.q), ToDoubles(host.k), ToDoubles(host.v),
                                                ToDoubles(host.g), ToDoubles(host.beta), ref_states, batch.starts,
                                                batch.slots);
   ForEachDeviceAndIsa([&](Device device) {
-    GdnTensors in = ToDevice(batch, dtype, device, fused_inputs);
+    GdnTensors in = ToDevice(batch, dtype, device, layout);
     auto [recurrent_out, recurrent_states] = RunOp(&GdnRecurrent, in, s, padded_out);
     auto [chunked_out, chunked_states] = RunOp(&GdnChunkedPrefill, in, s, padded_out);
     {
@@ -241,17 +250,18 @@ TEST(GdnTest, RealHeadSizesMatchReference) {
   std::mt19937 rng(1);
   for (const GdnShape& s : shapes) {
     SCOPED_TRACE(Describe(s, DType::kF32));
-    CheckAgainstReference(MakeBatch(s, kChunkBoundaryLengths, rng), DType::kF32, false, false);
+    CheckAgainstReference(MakeBatch(s, kChunkBoundaryLengths, rng), DType::kF32, Layout::kContiguous, false);
   }
 }
 
-// bf16 activations (the model's dtype), inputs as views into fused rows, out with
-// padded rows.
+// bf16 activations (the model's dtype), inputs as views into fused rows or stored
+// head-major, out with padded rows.
 TEST(GdnTest, Bf16ActivationsAndStridedViews) {
   std::mt19937 rng(2);
   const GdnShape s = {2, 4, 128, 128, true};
   SCOPED_TRACE(Describe(s, DType::kBF16));
-  CheckAgainstReference(MakeBatch(s, kChunkBoundaryLengths, rng), DType::kBF16, true, true);
+  CheckAgainstReference(MakeBatch(s, kChunkBoundaryLengths, rng), DType::kBF16, Layout::kFusedRows, true);
+  CheckAgainstReference(MakeBatch(s, {130, 1, 64}, rng), DType::kBF16, Layout::kHeadMajor, true);
 }
 
 // Small and odd head sizes (vector tails everywhere), f32, bf16 and f16.
@@ -269,7 +279,8 @@ TEST(GdnTest, OddHeadSizesMatchReference) {
   std::mt19937 rng(3);
   for (const OddCase& oc : cases) {
     SCOPED_TRACE(Describe(oc.shape, oc.dtype));
-    CheckAgainstReference(MakeBatch(oc.shape, {1, 64, 0, 65, 130, 9}, rng), oc.dtype, oc.strided, oc.strided);
+    CheckAgainstReference(MakeBatch(oc.shape, {1, 64, 0, 65, 130, 9}, rng), oc.dtype,
+                          oc.strided ? Layout::kFusedRows : Layout::kContiguous, oc.strided);
   }
 }
 
@@ -316,7 +327,7 @@ std::pair<std::vector<double>, std::vector<double>> RunInPieces(const GdnBatch& 
       step.starts.push_back(step.starts.back() + static_cast<int32_t>(lens[b]));
     }
     step.tokens = step.starts.back();
-    GdnTensors in = ToDevice(step, dtype, device, false);
+    GdnTensors in = ToDevice(step, dtype, device);
     in.states = states;  // carried from step to step
     Tensor step_out = Tensor::Empty(in.v.shape(), dtype, device);
     Poison(step_out);
@@ -353,7 +364,7 @@ TEST(GdnTest, PiecesEqualWholeSequences) {
   const std::vector<std::vector<int64_t>> pieces = {{1, 30, 0}, {63, 0, 2}, {70, 34, 0}, {66, 0, 0},
                                                     {1, 1, 1},  {1, 0, 0},  {1, 1, 0}};
   ForEachDeviceAndIsa([&](Device device) {
-    GdnTensors in = ToDevice(whole, DType::kF32, device, false);
+    GdnTensors in = ToDevice(whole, DType::kF32, device);
     auto [whole_out, whole_states] = RunOp(&GdnRecurrent, in, s, false);
     const std::vector<double> ref_out = ToDoubles(whole_out), ref_states = ToDoubles(whole_states);
     for (GdnOp prefill : {&GdnChunkedPrefill, &GdnRecurrent}) {
@@ -373,7 +384,7 @@ TEST(GdnTest, DecodeBatchMatchesReference) {
   const GdnBatch batch = MakeBatch(s, std::vector<int64_t>(5, 1), rng);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));
-    CheckAgainstReference(batch, dtype, false, false);
+    CheckAgainstReference(batch, dtype, Layout::kContiguous, false);
   }
 }
 
@@ -386,7 +397,7 @@ TEST(GdnTest, RejectsBadSequenceTables) {
              {{0, 2, 5}, {0, 1}}, {{0, 3, 2}, {0, 1}}, {{0, 2, 4}, {0, 4}}, {{0, 2, 4}, {3, 3}}}) {
       batch.starts = starts;
       batch.slots = slots;
-      GdnTensors in = ToDevice(batch, DType::kF32, kCpu, false);
+      GdnTensors in = ToDevice(batch, DType::kF32, kCpu);
       try {
         RunOp(op, in, s, false);
         ADD_FAILURE() << "accepted a bad sequence table";

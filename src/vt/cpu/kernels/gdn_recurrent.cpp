@@ -14,10 +14,10 @@
 //     S_new = exp(g) S + k delta^T,
 // so a token is one read pass (S^T k and S^T q together) and one update pass. The
 // vector kernels (gdn_recurrent_vec.h) go further: columns of S evolve independently,
-// so they keep a strip of 16-64 columns in L1 for all staged tokens and fold the next
-// token's read pass into this token's update pass: 1 load, 1 store and 4 FMAs per
-// state element per token, which keeps a decode step at the speed of streaming the
-// state through memory once.
+// so they keep a strip of columns in cache (32 with AVX2, whole rows with AVX-512) for
+// all staged tokens and fold the next token's read pass into this token's update
+// pass: per state element and token 1 load, 1 store, 1 multiply and 3 FMAs. A decode
+// step streams each state through memory once, in row order.
 #include <algorithm>
 #include <cmath>
 
