@@ -111,8 +111,10 @@ void RunPrefill(benchmark::State& state, void (*op)(const GdnArgs&)) {
   Tensor states = Tensor::Zeros({1, value_heads, kHeadDim, kHeadDim}, DType::kF32);
   Tensor starts = Tensor::FromVector(EqualStarts(1, tokens), {2});
   Tensor slots = Tensor::FromVector(std::vector<int32_t>{0}, {1});
-  const double state_bytes = 2.0 * static_cast<double>(states.nbytes());
-  bench::RunTimed(state, state_bytes, ChunkedFlops(tokens, value_heads), [&] {
+  // Bytes: q, k, v in and out once, and the state in and out.
+  const double bytes = static_cast<double>(in.q.nbytes() + in.k.nbytes() + in.v.nbytes() + in.out.nbytes()) +
+                       2.0 * static_cast<double>(states.nbytes());
+  bench::RunTimed(state, bytes, ChunkedFlops(tokens, value_heads), [&] {
     op({.q = in.q, .k = in.k, .v = in.v, .g = in.g, .beta = in.beta, .states = states, .query_start_loc = starts,
         .state_slot_ids = slots, .out = in.out});
   });
