@@ -85,7 +85,10 @@ void matmul::MatMulCpu(const MatMulArgs& a) {
             .out = a.out.data(),
             .out_stride = a.out.stride(0),
             .out_dtype = a.out.dtype()};
-  matmul::PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype), &p.x);
+  const matmul::XRowOps x_ops = variant == Variant::kAvx512 ? matmul::Avx512XRowOps()
+                                : variant == Variant::kAvx2 ? matmul::Avx2XRowOps()
+                                                            : matmul::PortableXRowOps();
+  matmul::PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype), x_ops, &p.x);
   reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= matmul::kGemvMaxRows ? ".gemv." : ".gemm.") +
              VariantName(variant));
 

@@ -52,6 +52,68 @@ struct Bf16Weights : Avx2Vec {
   static float At(const char* row, int64_t k) { return Bf16ToF32(reinterpret_cast<const uint16_t*>(row)[k]); }
 };
 
+// ---- x row converters (XRowOps) ----------------------------------------------------
+
+__m256 AbsValues(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+int HorizontalSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 32 values -> 32 int8 q = round(x * inv) (|x * inv| <= 127); returns sum(q) per
+// group of 16 in sums[0..1].
+void QuantizeLanes32(const float* x, float inv, int8_t* q, int* sums) {
+  const __m256 scale = _mm256_set1_ps(inv);
+  __m256i lanes[4];
+  for (int i = 0; i < 4; ++i) lanes[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), scale));
+  // packs interleave the 128-bit halves; the permute restores value order.
+  const __m256i packed =
+      _mm256_packs_epi16(_mm256_packs_epi32(lanes[0], lanes[1]), _mm256_packs_epi32(lanes[2], lanes[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  sums[0] = HorizontalSumI32(_mm256_add_epi32(lanes[0], lanes[1]));
+  sums[1] = HorizontalSumI32(_mm256_add_epi32(lanes[2], lanes[3]));
+}
+
+float AbsMaxOf(const float* x, int n) {
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, AbsValues(_mm256_loadu_ps(x + i)));
+  return HorizontalMax(m);
+}
+
+void QuantizeRowQ8x32(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums) {
+  for (int64_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
+    const float amax = AbsMaxOf(x, 32);
+    d[b] = amax / 127.0f;
+    int half_sums[2];
+    QuantizeLanes32(x, amax > 0 ? 127.0f / amax : 0.0f, q, half_sums);
+    sums[b] = half_sums[0] + half_sums[1];
+  }
+}
+
+void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < k / 256; ++b, x += 256, q += 256) {
+    const float amax = AbsMaxOf(x, 256);
+    d[b] = amax / 127.0f;
+    for (int c = 0; c < 8; ++c) {
+      int half_sums[2];
+      QuantizeLanes32(x + 32 * c, amax > 0 ? 127.0f / amax : 0.0f, q + 32 * c, half_sums);
+      bsums[16 * b + 2 * c] = static_cast<int16_t>(half_sums[0]);
+      bsums[16 * b + 2 * c + 1] = static_cast<int16_t>(half_sums[1]);
+    }
+  }
+}
+
 // Tile shapes fit the 16 ymm registers: RM x RN accumulators plus the operands.
 constexpr int kFloatRows = 4, kFloatCols = 2;
 struct Int8Shape {
@@ -59,6 +121,9 @@ struct Int8Shape {
 };
 
 }  // namespace
+
+// The AVX2 variant never reads x as bf16 pairs (bf16 weights convert to f32 instead).
+XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRowOps().bf16_pair}; }
 
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;

@@ -86,6 +86,63 @@ struct Bf16DotTiles {
   }
 };
 
+// ---- x row converters (XRowOps) ----------------------------------------------------
+
+// q = round(x * 127 / amax) for 16 values; returns them as int32 lanes.
+__m512i QuantizeLanes(__m512 v, float inv) { return _mm512_cvtps_epi32(_mm512_mul_ps(v, _mm512_set1_ps(inv))); }
+
+__m512 AbsMax(__m512 a, __m512 b) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  return _mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b));
+}
+
+void QuantizeRowQ8x32(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums) {
+  for (int64_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(AbsMax(lo, hi));
+    d[b] = amax / 127.0f;
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m512i q_lo = QuantizeLanes(lo, inv), q_hi = QuantizeLanes(hi, inv);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q_lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q_hi));
+    sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q_lo, q_hi));
+  }
+}
+
+void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < k / 256; ++b, x += 256, q += 256) {
+    __m512 amax_lanes = _mm512_setzero_ps();
+    for (int g = 0; g < 16; g += 2)
+      amax_lanes = _mm512_max_ps(amax_lanes, AbsMax(_mm512_loadu_ps(x + 16 * g), _mm512_loadu_ps(x + 16 * g + 16)));
+    const float amax = _mm512_reduce_max_ps(amax_lanes);
+    d[b] = amax / 127.0f;
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int g = 0; g < 16; ++g) {
+      const __m512i lanes = QuantizeLanes(_mm512_loadu_ps(x + 16 * g), inv);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * g), _mm512_cvtsepi32_epi8(lanes));
+      bsums[16 * b + g] = static_cast<int16_t>(_mm512_reduce_add_epi32(lanes));
+    }
+  }
+}
+
+// hi = bf16(x) and lo = bf16(x - hi), both rounded to nearest even by vcvtneps2bf16.
+void SplitBf16Row(const float* x, int64_t k, uint16_t* hi, uint16_t* lo) {
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h);
+    if (lo != nullptr) {
+      const __m512 h_f32 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, h_f32)));
+    }
+  }
+  for (; i < k; ++i) {
+    hi[i] = F32ToBf16(x[i]);
+    if (lo != nullptr) lo[i] = F32ToBf16(x[i] - Bf16ToF32(hi[i]));
+  }
+}
+
 // Tile shapes fit the 32 vector registers: RM x RN accumulators plus the operands
 // (K-quant tiles keep an integer and an f32 accumulator per pair).
 constexpr int kFloatRows = 4, kFloatCols = 4;
@@ -94,6 +151,8 @@ struct Int8Shape {
 };
 
 }  // namespace
+
+XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
 
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;

@@ -145,31 +145,41 @@ struct ScaleMinVectors {
   __m256i mins;    // int16 m[0], m[0], m[1], m[1], ..., m[7], m[7]
 };
 
-inline ScaleMinVectors UnpackScaleMinVectors(const uint8_t* packed) {
-  uint32_t words[3];
-  std::memcpy(words, packed, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  const uint32_t scales_lo = words[0] & kLow6;  // sc[0..3]
-  const uint32_t mins_lo = words[1] & kLow6;    // m[0..3]
-  const uint32_t scales_hi = (words[2] & kLow4) | (((words[0] >> 6) & kTop2) << 4);
-  const uint32_t mins_hi = ((words[2] >> 4) & kLow4) | (((words[1] >> 6) & kTop2) << 4);
-  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(scales_lo, scales_hi, mins_lo, mins_hi));
-  // sc16: sc[0..7] in the low half, m[0..7] in the high half.
+// The first 16 bytes of a Q4_K / Q5_K block are d, dmin and the 12 packed scale
+// bytes, as dwords H (d, dmin), D0, D1, D2. The scales unpack with 32-bit lane ops:
+//   sc[0..3] = D0 & 0x3f..    sc[4..7] = (D2 & 0x0f..) | ((D0 >> 2) & 0x30..)
+//   m[0..3]  = D1 & 0x3f..    m[4..7]  = ((D2 >> 4) & 0x0f..) | ((D1 >> 2) & 0x30..)
+inline ScaleMinVectors UnpackScaleMinVectors(__m128i head) {
+  const __m128i low = _mm_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1));  // D0, D2, D1, D2
+  const __m128i top = _mm_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1));  // D0, D0, D1, D1
+  const __m128i low_bits = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
+                                         _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i top_bits = _mm_and_si128(_mm_srli_epi32(top, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  // sc16: int16 sc[0..7] in the low half, m[0..7] in the high half.
+  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_or_si128(low_bits, top_bits));
   const __m256i mins_both = _mm256_permute2x128_si256(sc16, sc16, 0x11);
   const __m256i dup_lo = _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,  //
                                           8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15);
   return {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_shuffle_epi8(mins_both, dup_lo)};
 }
 
+// Header of a Q4_K / Q5_K block (both start with d, dmin, scales[12]).
+template <class Block>
+struct ScaleMinHeader {
+  ScaleMinVectors sm;
+  float d, corr_scale;
+
+  static ScaleMinHeader Load(const Block& b) {
+    const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
+    const __m128 d_dmin = _mm_cvtph_ps(head);  // lanes 0, 1
+    return {UnpackScaleMinVectors(head), _mm_cvtss_f32(d_dmin), -_mm_cvtss_f32(_mm_movehdup_ps(d_dmin))};
+  }
+};
+
 struct Q4KFormat {
   using Block = BlockQ4_K;
-  struct Header {
-    ScaleMinVectors sm;
-    float d, corr_scale;
-  };
-  static Header LoadHeader(const Block& b) {
-    return {UnpackScaleMinVectors(b.scales), _cvtsh_ss(b.d), -_cvtsh_ss(b.dmin)};
-  }
+  using Header = ScaleMinHeader<Block>;
+  static Header LoadHeader(const Block& b) { return Header::Load(b); }
   template <int c>
   static __m256i Chunk(const Block& b) {
     const __m256i packed = LoadBytes32(b.qs + 32 * (c / 2));
@@ -184,10 +194,8 @@ struct Q4KFormat {
 
 struct Q5KFormat {
   using Block = BlockQ5_K;
-  using Header = Q4KFormat::Header;
-  static Header LoadHeader(const Block& b) {
-    return {UnpackScaleMinVectors(b.scales), _cvtsh_ss(b.d), -_cvtsh_ss(b.dmin)};
-  }
+  using Header = ScaleMinHeader<Block>;
+  static Header LoadHeader(const Block& b) { return Header::Load(b); }
   template <int c>
   static __m256i Chunk(const Block& b) {
     const __m256i packed = LoadBytes32(b.qs + 32 * (c / 2));
@@ -197,7 +205,7 @@ struct Q5KFormat {
   }
   template <int c>
   static __m256i ChunkScale(const Header& h) {
-    return Q4KFormat::ChunkScale<c>(h);
+    return _mm256_shuffle_epi8(h.sm.scales, Int16LaneMask(c, c));
   }
   static __m256i Corr16(const Header& h) { return h.sm.mins; }
 };
@@ -239,7 +247,7 @@ struct KQuantTiles {
   // it alternates chunks between two to keep the multiply-add latency off the
   // critical path.
   template <int RM, int RN>
-  static constexpr int kChains = RM * RN >= 8 ? 1 : 2;
+  static constexpr int kChains = RM* RN >= 8 ? 1 : 2;
 
   template <int c, int RM, int RN>
   static void AccumulateChunk(const Block* const* w, const typename Format::Header* h, const int8_t* const* x,

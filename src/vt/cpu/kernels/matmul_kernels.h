@@ -58,13 +58,26 @@ struct Problem {
   void Store(int64_t row, int64_t col, float value) const { StoreFloat(out, out_dtype, row * out_stride + col, value); }
 };
 
+// Converters of one f32 row of x (K values) into the 8-bit and bf16-pair formats;
+// each variant brings its own (vectorised) set. q8x32 also writes sum(q) per block,
+// q8x256 the sums of each 16 q; bf16_pair writes lo only when it is not null.
+struct XRowOps {
+  void (*q8x32)(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums);
+  void (*q8x256)(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums);
+  void (*bf16_pair)(const float* x, int64_t k, uint16_t* hi, uint16_t* lo);
+};
+XRowOps PortableXRowOps();
+XRowOps Avx2XRowOps();
+XRowOps Avx512XRowOps();
+
 // Converts or quantizes x [M, K] (float dtype, rows strided by x_stride elements)
-// into `format`, in parallel over rows.
-void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, PreparedX* out);
+// into `format` with `ops`, in parallel over rows.
+void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, const XRowOps& ops,
+              PreparedX* out);
 
 // Each computes out[0..M, n_begin..n_end) for every weight dtype MatMul accepts
-// (the AVX-512 entry only for the dtypes AvxVariantSupports says). Safe to call
-// concurrently on disjoint ranges.
+// (AVX-512: block types only with VNNI, bf16 only with AVX512_BF16; matmul.cpp
+// routes the others to AVX2). Safe to call concurrently on disjoint ranges.
 void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);

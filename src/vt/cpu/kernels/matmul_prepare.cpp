@@ -47,16 +47,15 @@ void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* 
   }
 }
 
-}  // namespace
-
-void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, PreparedX* out) {
-  out->format = format;
-  if (format == XFormat::kF32 && x_dtype == DType::kF32) {
-    out->f32 = static_cast<const float*>(x);
-    out->f32_stride = x_stride;
-    return;
+// x ~= hi + lo: hi = bf16(x), lo = bf16(x - hi) (exact difference in f32).
+void SplitBf16Row(const float* x, int64_t k, uint16_t* hi, uint16_t* lo) {
+  for (int64_t i = 0; i < k; ++i) {
+    hi[i] = F32ToBf16(x[i]);
+    if (lo != nullptr) lo[i] = F32ToBf16(x[i] - Bf16ToF32(hi[i]));
   }
-  const auto size = static_cast<size_t>(m * k);
+}
+
+void AllocateStorage(XFormat format, DType x_dtype, size_t size, PreparedX* out) {
   switch (format) {
     case XFormat::kF32: out->f32_storage.resize(size); break;
     case XFormat::kBf16Pair: out->bf16_storage.resize(x_dtype == DType::kBF16 ? size : 2 * size); break;
@@ -71,33 +70,55 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
       out->bsums_storage.resize(size / 16);
       break;
   }
+}
+
+// Row r of x, already f32, into out's storage for `format` (allocated for m * k).
+void PrepareRow(const float* row, int64_t r, int64_t k, size_t size, XFormat format, bool x_is_bf16, const XRowOps& ops,
+                PreparedX* out) {
+  switch (format) {
+    case XFormat::kF32: std::copy(row, row + k, out->f32_storage.data() + r * k); break;
+    case XFormat::kBf16Pair: {
+      uint16_t* hi = out->bf16_storage.data() + r * k;
+      ops.bf16_pair(row, k, hi, x_is_bf16 ? nullptr : hi + size);
+      break;
+    }
+    case XFormat::kQ8x32:
+      ops.q8x32(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
+                out->sums_storage.data() + r * (k / 32));
+      break;
+    case XFormat::kQ8x256:
+      ops.q8x256(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 256),
+                 out->bsums_storage.data() + r * (k / 16));
+      break;
+  }
+}
+
+}  // namespace
+
+XRowOps PortableXRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
+
+void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, const XRowOps& ops,
+              PreparedX* out) {
+  out->format = format;
+  if (format == XFormat::kF32 && x_dtype == DType::kF32) {
+    out->f32 = static_cast<const float*>(x);
+    out->f32_stride = x_stride;
+    return;
+  }
+  const auto size = static_cast<size_t>(m * k);
+  AllocateStorage(format, x_dtype, size, out);
   const auto* base = static_cast<const char*>(x);
   const int64_t row_bytes = BytesFor(x_dtype, x_stride);
   ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(k));
+    std::vector<float> converted(static_cast<size_t>(x_dtype == DType::kF32 ? 0 : k));
     for (int64_t r = begin; r < end; ++r) {
-      float* dst = format == XFormat::kF32 ? out->f32_storage.data() + r * k : row.data();
-      LoadRow(base + r * row_bytes, x_dtype, k, dst);
-      switch (format) {
-        case XFormat::kF32: break;
-        case XFormat::kBf16Pair: {
-          uint16_t* hi = out->bf16_storage.data() + r * k;
-          uint16_t* lo = x_dtype == DType::kBF16 ? nullptr : hi + size;
-          for (int64_t i = 0; i < k; ++i) {
-            hi[i] = F32ToBf16(row[i]);
-            if (lo != nullptr) lo[i] = F32ToBf16(row[i] - Bf16ToF32(hi[i]));
-          }
-          break;
-        }
-        case XFormat::kQ8x32:
-          QuantizeRowQ8x32(row.data(), k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
-                           out->sums_storage.data() + r * (k / 32));
-          break;
-        case XFormat::kQ8x256:
-          QuantizeRowQ8x256(row.data(), k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 256),
-                            out->bsums_storage.data() + r * (k / 16));
-          break;
+      const char* src = base + r * row_bytes;
+      const float* row = reinterpret_cast<const float*>(src);  // f32 x is read in place
+      if (x_dtype != DType::kF32) {
+        LoadRow(src, x_dtype, k, converted.data());
+        row = converted.data();
       }
+      PrepareRow(row, r, k, size, format, x_dtype == DType::kBF16, ops, out);
     }
   });
   out->f32 = out->f32_storage.data();
