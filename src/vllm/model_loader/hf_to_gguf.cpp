@@ -1,8 +1,11 @@
 // HF folder -> GGUF conversion (see hf_to_gguf.h for the transforms).
 #include "vllm/model_loader/hf_to_gguf.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "loader_util.h"
 #include "vllm/model_loader/gdn_value_heads.h"
@@ -55,13 +58,23 @@ vt::DType StoredDtype(WeightKind kind, const vt::Shape& shape, vt::DType target)
   return target;
 }
 
+// Rows are independent: quantized on all cores (K-quant scale searches are slow).
 vt::Tensor Quantize(const vt::Tensor& f32, vt::DType dtype) {
   vt::Tensor out = vt::Tensor::Empty(f32.shape(), dtype, vt::kCpu);
   const int64_t row = f32.size(-1), rows = f32.numel() / std::max<int64_t>(row, 1);
   const size_t row_bytes = static_cast<size_t>(vt::BytesFor(dtype, row));
   const float* src = f32.data_ptr<float>();
   auto* dst = static_cast<uint8_t*>(out.data());
-  for (int64_t r = 0; r < rows; ++r) vt::QuantizeRow(src + r * row, row, dst + r * row_bytes, dtype);
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(rows / 8, 1));
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < workers; ++w) {
+    pool.emplace_back([=] {
+      for (int64_t r = rows * w / workers; r < rows * (w + 1) / workers; ++r) {
+        vt::QuantizeRow(src + r * row, row, dst + r * row_bytes, dtype);
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
   return out;
 }
 
