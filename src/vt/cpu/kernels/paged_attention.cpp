@@ -8,14 +8,18 @@
 // kv head h / (Nq / Nkv). Position j of a sequence lives in cache block
 // block_tables[b][j / block_size] at offset j % block_size.
 //
-// Work items are (sequence, kv head, tile of query tokens[, context slice]); each
-// streams its visible context once through an online softmax in f32, so K and V
-// are read once per kv head for all the query heads (and tokens) that share it:
-// decode is bound by reading the cache, and the micro-kernels (paged_attention.h;
+// Work items are (sequence, tile of query tokens, kv heads[, context slice]). Each
+// streams its visible context once through an online softmax in f32, segment by
+// segment, and within a segment does every kv head it owns: K and V are read once
+// for all the query heads (and tokens) that share them, and a cache block is read
+// front to back (all heads of a slot are adjacent in the cache), which hardware
+// prefetchers follow; software prefetches run a few segments ahead across blocks.
+// Decode is bound by reading the cache, and the micro-kernels (paged_attention.h;
 // AVX-512 / AVX2 / portable) keep the arithmetic below that bound. Items run on the
 // thread pool, largest first, claimed dynamically. With too few items for the
 // threads, long contexts are split into slices whose partial softmax states are
-// merged per row (paged_attention_plan.cpp decides).
+// merged per row, or, for short ones, the kv heads are split across items
+// (paged_attention_plan.cpp decides).
 //
 // Host metadata is checked before any work: inconsistent query_start_loc, a
 // sequence longer than max_seq_len or shorter than its query, or a block id outside
@@ -24,6 +28,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -83,14 +88,15 @@ std::vector<SeqInfo> ReadAndCheckMetadata(const PagedAttentionArgs& a) {
 }
 
 struct WorkItem {
-  int64_t seq = 0, kv_head = 0;
+  int64_t seq = 0;
+  int64_t head_begin = 0, head_end = 0;    // kv heads
   int64_t token_begin = 0, token_end = 0;  // rows of q (absolute)
   int64_t kv_begin = 0, kv_end = 0;        // context positions of this item
   int64_t partial = -1;                    // partial-state slot, or -1: write out directly
   int64_t cost = 0;
 };
 
-// Items sharing one (sequence, kv head, token tile) whose context was split.
+// Items sharing one (sequence, token tile, kv heads) whose context was split.
 struct MergeGroup {
   int64_t first_item = 0, num_items = 0;
 };
@@ -110,12 +116,13 @@ Schedule MakeSchedule(const std::vector<SeqInfo>& seqs, int64_t num_kv_heads, in
       const int64_t context = seq.seq_len - seq.q_len + t1;  // positions the tile's last token sees
       const int64_t slice = plan.kv_split_len > 0 ? plan.kv_split_len : context;
       const int64_t num_slices = (context + slice - 1) / slice;
-      for (int64_t g = 0; g < num_kv_heads; ++g) {
+      for (int64_t g0 = 0; g0 < num_kv_heads; g0 += plan.kv_heads_per_item) {
+        const int64_t g1 = std::min(num_kv_heads, g0 + plan.kv_heads_per_item);
         if (num_slices > 1) s.merges.push_back({static_cast<int64_t>(s.items.size()), num_slices});
         for (int64_t k = 0; k < num_slices; ++k) {
-          WorkItem item{b, g, seq.token_begin + t0, seq.token_begin + t1, k * slice, std::min(context, (k + 1) * slice)};
+          WorkItem item{b, g0, g1, seq.token_begin + t0, seq.token_begin + t1, k * slice, std::min(context, (k + 1) * slice)};
           item.partial = num_slices > 1 ? s.num_partials++ : -1;
-          item.cost = (t1 - t0) * group * (item.kv_end - item.kv_begin);
+          item.cost = (t1 - t0) * group * (g1 - g0) * (item.kv_end - item.kv_begin);
           s.items.push_back(item);
         }
       }
@@ -124,95 +131,183 @@ Schedule MakeSchedule(const std::vector<SeqInfo>& seqs, int64_t num_kv_heads, in
   return s;
 }
 
+// The caches and block tables as raw addresses and strides, read once per call so
+// that the per-segment work does no tensor bookkeeping.
+struct CacheAddressing {
+  explicit CacheAddressing(const PagedAttentionArgs& a)
+      : k(static_cast<const char*>(a.k_cache.data())), v(static_cast<const char*>(a.v_cache.data())),
+        elem_bytes(BytesFor(a.k_cache.dtype(), 1)), block_size(a.k_cache.size(1)),
+        k_strides{a.k_cache.stride(0), a.k_cache.stride(1), a.k_cache.stride(2)},
+        v_strides{a.v_cache.stride(0), a.v_cache.stride(1), a.v_cache.stride(2)},
+        row_bytes(elem_bytes * a.k_cache.size(3)), tables(a.block_tables.data_ptr<int32_t>()),
+        table_stride(a.block_tables.stride(0)) {}
+  const char* k;
+  const char* v;
+  int64_t elem_bytes, block_size;
+  int64_t k_strides[3], v_strides[3];  // elements per block, slot and kv head
+  int64_t row_bytes;
+  const int32_t* tables;
+  int64_t table_stride;
+};
+
+// Positions [position, position + len) of a sequence: one cache block, len <= kMaxSegment.
+struct Span {
+  int64_t position, block, offset;
+  int len;
+};
+
+Span SpanAt(const CacheAddressing& c, int64_t seq, int64_t position, int64_t end) {
+  const int64_t offset = position % c.block_size;
+  const int64_t block = c.tables[seq * c.table_stride + position / c.block_size];
+  const int len = static_cast<int>(std::min({end - position, c.block_size - offset, int64_t{pa::kMaxSegment}}));
+  return {position, block, offset, len};
+}
+
+pa::KvSegment SegmentOf(const CacheAddressing& c, const Span& span, int64_t kv_head) {
+  pa::KvSegment seg;
+  seg.len = span.len;
+  seg.k = c.k + c.elem_bytes * (span.block * c.k_strides[0] + span.offset * c.k_strides[1] + kv_head * c.k_strides[2]);
+  seg.v = c.v + c.elem_bytes * (span.block * c.v_strides[0] + span.offset * c.v_strides[1] + kv_head * c.v_strides[2]);
+  seg.k_step = c.k_strides[1];
+  seg.v_step = c.v_strides[1];
+  return seg;
+}
+
+// Asks for a span's K and V rows (heads [head_begin, head_end)) ahead of their use:
+// spans sit in blocks scattered over the cache, where hardware prefetchers cannot
+// run ahead. Into L2 (hint 2): the L1 is too small for a distance that hides DRAM
+// latency.
+void PrefetchSpan(const CacheAddressing& c, const Span& span, int64_t head_begin, int64_t head_end) {
+  for (int64_t h = head_begin; h < head_end; ++h) {
+    const pa::KvSegment seg = SegmentOf(c, span, h);
+    for (int j = 0; j < span.len; ++j) {
+      const char* k = static_cast<const char*>(seg.k) + j * seg.k_step * c.elem_bytes;
+      const char* v = static_cast<const char*>(seg.v) + j * seg.v_step * c.elem_bytes;
+      for (int64_t b = 0; b < c.row_bytes; b += 64) {
+        __builtin_prefetch(k + b, 0, 2);
+        __builtin_prefetch(v + b, 0, 2);
+      }
+    }
+  }
+}
+
+// How far ahead of the span in use the prefetches run, in positions.
+constexpr int64_t kPrefetchAhead = 32;
+
 // Everything a work item reads, and the partial-state buffers of split contexts.
+// An item's rows are kept per kv head: head slot hi (kv head head_begin + hi) owns
+// rows [hi * rows_per_head, hi * rows_per_head + tokens * group).
 struct Context {
   const PagedAttentionArgs& a;
   const std::vector<SeqInfo>& seqs;
   const pa::MicroKernels& kernels;
-  int64_t group, head_dim, padded_dim, rows_per_item;
-  std::vector<float> partial_acc, partial_m, partial_l;  // [partials][rows_per_item][padded_dim], [..][rows]
+  CacheAddressing cache;
+  int64_t group, head_dim, padded_dim;
+  int64_t rows_per_head, row_capacity;  // tile_tokens * group; kv_heads_per_item * rows_per_head
+  std::vector<float> partial_acc, partial_m, partial_l;  // [partials][row_capacity][padded_dim], [..][rows]
 };
 
+// Per-thread buffers, left uninitialised: every element an item reads it wrote first.
 struct Scratch {
   explicit Scratch(const Context& c)
-      : q(c.rows_per_item * c.padded_dim), acc(c.rows_per_item * c.padded_dim), m(c.rows_per_item),
-        l(c.rows_per_item), rescale(c.rows_per_item), scores(c.rows_per_item * pa::kMaxSegment) {}
-  std::vector<float> q, acc, m, l, rescale, scores;
+      : q_buffer(new float[c.row_capacity * c.padded_dim]), acc_buffer(new float[c.row_capacity * c.padded_dim]),
+        state_buffer(new float[3 * c.row_capacity]), scores_buffer(new float[c.rows_per_head * pa::kMaxSegment]),
+        q(q_buffer.get()), acc(acc_buffer.get()), m(state_buffer.get()), l(m + c.row_capacity),
+        rescale(l + c.row_capacity), scores(scores_buffer.get()) {}
+  std::unique_ptr<float[]> q_buffer, acc_buffer, state_buffer, scores_buffer;
+  float* q;        // [row_capacity][padded_dim]
+  float* acc;      // [row_capacity][padded_dim]
+  float* m;        // [row_capacity]
+  float* l;        // [row_capacity]
+  float* rescale;  // [row_capacity]
+  float* scores;   // [rows_per_head][kMaxSegment]
 };
 
-// Row r of an item = (token token_begin + r / group, head kv_head * group + r % group).
-int64_t QueryHead(const Context& c, const WorkItem& item, int64_t r) { return item.kv_head * c.group + r % c.group; }
+// Row r of head slot hi: token token_begin + r / group, query head (head_begin + hi) * group + r % group.
+char* RowAddress(const Tensor& t, const Context& c, const WorkItem& item, int64_t hi, int64_t r) {
+  const int64_t token = item.token_begin + r / c.group, head = (item.head_begin + hi) * c.group + r % c.group;
+  return ElementAddress(t.data(), t.dtype(), token * t.stride(0) + head * t.stride(1));
+}
 
 void LoadQueries(const Context& c, const WorkItem& item, int64_t rows, Scratch& s) {
-  const Tensor& q = c.a.q;
-  std::fill(s.q.begin(), s.q.begin() + rows * c.padded_dim, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t token = item.token_begin + r / c.group;
-    float* row = s.q.data() + r * c.padded_dim;
-    LoadRow(ElementAddress(q.data(), q.dtype(), token * q.stride(0) + QueryHead(c, item, r) * q.stride(1)), q.dtype(),
-            c.head_dim, row);
-    for (int64_t i = 0; i < c.head_dim; ++i) row[i] *= c.a.scale;
+  for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = s.q + (hi * c.rows_per_head + r) * c.padded_dim;
+      LoadRow(RowAddress(c.a.q, c, item, hi, r), c.a.q.dtype(), c.head_dim, row);
+      for (int64_t i = 0; i < c.head_dim; ++i) row[i] *= c.a.scale;
+      std::fill(row + c.head_dim, row + c.padded_dim, 0.0f);
+    }
   }
 }
 
-// The positions [j, j + len) of one kv head that lie in one cache block, len <= kMaxSegment.
-pa::KvSegment SegmentAt(const Context& c, const WorkItem& item, int64_t j, int64_t end) {
-  const Tensor& kc = c.a.k_cache;
-  const Tensor& vc = c.a.v_cache;
-  const int64_t block_size = kc.size(1), offset = j % block_size;
-  const int32_t block =
-      c.a.block_tables.data_ptr<int32_t>()[item.seq * c.a.block_tables.stride(0) + j / block_size];
-  pa::KvSegment seg;
-  seg.len = static_cast<int>(std::min({end - j, block_size - offset, int64_t{pa::kMaxSegment}}));
-  seg.k = ElementAddress(kc.data(), kc.dtype(), block * kc.stride(0) + offset * kc.stride(1) + item.kv_head * kc.stride(2));
-  seg.v = ElementAddress(vc.data(), vc.dtype(), block * vc.stride(0) + offset * vc.stride(1) + item.kv_head * vc.stride(2));
-  seg.k_step = kc.stride(1);
-  seg.v_step = vc.stride(1);
-  return seg;
+// Empty softmax states (m = -inf, l = 0, acc = 0) for the item's rows.
+void ResetStates(const Context& c, const WorkItem& item, int64_t rows, Scratch& s) {
+  for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    const int64_t begin = hi * c.rows_per_head, end = begin + rows;
+    std::fill(s.acc + begin * c.padded_dim, s.acc + end * c.padded_dim, 0.0f);
+    std::fill(s.m + begin, s.m + end, -std::numeric_limits<float>::infinity());
+    std::fill(s.l + begin, s.l + end, 0.0f);
+  }
+}
+
+// One span for every kv head of the item: scores, online-softmax step, accumulate.
+// Tokens before the span's first position see nothing in it: active rows are a suffix.
+void ProcessSpan(const Context& c, const WorkItem& item, const Span& span, int64_t rows, int64_t first_position,
+                 Scratch& s) {
+  const int64_t first_row = std::max<int64_t>(0, span.position - first_position) * c.group;
+  const int active = static_cast<int>(rows - first_row);
+  for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    const pa::KvSegment seg = SegmentOf(c.cache, span, item.head_begin + hi);
+    const int64_t base = hi * c.rows_per_head + first_row;
+    c.kernels.scores(s.q + base * c.padded_dim, c.padded_dim, active, seg, c.head_dim, s.scores);
+    for (int64_t r = 0; r < active; ++r) {
+      const int64_t position = first_position + (first_row + r) / c.group;
+      const int visible = static_cast<int>(std::min<int64_t>(span.len, position + 1 - span.position));
+      s.rescale[base + r] =
+          c.kernels.softmax_step(s.scores + r * pa::kMaxSegment, visible, &s.m[base + r], &s.l[base + r]);
+    }
+    c.kernels.accumulate(s.scores, s.rescale + base, active, seg, c.head_dim,
+                         s.acc + base * c.padded_dim, c.padded_dim);
+  }
 }
 
 void StoreOutputs(const Context& c, const WorkItem& item, int64_t rows, Scratch& s) {
-  const Tensor& out = c.a.out;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t token = item.token_begin + r / c.group;
-    float* acc = s.acc.data() + r * c.padded_dim;
-    const float inv_l = 1.0f / s.l[r];
-    for (int64_t i = 0; i < c.head_dim; ++i) acc[i] *= inv_l;
-    StoreRow(acc, c.head_dim, ElementAddress(out.data(), out.dtype(), token * out.stride(0) + QueryHead(c, item, r) * out.stride(1)),
-             out.dtype());
+  for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = hi * c.rows_per_head + r;
+      float* acc = s.acc + row * c.padded_dim;
+      const float inv_l = 1.0f / s.l[row];
+      for (int64_t i = 0; i < c.head_dim; ++i) acc[i] *= inv_l;
+      StoreRow(acc, c.head_dim, RowAddress(c.a.out, c, item, hi, r), c.a.out.dtype());
+    }
   }
 }
 
 void SavePartial(Context& c, const WorkItem& item, int64_t rows, const Scratch& s) {
-  const int64_t base = item.partial * c.rows_per_item;
-  std::copy(s.acc.begin(), s.acc.begin() + rows * c.padded_dim, c.partial_acc.begin() + base * c.padded_dim);
-  std::copy(s.m.begin(), s.m.begin() + rows, c.partial_m.begin() + base);
-  std::copy(s.l.begin(), s.l.begin() + rows, c.partial_l.begin() + base);
+  for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    const int64_t from = hi * c.rows_per_head, to = item.partial * c.row_capacity + from;
+    std::copy(s.acc + from * c.padded_dim, s.acc + (from + rows) * c.padded_dim, c.partial_acc.begin() + to * c.padded_dim);
+    std::copy(s.m + from, s.m + from + rows, c.partial_m.begin() + to);
+    std::copy(s.l + from, s.l + from + rows, c.partial_l.begin() + to);
+  }
 }
 
 void RunItem(Context& c, const WorkItem& item, Scratch& s) {
   const SeqInfo& seq = c.seqs[item.seq];
-  const int64_t tokens = item.token_end - item.token_begin, rows = tokens * c.group;
+  const int64_t rows = (item.token_end - item.token_begin) * c.group;
   const int64_t first_position = seq.seq_len - seq.q_len + (item.token_begin - seq.token_begin);
   LoadQueries(c, item, rows, s);
-  std::fill(s.acc.begin(), s.acc.begin() + rows * c.padded_dim, 0.0f);
-  std::fill(s.m.begin(), s.m.begin() + rows, -std::numeric_limits<float>::infinity());
-  std::fill(s.l.begin(), s.l.begin() + rows, 0.0f);
+  ResetStates(c, item, rows, s);
+  int64_t prefetched = item.kv_begin;
   for (int64_t j = item.kv_begin; j < item.kv_end;) {
-    const pa::KvSegment seg = SegmentAt(c, item, j, item.kv_end);
-    // Tokens before position j see nothing here: the active rows are a suffix.
-    const int64_t first_row = std::max<int64_t>(0, j - first_position) * c.group;
-    const int active = static_cast<int>(rows - first_row);
-    c.kernels.scores(s.q.data() + first_row * c.padded_dim, c.padded_dim, active, seg, c.head_dim,
-                     s.scores.data() + first_row * pa::kMaxSegment);
-    for (int64_t r = first_row; r < rows; ++r) {
-      const int64_t position = first_position + r / c.group;
-      const int visible = static_cast<int>(std::min<int64_t>(seg.len, position + 1 - j));
-      s.rescale[r] = c.kernels.softmax_step(s.scores.data() + r * pa::kMaxSegment, visible, &s.m[r], &s.l[r]);
+    for (; prefetched < std::min(item.kv_end, j + kPrefetchAhead);) {
+      const Span ahead = SpanAt(c.cache, item.seq, prefetched, item.kv_end);
+      PrefetchSpan(c.cache, ahead, item.head_begin, item.head_end);
+      prefetched += ahead.len;
     }
-    c.kernels.accumulate(s.scores.data() + first_row * pa::kMaxSegment, s.rescale.data() + first_row, active, seg,
-                         c.head_dim, s.acc.data() + first_row * c.padded_dim, c.padded_dim);
-    j += seg.len;
+    const Span span = SpanAt(c.cache, item.seq, j, item.kv_end);
+    ProcessSpan(c, item, span, rows, first_position, s);
+    j += span.len;
   }
   if (item.partial < 0) {
     StoreOutputs(c, item, rows, s);
@@ -225,36 +320,47 @@ void RunItem(Context& c, const WorkItem& item, Scratch& s) {
 void MergeSlices(const Context& c, const Schedule& schedule, const MergeGroup& group, Scratch& s) {
   const WorkItem& first = schedule.items[group.first_item];
   const int64_t rows = (first.token_end - first.token_begin) * c.group;
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t used = (first.head_end - first.head_begin) * c.rows_per_head;
+  for (int64_t row = 0; row < used; ++row) {
+    if (row % c.rows_per_head >= rows) continue;
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t k = 0; k < group.num_items; ++k) {
-      m = std::max(m, c.partial_m[schedule.items[group.first_item + k].partial * c.rows_per_item + r]);
+      m = std::max(m, c.partial_m[schedule.items[group.first_item + k].partial * c.row_capacity + row]);
     }
     float l = 0;
-    float* acc = s.acc.data() + r * c.padded_dim;
+    float* acc = s.acc + row * c.padded_dim;
     std::fill(acc, acc + c.padded_dim, 0.0f);
     for (int64_t k = 0; k < group.num_items; ++k) {
-      const int64_t slot = schedule.items[group.first_item + k].partial * c.rows_per_item + r;
+      const int64_t slot = schedule.items[group.first_item + k].partial * c.row_capacity + row;
       if (c.partial_l[slot] == 0.0f) continue;  // the row saw nothing in this slice
       const float w = std::exp(c.partial_m[slot] - m);
       l += w * c.partial_l[slot];
       const float* part = c.partial_acc.data() + slot * c.padded_dim;
       for (int64_t i = 0; i < c.head_dim; ++i) acc[i] += w * part[i];
     }
-    s.l[r] = l;
+    s.l[row] = l;
   }
   StoreOutputs(c, first, rows, s);
 }
 
-// Runs fn(index, scratch) for indices in `order` on the pool, each thread claiming
+// Runs fn(index, scratch) for index in [0, count) on the pool, each thread claiming
 // the next index as it finishes one.
 template <typename Fn>
 void RunDynamic(const Context& c, int64_t count, const Fn& fn) {
+  if (count == 0) return;
   std::atomic<int64_t> next{0};
-  ParallelFor(NumThreads(), 1, [&](int64_t, int64_t) {
+  ParallelFor(std::min<int64_t>(NumThreads(), count), 1, [&](int64_t, int64_t) {
     Scratch scratch(c);
     for (int64_t i; (i = next.fetch_add(1)) < count;) fn(i, scratch);
   });
+}
+
+const pa::MicroKernels& KernelsFor(Isa isa, DType cache_dtype) {
+  switch (isa) {
+    case Isa::kAvx512: return pa::MicroKernelsAvx512(cache_dtype);
+    case Isa::kAvx2: return pa::MicroKernelsAvx2(cache_dtype);
+    default: return pa::MicroKernelsPortable(cache_dtype);
+  }
 }
 
 void PagedAttentionCpu(const PagedAttentionArgs& a) {
@@ -271,16 +377,17 @@ void PagedAttentionCpu(const PagedAttentionArgs& a) {
   const pa::Plan plan = pa::ChoosePlan(shape);
   reach::Hit(std::string("PagedAttentionCpu.") + IsaName(plan.isa));
   if (plan.kv_split_len > 0) reach::Hit("PagedAttentionCpu.split_kv");
+  if (plan.kv_heads_per_item < shape.num_kv_heads) reach::Hit("PagedAttentionCpu.split_heads");
 
   const int64_t group = shape.num_heads / shape.num_kv_heads;
   const Schedule schedule = MakeSchedule(seqs, shape.num_kv_heads, group, plan);
-  const pa::MicroKernels& kernels = plan.isa == Isa::kAvx512 ? pa::MicroKernelsAvx512(a.k_cache.dtype())
-                                    : plan.isa == Isa::kAvx2 ? pa::MicroKernelsAvx2(a.k_cache.dtype())
-                                                             : pa::MicroKernelsPortable(a.k_cache.dtype());
-  Context c{a, seqs, kernels, group, shape.head_dim, pa::PaddedHeadDim(shape.head_dim), plan.tile_tokens * group, {}, {}, {}};
-  c.partial_acc.resize(schedule.num_partials * c.rows_per_item * c.padded_dim);
-  c.partial_m.resize(schedule.num_partials * c.rows_per_item);
-  c.partial_l.resize(schedule.num_partials * c.rows_per_item);
+  // A tile never holds more tokens than the longest query.
+  const int64_t rows_per_head = std::min(plan.tile_tokens, std::max<int64_t>(1, a.max_query_len)) * group;
+  Context c{a, seqs, KernelsFor(plan.isa, a.k_cache.dtype()), CacheAddressing(a), group, shape.head_dim,
+            pa::PaddedHeadDim(shape.head_dim), rows_per_head, plan.kv_heads_per_item * rows_per_head, {}, {}, {}};
+  c.partial_acc.resize(schedule.num_partials * c.row_capacity * c.padded_dim);
+  c.partial_m.resize(schedule.num_partials * c.row_capacity);
+  c.partial_l.resize(schedule.num_partials * c.row_capacity);
 
   std::vector<int64_t> order(schedule.items.size());
   std::iota(order.begin(), order.end(), 0);

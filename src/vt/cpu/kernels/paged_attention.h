@@ -1,17 +1,17 @@
 // Internals of the CPU PagedAttention kernel shared by its translation units and
 // its tests: the kernel choice (plan) and the per-ISA micro-kernels.
 //
-// The kernel (paged_attention.cpp) cuts a call into work items: (sequence, kv head,
-// tile of query tokens, optionally a slice of the context). A work item's rows are
-// its tokens x the query heads that share the kv head, in token-major order:
+// The kernel (paged_attention.cpp) cuts a call into work items: (sequence, tile of
+// query tokens, kv heads, optionally a slice of the context). For each kv head g of
+// an item, its rows are the tokens x the query heads that share g, token-major:
 //
-//   row r = (token token_begin + r / group, query head kv_head * group + r % group)
+//   row r = (token token_begin + r / group, query head g * group + r % group)
 //
-// It walks the visible context in segments of at most kMaxSegment positions that
-// lie in one cache block, and for each segment runs three micro-kernels on the rows
-// that can see it: scores = q . k, an online-softmax step per row, then
-// acc = acc * rescale + p . v. q rows are f32, pre-scaled, zero-padded to a
-// multiple of kRowPad floats; so are the f32 accumulators.
+// An item walks its visible context in segments of at most kMaxSegment positions
+// that lie in one cache block, and for each segment and kv head runs three
+// micro-kernels on the rows that can see it: scores = q . k, an online-softmax
+// step per row, then acc = acc * rescale + p . v. q rows are f32, pre-scaled,
+// zero-padded to a multiple of kRowPad floats; so are the f32 accumulators.
 #pragma once
 
 #include <cstdint>
@@ -44,10 +44,14 @@ struct Plan {
   // Instruction set of the micro-kernels. AVX-512 takes any head_dim (masked
   // tails); AVX2 needs head_dim % 8 == 0 and otherwise falls back to portable.
   Isa isa = Isa::kPortable;
-  // Query tokens per work item: about kTargetRows rows (tokens x group), >= 1.
+  // Query tokens per work item: about kTargetRows rows (tokens x group) per kv head.
   int64_t tile_tokens = 1;
+  // kv heads per work item. All of them, so that a segment's cache rows are read
+  // in memory order, unless there are too few items for the threads and contexts
+  // are too short to split.
+  int64_t kv_heads_per_item = 1;
   // Context positions per work item; 0 = each item covers its whole context.
-  // Nonzero only when there are too few (sequence, kv head) pairs to keep the
+  // Nonzero only when there are too few (sequence, token tile) items to keep the
   // threads busy and contexts are long: each slice then yields a partial softmax
   // state, merged per row afterwards (flash-decoding).
   int64_t kv_split_len = 0;

@@ -20,7 +20,7 @@ using namespace avx2;
 // Sums of 8 vectors in one vector, 7 adds' worth of shuffling instead of 8 full
 // horizontal reductions. Lane 4 * H + k of the result holds the sum of source
 // 2 * k + H (see SumLane).
-__m256 ReduceEight(const __m256 v[8]) {
+inline __attribute__((always_inline)) __m256 ReduceEight(const __m256 (&v)[8]) {
   __m256 a[4];
   for (int i = 0; i < 4; ++i) {  // 128-bit half 0: source 2i, half 1: source 2i+1
     a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),

@@ -23,7 +23,7 @@ using namespace avx512;
 // the lanes each source occupies (512 -> 256 -> 128 -> 64 -> 32 bits), 15 adds in
 // all instead of 16 full horizontal reductions. Lane 4 * L + k of the result holds
 // the sum of source 4 * k + L (see SumLane).
-__m512 ReduceSixteen(const __m512 v[16]) {
+inline __attribute__((always_inline)) __m512 ReduceSixteen(const __m512 (&v)[16]) {
   __m512 a[8], b[4], c[2];
   for (int i = 0; i < 8; ++i) {  // 128-bit lanes 0-1: source 2i, 2-3: source 2i+1
     a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
@@ -45,20 +45,30 @@ __m512 ReduceSixteen(const __m512 v[16]) {
 constexpr int SumLane(int s) { return 4 * (s % 4) + s / 4; }
 
 // Rows [0, RB) x positions [j, j + PB) of the segment; RB * PB <= 16.
+// acc[r * PB + p] += q_r[c, c + 16) . k_p[c, c + 16), full width or masked (the tail).
+template <typename T, int RB, int PB, bool kTail>
+inline __attribute__((always_inline)) void ScoreChunk(const float* q, int64_t q_stride, const T* k, int64_t k_step,
+                                                      int64_t c, __mmask16 m, __m512 (&acc)[16]) {
+  __m512 kv[PB];
+  for (int p = 0; p < PB; ++p) kv[p] = kTail ? LoadMasked(k + p * k_step + c, m) : Load(k + p * k_step + c);
+  for (int r = 0; r < RB; ++r) {
+    const __m512 qv = _mm512_loadu_ps(q + r * q_stride + c);
+    for (int p = 0; p < PB; ++p) acc[r * PB + p] = _mm512_fmadd_ps(qv, kv[p], acc[r * PB + p]);
+  }
+}
+
+// Locals rather than reads through `seg` in loops, and full-width chunks in a loop
+// of their own: __m512 may alias anything, and either would pin the accumulators
+// to memory.
 template <typename T, int RB, int PB>
 void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, int64_t d, float* scores) {
-  const T* k = static_cast<const T*>(seg.k) + j * seg.k_step;
+  const int64_t k_step = seg.k_step;
+  const T* k = static_cast<const T*>(seg.k) + j * k_step;
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < d; c += kLanes) {
-    const __mmask16 m = TailMask(d - c);
-    __m512 kv[PB];
-    for (int p = 0; p < PB; ++p) kv[p] = LoadMasked(k + p * seg.k_step + c, m);
-    for (int r = 0; r < RB; ++r) {
-      const __m512 qv = _mm512_loadu_ps(q + r * q_stride + c);
-      for (int p = 0; p < PB; ++p) acc[r * PB + p] = _mm512_fmadd_ps(qv, kv[p], acc[r * PB + p]);
-    }
-  }
+  int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes) ScoreChunk<T, RB, PB, false>(q, q_stride, k, k_step, c, 0xFFFF, acc);
+  if (c < d) ScoreChunk<T, RB, PB, true>(q, q_stride, k, k_step, c, TailMask(d - c), acc);
   float sums[16];
   _mm512_storeu_ps(sums, ReduceSixteen(acc));
   for (int r = 0; r < RB; ++r) {
@@ -107,12 +117,16 @@ template <typename T, int RB>
 void AccumulateRows(const float* p, const float* rescale, const KvSegment& seg, int64_t d, float* acc,
                     int64_t acc_stride) {
   const T* v = static_cast<const T*>(seg.v);
+  const int64_t v_step = seg.v_step;
+  const int len = seg.len;
+  __m512 scale[RB];
+  for (int r = 0; r < RB; ++r) scale[r] = _mm512_set1_ps(rescale[r]);
   for (int64_t c = 0; c < d; c += kLanes) {
     const __mmask16 m = TailMask(d - c);
     __m512 o[RB];
-    for (int r = 0; r < RB; ++r) o[r] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + c), _mm512_set1_ps(rescale[r]));
-    for (int j = 0; j < seg.len; ++j) {
-      const __m512 vj = LoadMasked(v + j * seg.v_step + c, m);
+    for (int r = 0; r < RB; ++r) o[r] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + c), scale[r]);
+    for (int j = 0; j < len; ++j) {
+      const __m512 vj = LoadMasked(v + j * v_step + c, m);
       for (int r = 0; r < RB; ++r) o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * kMaxSegment + j]), vj, o[r]);
     }
     for (int r = 0; r < RB; ++r) _mm512_storeu_ps(acc + r * acc_stride + c, o[r]);

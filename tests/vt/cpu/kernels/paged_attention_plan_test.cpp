@@ -43,20 +43,32 @@ TEST(PagedAttentionPlanTest, TileTokensTargetAboutThirtyTwoRows) {
 }
 
 TEST(PagedAttentionPlanTest, ContextSplitOnlyWhenItemsAreFewAndContextsLong) {
-  // 2 threads want 4 items; 1 sequence x 2 kv heads gives 2.
-  EXPECT_EQ(ChoosePlan(Decode(1, 2, 2 * kMinSplitLen - 1, 2)).kv_split_len, 0);
-  EXPECT_EQ(ChoosePlan(Decode(1, 2, 2 * kMinSplitLen, 2)).kv_split_len, kMinSplitLen);
-  EXPECT_EQ(ChoosePlan(Decode(1, 2, 4096, 2)).kv_split_len, 2048);
-  // 2 sequences x 2 kv heads are enough for 2 threads.
-  EXPECT_EQ(ChoosePlan(Decode(2, 2, 4096, 2)).kv_split_len, 0);
-  // 16 threads want 32 items: 16 slices of 256 positions.
+  // 2 threads want 4 (sequence, token tile) items; 2 sequences give 2.
+  EXPECT_EQ(ChoosePlan(Decode(2, 2, 2 * kMinSplitLen - 1, 2)).kv_split_len, 0);
+  EXPECT_EQ(ChoosePlan(Decode(2, 2, 2 * kMinSplitLen, 2)).kv_split_len, kMinSplitLen);
+  EXPECT_EQ(ChoosePlan(Decode(1, 2, 4096, 2)).kv_split_len, 1024);
+  EXPECT_EQ(ChoosePlan(Decode(2, 2, 4096, 2)).kv_split_len, 2048);
+  // 4 sequences are enough for 2 threads.
+  EXPECT_EQ(ChoosePlan(Decode(4, 2, 4096, 2)).kv_split_len, 0);
+  // 16 threads want 32 items: 32 slices of 128 would be too short, 16 of 256 it is.
   EXPECT_EQ(ChoosePlan(Decode(1, 2, 4096, 16)).kv_split_len, 256);
   // Slices never go below kMinSplitLen, and are whole segments.
   EXPECT_EQ(ChoosePlan(Decode(1, 1, 1000, 64)).kv_split_len, 336);
-  // A long prefill has enough token tiles.
+  // A long prefill has enough token tiles (4 query heads per kv head: 8 tokens a tile).
   ProblemShape prefill = Decode(1, 2, 4096, 2);
-  prefill.max_query_len = 512;
+  prefill.max_query_len = 32;
   EXPECT_EQ(ChoosePlan(prefill).kv_split_len, 0);
+  prefill.max_query_len = 24;
+  EXPECT_EQ(ChoosePlan(prefill).kv_split_len, 2048);
+}
+
+TEST(PagedAttentionPlanTest, KvHeadsSplitOnlyWhenItemsAreFewAndContextsShort) {
+  EXPECT_EQ(ChoosePlan(Decode(4, 8, 100, 2)).kv_heads_per_item, 8);  // enough items
+  EXPECT_EQ(ChoosePlan(Decode(1, 8, 4096, 2)).kv_heads_per_item, 8);  // the context splits instead
+  EXPECT_EQ(ChoosePlan(Decode(1, 8, 2 * kMinSplitLen - 1, 2)).kv_heads_per_item, 2);
+  EXPECT_EQ(ChoosePlan(Decode(2, 8, 100, 2)).kv_heads_per_item, 4);
+  EXPECT_EQ(ChoosePlan(Decode(1, 2, 100, 16)).kv_heads_per_item, 1);
+  EXPECT_EQ(ChoosePlan(Decode(1, 8, 100, 3)).kv_heads_per_item, 2);  // 6 parts of 8 heads: 4 items of 2
 }
 
 TEST(PagedAttentionPlanTest, EveryAcceptedShapeGetsACapablePath) {
@@ -64,7 +76,7 @@ TEST(PagedAttentionPlanTest, EveryAcceptedShapeGetsACapablePath) {
     for (int64_t d = 1; d <= 256; ++d) {
       for (int64_t seq_len : {1, 511, 512, 5000, 100000}) {
         for (int threads : {1, 2, 7, 64}) {
-          ProblemShape s = Decode(1, 1, seq_len, threads);
+          ProblemShape s = Decode(1, 1 + d % 8, seq_len, threads);
           s.head_dim = d;
           s.isa = isa;
           const Plan plan = ChoosePlan(s);
@@ -73,6 +85,8 @@ TEST(PagedAttentionPlanTest, EveryAcceptedShapeGetsACapablePath) {
             EXPECT_EQ(d % 8, 0);
           }
           EXPECT_GE(plan.tile_tokens, 1);
+          EXPECT_GE(plan.kv_heads_per_item, 1);
+          EXPECT_LE(plan.kv_heads_per_item, s.num_kv_heads);
           if (plan.kv_split_len != 0) {
             EXPECT_GE(plan.kv_split_len, kMinSplitLen);
             EXPECT_EQ(plan.kv_split_len % kMaxSegment, 0);
