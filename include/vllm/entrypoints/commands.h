@@ -19,4 +19,11 @@ int RunGenerateCommand(const CommandArgs& args);
 // Prints the token ids of texts (vllm-cpp tokenize --model PATH --text TEXT ...).
 int RunTokenizeCommand(const CommandArgs& args);
 
+// Prints what a model folder or GGUF file holds: format, architecture, config,
+// tensor count, tensors per dtype, bytes (vllm-cpp info PATH).
+int RunInfoCommand(const CommandArgs& args);
+
+// Writes an HF checkpoint folder as a GGUF file (vllm-cpp convert HF_FOLDER OUT.gguf).
+int RunConvertCommand(const CommandArgs& args);
+
 }  // namespace vllm
