@@ -1,6 +1,10 @@
 // The model runner: SchedulerOutput -> batch metadata -> ModelRegistry::Forward
 // -> sampler. It owns the caches and keeps no per-request state of its own
 // besides the sampler's generators.
+//
+// One step is two phases, as in vLLM v1: ExecuteModel (state resets, batch,
+// forward; returns the step's logits) and SampleTokens (sampler and prompt
+// logprobs from those logits). Execute runs both.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +31,36 @@ struct RunnerOutput {
   std::unordered_map<std::string, PromptLogprobsChunk> prompt_logprobs;
 };
 
+// Which logits rows one scheduled request got: rows [first_row, first_row + num_rows)
+// hold the logits computed at positions [first_position, first_position + num_rows)
+// (each row predicts the token after its position). num_rows is q_len when the
+// request wants prompt logprobs for this chunk, 1 when it only samples, else 0.
+struct LogitsRows {
+  int64_t first_row = 0;
+  int64_t num_rows = 0;
+  int64_t first_position = 0;
+};
+
+struct StepLogits {
+  vt::Tensor logits;             // [N, vocab] f32 on the CPU
+  std::vector<LogitsRows> rows;  // one per SchedulerOutput::scheduled entry, same order
+};
+
 class ModelRunner {
  public:
   ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed);
 
+  // Both phases of one step.
   RunnerOutput Execute(const SchedulerOutput& output);
+  // Zeroes the state slots of new sequences, builds the batch and runs the model.
+  StepLogits ExecuteModel(const SchedulerOutput& output);
+  // Samples (and scores prompt tokens) from ExecuteModel's logits of the same output.
+  RunnerOutput SampleTokens(const SchedulerOutput& output, const StepLogits& logits);
+
   // Builds the batch (host metadata uploaded to the model's device); public for tests.
   ForwardBatch PrepareBatch(const SchedulerOutput& output) const;
+  // The logits rows each scheduled request gets (PrepareBatch's logits_indices order).
+  static std::vector<LogitsRows> PlanLogitsRows(const SchedulerOutput& output);
   void ReleaseRequest(const std::string& req_id) { sampler_.Release(req_id); }
   const ModelCaches& caches() const { return caches_; }
 

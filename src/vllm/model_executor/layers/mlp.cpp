@@ -18,8 +18,10 @@ GatedMlp::GatedMlp(MlpWeights weights) : w_(std::move(weights)) {
 
 void GatedMlp::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
   const int64_t T = x.size(0), I = w_.gate_proj.size(0);
-  vt::Tensor gate_up = vt::Tensor::Empty({T, 2 * I}, x.dtype(), x.device());  // [gate | up]
-  vt::Tensor gate = gate_up.Slice(1, 0, I), up = gate_up.Slice(1, I, 2 * I);
+  // Separate buffers: silu(gate) * up is written over gate, which must not share
+  // memory with up.
+  vt::Tensor gate = vt::Tensor::Empty({T, I}, x.dtype(), x.device());
+  vt::Tensor up = vt::Tensor::Empty({T, I}, x.dtype(), x.device());
   vt::MatMul({.x = x, .w = w_.gate_proj, .out = gate});
   vt::MatMul({.x = x, .w = w_.up_proj, .out = up});
   vt::SiluMul({.gate = gate, .up = up, .out = gate});

@@ -1,0 +1,111 @@
+#include "engine_harness.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "vllm/core/scheduler.h"
+#include "vllm/model_executor/models/model_registry.h"
+#include "vllm/worker/cache_engine.h"
+#include "vllm/worker/model_runner.h"
+
+namespace vllm::testing {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Copies the logits rows ExecuteModel gave each scheduled request into its trace.
+void RecordLogits(const SchedulerOutput& output, const StepLogits& step, int64_t vocab,
+                  const std::unordered_map<std::string, size_t>& index, std::vector<RequestTrace>& traces) {
+  const float* logits = step.logits.data_ptr<float>();
+  for (size_t b = 0; b < output.scheduled.size(); ++b) {
+    const ScheduledRequest& s = output.scheduled[b];
+    RequestTrace& trace = traces[index.at(s.req_id)];
+    trace.chunk_sizes.push_back(static_cast<int64_t>(s.token_ids.size()));
+    const LogitsRows& rows = step.rows[b];
+    const int64_t prompt_len = static_cast<int64_t>(trace.prompt_ids.size());
+    const int64_t max_tokens = static_cast<int64_t>(trace.decode_logits.size()) / vocab;
+    for (int64_t i = 0; i < rows.num_rows; ++i) {
+      const float* row = logits + (rows.first_row + i) * vocab;
+      const int64_t pos = rows.first_position + i;
+      if (pos < prompt_len) std::copy(row, row + vocab, trace.prompt_logits.begin() + pos * vocab);
+      const int64_t decode = pos - (prompt_len - 1);
+      if (decode >= 0 && decode < max_tokens) std::copy(row, row + vocab, trace.decode_logits.begin() + decode * vocab);
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> CreateModel(const LoadedModel& loaded, const HarnessOptions& options) {
+  return ModelRegistry::Create(loaded, ModelOptions{options.device, options.activation_dtype});
+}
+
+GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                              int64_t max_tokens, const HarnessOptions& options) {
+  const int64_t vocab = model.vocab_size(), bs = options.block_size;
+  const std::vector<LayerCacheSpec> spec = model.cache_spec();
+  int64_t num_blocks = options.num_blocks, longest = 0;
+  if (num_blocks == 0) {
+    num_blocks = 1;
+    for (const auto& p : prompts) num_blocks += CeilDiv(static_cast<int64_t>(p.size()) + max_tokens, bs);
+  }
+  for (const auto& p : prompts) longest = std::max(longest, static_cast<int64_t>(p.size()));
+  const int64_t max_running = std::min(options.max_num_seqs, static_cast<int64_t>(prompts.size()));
+  const int64_t num_slots = HasRecurrentLayers(spec) ? max_running : 0;
+  Scheduler scheduler({.max_num_batched_tokens = options.max_num_batched_tokens,
+                       .max_num_seqs = options.max_num_seqs,
+                       .max_model_len = longest + max_tokens + 1,
+                       .enable_chunked_prefill = true},
+                      {.block_size = static_cast<int32_t>(bs),
+                       .num_blocks = static_cast<int32_t>(num_blocks),
+                       .num_state_slots = static_cast<int32_t>(num_slots),
+                       .enable_prefix_caching = false});
+  ModelRunner runner(model, AllocateCaches(spec, num_blocks, bs, num_slots, options.activation_dtype, options.device),
+                     bs, /*seed=*/0);
+
+  GenerateResult result;
+  std::unordered_map<std::string, size_t> index;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestTrace trace;
+    trace.prompt_ids = prompts[i];
+    trace.prompt_logits.assign(prompts[i].size() * vocab, nan);
+    trace.decode_logits.assign(max_tokens * vocab, nan);
+    result.requests.push_back(std::move(trace));
+    const std::string id = "req" + std::to_string(i);
+    index[id] = i;
+    SamplingParams params;
+    params.temperature = 0;
+    params.max_tokens = max_tokens;
+    params.ignore_eos = true;
+    params.prompt_logprobs = 0;  // makes the runner compute logits at every prompt position
+    scheduler.add_request(std::make_unique<Request>(id, prompts[i], params, std::vector<int32_t>{},
+                                                    static_cast<int64_t>(i)));
+  }
+  while (scheduler.has_unfinished_requests()) {
+    const SchedulerOutput output = scheduler.schedule();
+    if (output.empty()) throw std::logic_error("GenerateGreedy: the scheduler scheduled nothing");
+    const StepLogits step = runner.ExecuteModel(output);
+    RecordLogits(output, step, vocab, index, result.requests);
+    const RunnerOutput ran = runner.SampleTokens(output, step);
+    std::unordered_map<std::string, int32_t> sampled;
+    for (const auto& [id, sample] : ran.sampled) sampled[id] = sample.token_id;
+    for (const RequestUpdate& update : scheduler.update_from_output(output, sampled)) {
+      std::vector<int32_t>& ids = result.requests[index.at(update.req_id)].output_ids;
+      ids.insert(ids.end(), update.new_token_ids.begin(), update.new_token_ids.end());
+    }
+    GenerateStats& stats = result.stats;
+    ++stats.num_steps;
+    if (output.num_decodes > 0 && static_cast<int64_t>(output.scheduled.size()) > output.num_decodes) {
+      ++stats.num_mixed_steps;
+    }
+    stats.max_seqs_in_step = std::max(stats.max_seqs_in_step, static_cast<int64_t>(output.scheduled.size()));
+  }
+  result.stats.num_preemptions = scheduler.num_preemptions();
+  return result;
+}
+
+}  // namespace vllm::testing

@@ -1,0 +1,62 @@
+// Runs a model the way the engine does, for end-to-end model tests:
+//
+//   LoadModel -> ModelRegistry::Create -> AllocateCaches -> Scheduler + ModelRunner
+//
+// GenerateGreedy submits prompts to a real Scheduler (token budget, chunked
+// prefill, continuous batching), runs every step through ModelRunner::ExecuteModel
+// (ModelRegistry::Forward) and SampleTokens (greedy), and records the logits the
+// model computed at every prompt position and for every generated token, so a test
+// can compare them with HF's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "vllm/model_executor/model.h"
+#include "vllm/model_loader/model_loader.h"
+#include "vt/device.h"
+#include "vt/dtype.h"
+
+namespace vllm::testing {
+
+struct HarnessOptions {
+  vt::Device device = vt::kCpu;
+  vt::DType activation_dtype = vt::DType::kF32;  // also the KV cache dtype
+  int64_t block_size = 16;
+  int64_t max_num_batched_tokens = 4096;  // the scheduler's token budget per step
+  int64_t max_num_seqs = 16;
+  int64_t num_blocks = 0;  // KV pages incl. the null block; 0 = enough for all requests at once
+};
+
+// The model of `loaded` on options.device with options.activation_dtype.
+std::unique_ptr<Model> CreateModel(const LoadedModel& loaded, const HarnessOptions& options);
+
+struct RequestTrace {
+  std::vector<int32_t> prompt_ids;
+  // [prompt_len, vocab]: row p = the logits computed at position p (NaN if never computed).
+  std::vector<float> prompt_logits;
+  // [max_tokens, vocab]: row i = the logits output token i was sampled from.
+  std::vector<float> decode_logits;
+  std::vector<int32_t> output_ids;
+  std::vector<int64_t> chunk_sizes;  // tokens scheduled for this request, step by step
+};
+
+struct GenerateStats {
+  int64_t num_steps = 0;
+  int64_t num_mixed_steps = 0;  // steps holding decodes and prompt chunks together
+  int64_t max_seqs_in_step = 0;
+  int64_t num_preemptions = 0;
+};
+
+struct GenerateResult {
+  std::vector<RequestTrace> requests;  // in prompt order
+  GenerateStats stats;
+};
+
+// Greedy generation of max_tokens tokens (EOS ignored) for every prompt, all
+// submitted at once in the given order; runs until every request has finished.
+GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                              int64_t max_tokens, const HarnessOptions& options);
+
+}  // namespace vllm::testing
