@@ -199,5 +199,28 @@ TEST(MoeExpertsTest, OutOfRangeExpertIdThrows) {
   });
 }
 
+TEST(MoeExpertsTest, Q8_KExpertsAreRejectedByName) {
+  std::mt19937 rng(4);
+  const Experts experts = RandomExpertSet(DType::kQ8_K, true, rng);
+  const Routing routing = RandomRouting(2, 2, {0, 1, 2, 3}, rng);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    auto on = [&](const Tensor& t) { return OnDevice(t, device); };
+    try {
+      MoeExperts({.x = Tensor::Zeros({2, kHidden}, DType::kF32, device),
+                  .w_gate = on(experts.fused).Slice(1, 0, kInter),
+                  .w_up = on(experts.fused).Slice(1, kInter, 2 * kInter),
+                  .w_down = on(experts.w_down),
+                  .topk_weights = on(routing.weights),
+                  .topk_ids = on(routing.ids),
+                  .out = Tensor::Zeros({2, kHidden}, DType::kF32, device)});
+      ADD_FAILURE() << "q8_k experts were accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("MoeExperts"), std::string::npos) << what;
+      EXPECT_NE(what.find("q8_k"), std::string::npos) << what;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace vt

@@ -25,11 +25,8 @@
 #include "vt/ops.h"
 #include "vt/reach.h"
 
-namespace vt::cpu {
+namespace vt::cpu::matmul {
 namespace {
-
-using matmul::Problem;
-using matmul::XFormat;
 
 enum class Variant { kPortable, kAvx2, kAvx512 };
 
@@ -66,45 +63,63 @@ XFormat InputFormat(Variant variant, DType w_dtype) {
 
 }  // namespace
 
-void matmul::MatMulCpu(const MatMulArgs& a) {
+PreparedMatMul PrepareMatMul(const MatMulArgs& a, const char* op) {
   const DType w_dtype = a.w.dtype();
   if (w_dtype == DType::kQ8_K) {
-    throw Error("vt::MatMul on cpu: w is " + a.w.Describe() +
-                ", but q8_k is the activation format of K-quant dot products, not a weight format; "
+    throw Error(std::string("vt::") + op + " on cpu: weights " + a.w.Describe() +
+                " are q8_k, the activation format of K-quant dot products, not a weight format; "
                 "quantize weights to q8_0, q4_k, q5_k or q6_k");
   }
-  const int64_t m = a.x.size(0), n = a.w.size(0), k = a.x.size(1);
+  const int64_t m = a.x.size(0), k = a.x.size(1);
   const Variant variant = ChooseVariant(w_dtype);
-  Problem p{.m = m,
-            .n = n,
-            .k = k,
-            .w_dtype = w_dtype,
-            .w = static_cast<const char*>(a.w.data()),
-            .w_row_bytes = BytesFor(w_dtype, a.w.stride(0)),
-            .x = {},
-            .out = a.out.data(),
-            .out_stride = a.out.stride(0),
-            .out_dtype = a.out.dtype()};
-  const matmul::XRowOps x_ops = variant == Variant::kAvx512 ? matmul::Avx512XRowOps()
-                                : variant == Variant::kAvx2 ? matmul::Avx2XRowOps()
-                                                            : matmul::PortableXRowOps();
-  matmul::PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype), x_ops, &p.x);
-  reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= matmul::kGemvMaxRows ? ".gemv." : ".gemm.") +
+  PreparedMatMul prepared{.problem = {.m = m,
+                                      .n = a.w.size(0),
+                                      .k = k,
+                                      .w_dtype = w_dtype,
+                                      .w = static_cast<const char*>(a.w.data()),
+                                      .w_row_bytes = BytesFor(w_dtype, a.w.stride(0)),
+                                      .x = {},
+                                      .out = a.out.data(),
+                                      .out_stride = a.out.stride(0),
+                                      .out_dtype = a.out.dtype()},
+                          .rows = variant == Variant::kAvx512 ? &MatMulRowsAvx512
+                                  : variant == Variant::kAvx2 ? &MatMulRowsAvx2
+                                                              : &MatMulRowsPortable};
+  const XRowOps x_ops = variant == Variant::kAvx512 ? Avx512XRowOps()
+                        : variant == Variant::kAvx2 ? Avx2XRowOps()
+                                                    : PortableXRowOps();
+  PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype), x_ops, &prepared.problem.x);
+  reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= kGemvMaxRows ? ".gemv." : ".gemm.") +
              VariantName(variant));
-
-  auto* rows_fn = variant == Variant::kAvx512 ? &matmul::MatMulRowsAvx512
-                  : variant == Variant::kAvx2 ? &matmul::MatMulRowsAvx2
-                                              : &matmul::MatMulRowsPortable;
-  // Work items of kRowsPerWorkItem weight rows; a chunk holds at least ~64 KiB of
-  // weights (or a whole item when x has many rows) so scheduling stays cheap.
-  const int64_t item_rows = matmul::kRowsPerWorkItem;
-  const int64_t num_items = (n + item_rows - 1) / item_rows;
-  const int64_t item_bytes = item_rows * BytesFor(w_dtype, k) * std::max<int64_t>(1, m / 8);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(item_bytes, 1));
-  ParallelFor(num_items, grain,
-              [&](int64_t begin, int64_t end) { rows_fn(p, begin * item_rows, std::min(n, end * item_rows)); });
+  return prepared;
 }
 
-VT_REGISTER_KERNEL(MatMul, kCPU, matmul::MatMulCpu);
+void RunPreparedMatMuls(const std::vector<PreparedMatMul>& matmuls) {
+  std::vector<int64_t> first_item = {0};  // items of matmuls[i]: first_item[i] .. first_item[i + 1]
+  int64_t work_bytes = 0;
+  for (const PreparedMatMul& mm : matmuls) {
+    first_item.push_back(first_item.back() + mm.num_items());
+    const Problem& p = mm.problem;
+    work_bytes += p.n * BytesFor(p.w_dtype, p.k) * std::max<int64_t>(1, p.m / 8);
+  }
+  // A chunk holds at least ~64 KiB of weights (or a whole item when x has many
+  // rows), so scheduling stays cheap next to the streaming.
+  const int64_t total = first_item.back();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) * total / std::max<int64_t>(work_bytes, 1));
+  ParallelFor(total, grain, [&](int64_t begin, int64_t end) {
+    for (size_t i = 0; i < matmuls.size(); ++i) {
+      const int64_t lo = std::max(begin, first_item[i]), hi = std::min(end, first_item[i + 1]);
+      if (lo < hi) matmuls[i].RunItems(lo - first_item[i], hi - first_item[i]);
+    }
+  });
+}
 
-}  // namespace vt::cpu
+void MatMulCpu(const MatMulArgs& a) {
+  std::vector<PreparedMatMul> matmuls;
+  matmuls.push_back(PrepareMatMul(a, "MatMul"));
+  RunPreparedMatMuls(matmuls);
+}
+
+VT_REGISTER_KERNEL(MatMul, kCPU, MatMulCpu);
+
+}  // namespace vt::cpu::matmul

@@ -3,6 +3,7 @@
 // products read, and the per-ISA entry points that compute a range of weight rows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,11 @@ inline constexpr int64_t kGemvMaxRows = 4;
 enum class XFormat { kF32, kBf16Pair, kQ8x32, kQ8x256 };
 
 struct PreparedX {
+  PreparedX() = default;
+  PreparedX(PreparedX&&) = default;  // the pointers below stay valid: vectors move their buffers
+  PreparedX& operator=(PreparedX&&) = default;
+  PreparedX(const PreparedX&) = delete;
+
   XFormat format = XFormat::kF32;
   const float* f32 = nullptr;  // kF32: [M, f32_stride], x itself when it is f32 with unit stride
   int64_t f32_stride = 0;
@@ -82,11 +88,32 @@ void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
 
-// The registered CPU kernel of MatMul (args as validated by vt::MatMul); MoeExperts
-// calls it directly for each expert's projections.
-void MatMulCpu(const MatMulArgs& args);
-
 // Weight rows per work item, so parallel chunks start on a register-tile boundary.
 inline constexpr int64_t kRowsPerWorkItem = 8;
+
+// A MatMul ready to run: x prepared for the chosen variant, and that variant's row
+// function. Work items are kRowsPerWorkItem weight rows each; disjoint items may run
+// on any threads.
+struct PreparedMatMul {
+  Problem problem;
+  void (*rows)(const Problem& p, int64_t n_begin, int64_t n_end);
+
+  int64_t num_items() const { return (problem.n + kRowsPerWorkItem - 1) / kRowsPerWorkItem; }
+  void RunItems(int64_t begin, int64_t end) const {
+    rows(problem, begin * kRowsPerWorkItem, std::min(problem.n, end * kRowsPerWorkItem));
+  }
+};
+
+// Checks the weight dtype (Q8_K is refused with an error naming `op`), chooses the
+// variant for ActiveIsa(), prepares x and counts the reach hit
+// "MatMulCpu.<w dtype>.<gemv|gemm>.<variant>". args must satisfy MatMulArgs.
+PreparedMatMul PrepareMatMul(const MatMulArgs& args, const char* op);
+
+// Runs all work items of several prepared MatMuls in one parallel region (fewer
+// thread hand-offs than one region each, which matters for decode-sized MatMuls).
+void RunPreparedMatMuls(const std::vector<PreparedMatMul>& matmuls);
+
+// The registered CPU kernel of MatMul (args as validated by vt::MatMul).
+void MatMulCpu(const MatMulArgs& args);
 
 }  // namespace vt::cpu::matmul

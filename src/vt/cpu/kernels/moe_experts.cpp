@@ -8,11 +8,13 @@
 // out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E).
 //
 // The T * k (token, slot) pairs are grouped by expert with a counting sort, then
-// each expert that received tokens runs its three projections as MatMuls over its
-// gathered rows (the CPU MatMul kernel: GEMV for a decode step, GEMM when a prefill
-// sends it many tokens). When w_up's rows directly follow w_gate's (a fused gate_up
-// tensor), gate and up are one MatMul over 2I weight rows. Results accumulate in f32
-// in expert order, so the sum is deterministic.
+// each expert that received tokens runs its projections as MatMuls over its gathered
+// rows (the CPU MatMul machinery: GEMV for a decode step, GEMM when a prefill sends
+// it many tokens). The gate/up MatMuls of all experts share one parallel region, and
+// so do the down MatMuls: a decode step is two thread hand-offs, not 3 per expert.
+// When w_up's rows directly follow w_gate's (a fused gate_up tensor), gate and up
+// are one MatMul over 2I weight rows. Results accumulate in f32 in expert order, so
+// the sum is deterministic.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -65,50 +67,84 @@ void SiluMulRows(float* gate, int64_t gate_stride, const float* up, int64_t up_s
   }
 }
 
-// Adds expert e's weighted output for its `count` pairs into acc [T, H] (f32).
-void RunExpert(const MoeExpertsArgs& a, int64_t e, const int64_t* pairs, int64_t count, float* acc) {
+// The buffers of one expert that received `count` (token, slot) pairs.
+struct ExpertWork {
+  int64_t expert;
+  const int64_t* pairs;
+  int64_t count;
+  Tensor rows;     // [count, H] f32, the gathered x rows
+  Tensor gate_up;  // [count, 2I] f32: gate | up, then silu(gate) * up in the gate half
+  Tensor down;     // [count, H] f32
+};
+
+std::vector<ExpertWork> GatherExpertRows(const MoeExpertsArgs& a, const ExpertRoutes& routes) {
   const int64_t hidden = a.x.size(1), inter = a.w_gate.size(1), k = a.topk_ids.size(1);
-  Tensor rows = Tensor::Empty({count, hidden}, DType::kF32);  // [count, H], gathered x
-  for (int64_t r = 0; r < count; ++r) {
-    const int64_t t = pairs[r] / k;
-    LoadRow(ElementAddress(a.x.data(), a.x.dtype(), t * a.x.stride(0)), a.x.dtype(), hidden,
-            rows.data_ptr<float>() + r * hidden);
+  std::vector<ExpertWork> work;
+  for (int64_t e = 0; e + 1 < static_cast<int64_t>(routes.offsets.size()); ++e) {
+    const int64_t count = routes.offsets[e + 1] - routes.offsets[e];
+    if (count == 0) continue;
+    ExpertWork w{e,
+                 routes.pairs.data() + routes.offsets[e],
+                 count,
+                 Tensor::Empty({count, hidden}, DType::kF32),
+                 Tensor::Empty({count, 2 * inter}, DType::kF32),
+                 Tensor::Empty({count, hidden}, DType::kF32)};
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t t = w.pairs[r] / k;
+      LoadRow(ElementAddress(a.x.data(), a.x.dtype(), t * a.x.stride(0)), a.x.dtype(), hidden,
+              w.rows.data_ptr<float>() + r * hidden);
+    }
+    work.push_back(std::move(w));
   }
-  const Tensor w_gate = a.w_gate.Select(0, e), w_up = a.w_up.Select(0, e);
-  Tensor gate_up = Tensor::Empty({count, 2 * inter}, DType::kF32);  // [count, 2I]: gate | up
-  const Tensor gate = gate_up.Slice(1, 0, inter), up = gate_up.Slice(1, inter, 2 * inter);
-  if (UpFollowsGate(w_gate, w_up)) {
-    const Tensor w_gate_up = w_gate.AsStrided({2 * inter, hidden}, w_gate.strides(), w_gate.offset());
-    matmul::MatMulCpu({.x = rows, .w = w_gate_up, .out = gate_up});
-  } else {
-    matmul::MatMulCpu({.x = rows, .w = w_gate, .out = gate});
-    matmul::MatMulCpu({.x = rows, .w = w_up, .out = up});
+  return work;
+}
+
+// gate and up projections of every active expert, in one parallel region.
+void RunGateUp(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
+  const int64_t inter = a.w_gate.size(1), hidden = a.x.size(1);
+  std::vector<matmul::PreparedMatMul> matmuls;
+  for (ExpertWork& w : work) {
+    const Tensor w_gate = a.w_gate.Select(0, w.expert), w_up = a.w_up.Select(0, w.expert);
+    if (UpFollowsGate(w_gate, w_up)) {
+      const Tensor w_gate_up = w_gate.AsStrided({2 * inter, hidden}, w_gate.strides(), w_gate.offset());
+      matmuls.push_back(matmul::PrepareMatMul({.x = w.rows, .w = w_gate_up, .out = w.gate_up}, "MoeExperts"));
+    } else {
+      matmuls.push_back(
+          matmul::PrepareMatMul({.x = w.rows, .w = w_gate, .out = w.gate_up.Slice(1, 0, inter)}, "MoeExperts"));
+      matmuls.push_back(
+          matmul::PrepareMatMul({.x = w.rows, .w = w_up, .out = w.gate_up.Slice(1, inter, 2 * inter)}, "MoeExperts"));
+    }
   }
-  SiluMulRows(gate.data_ptr<float>(), 2 * inter, up.data_ptr<float>(), 2 * inter, count, inter);
-  Tensor down = Tensor::Empty({count, hidden}, DType::kF32);  // [count, H]
-  matmul::MatMulCpu({.x = gate, .w = a.w_down.Select(0, e), .out = down});
-  const auto* weights = a.topk_weights.data_ptr<float>();
-  for (int64_t r = 0; r < count; ++r) {
-    float* dst = acc + (pairs[r] / k) * hidden;
-    const float* src = down.data_ptr<float>() + r * hidden;
-    const float w = weights[pairs[r]];
-    for (int64_t h = 0; h < hidden; ++h) dst[h] += w * src[h];
+  matmul::RunPreparedMatMuls(matmuls);
+}
+
+void RunDown(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
+  const int64_t inter = a.w_gate.size(1);
+  std::vector<matmul::PreparedMatMul> matmuls;
+  for (ExpertWork& w : work) {
+    SiluMulRows(w.gate_up.data_ptr<float>(), 2 * inter, w.gate_up.data_ptr<float>() + inter, 2 * inter, w.count, inter);
+    matmuls.push_back(matmul::PrepareMatMul(
+        {.x = w.gate_up.Slice(1, 0, inter), .w = a.w_down.Select(0, w.expert), .out = w.down}, "MoeExperts"));
   }
+  matmul::RunPreparedMatMuls(matmuls);
 }
 
 void MoeExpertsCpu(const MoeExpertsArgs& a) {
-  for (const Tensor* w : {&a.w_gate, &a.w_up, &a.w_down}) {
-    if (w->dtype() == DType::kQ8_K) {
-      throw Error("vt::MoeExperts on cpu: expert weights " + w->Describe() +
-                  " are q8_k, an activation format; quantize experts to q8_0, q4_k, q5_k or q6_k");
-    }
-  }
   const ExpertRoutes routes = GroupByExpert(a);
-  const int64_t tokens = a.x.size(0), hidden = a.x.size(1);
+  std::vector<ExpertWork> work = GatherExpertRows(a, routes);
+  RunGateUp(a, work);
+  RunDown(a, work);
+  // out[t] = sum of w[t, j] * down rows, added in expert order (deterministic).
+  const int64_t tokens = a.x.size(0), hidden = a.x.size(1), k = a.topk_ids.size(1);
+  const auto* weights = a.topk_weights.data_ptr<float>();
   std::vector<float> acc(static_cast<size_t>(tokens * hidden), 0.0f);  // [T, H]
-  for (int64_t e = 0; e + 1 < static_cast<int64_t>(routes.offsets.size()); ++e) {
-    const int64_t count = routes.offsets[e + 1] - routes.offsets[e];
-    if (count > 0) RunExpert(a, e, routes.pairs.data() + routes.offsets[e], count, acc.data());
+  for (const ExpertWork& w : work) {
+    for (int64_t r = 0; r < w.count; ++r) {
+      float* dst = acc.data() + (w.pairs[r] / k) * hidden;
+      const float* src = w.down.data_ptr<float>() + r * hidden;
+      const float weight = weights[w.pairs[r]];
+      for (int64_t h = 0; h < hidden; ++h) dst[h] += weight * src[h];
+    }
   }
   for (int64_t t = 0; t < tokens; ++t) {
     StoreRow(acc.data() + t * hidden, hidden, ElementAddress(a.out.data(), a.out.dtype(), t * a.out.stride(0)),
