@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "vt/error.h"
 #include "vt/ops.h"
@@ -235,11 +236,60 @@ Tensor Tensor::Contiguous() const {
   return To(device());
 }
 
+namespace {
+
+// Moves raw bytes between any two devices (through the host between two GPUs).
+void MoveBytes(void* dst, Device to, const void* src, Device from, size_t bytes) {
+  if (from.type == DeviceType::kCPU && to.type == DeviceType::kCPU) {
+    std::memcpy(dst, src, bytes);
+  } else if (from.type == DeviceType::kCPU) {
+    GetDeviceBackend(to.type).CopyHostToDevice(dst, src, bytes, to.index);
+  } else if (to.type == DeviceType::kCPU) {
+    GetDeviceBackend(from.type).CopyDeviceToHost(dst, src, bytes, from.index);
+  } else if (from == to) {
+    GetDeviceBackend(to.type).CopyDeviceToDevice(dst, src, bytes, to.index);
+  } else {
+    std::vector<char> host(bytes);
+    GetDeviceBackend(from.type).CopyDeviceToHost(host.data(), src, bytes, from.index);
+    GetDeviceBackend(to.type).CopyHostToDevice(dst, host.data(), bytes, to.index);
+  }
+}
+
+// Block dtypes are never cast (the Copy op cannot write them), so equal-dtype
+// views move as rows of whole blocks: one transfer when both are contiguous, else
+// one per row (each row is contiguous by the block layout rule).
+void CopyBlockRows(const Tensor& src, const Tensor& dst) {
+  const DType dtype = dst.dtype();
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    MoveBytes(dst.data(), dst.device(), src.data(), src.device(), static_cast<size_t>(dst.nbytes()));
+    return;
+  }
+  const int64_t row_elems = dst.size(-1), rows = dst.numel() / row_elems;
+  const size_t row_bytes = static_cast<size_t>(BytesFor(dtype, row_elems));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, src_offset = 0, dst_offset = 0;
+    for (int d = dst.ndim() - 2; d >= 0; --d) {
+      const int64_t i = rest % dst.size(d);
+      rest /= dst.size(d);
+      src_offset += i * src.stride(d);
+      dst_offset += i * dst.stride(d);
+    }
+    MoveBytes(static_cast<char*>(dst.data()) + BytesFor(dtype, dst_offset), dst.device(),
+              static_cast<const char*>(src.data()) + BytesFor(dtype, src_offset), src.device(), row_bytes);
+  }
+}
+
+}  // namespace
+
 void Tensor::CopyFrom(const Tensor& src) const {
   if (src.shape_ != shape_) {
     throw Error("vt: CopyFrom shape mismatch: destination " + Describe() + ", source " + src.Describe());
   }
   if (numel() == 0) return;
+  if (IsQuantized(dtype_) && dtype_ == src.dtype_) {
+    CopyBlockRows(src, *this);
+    return;
+  }
   if (src.device() == device()) {
     Copy({.src = src, .dst = *this});
     return;

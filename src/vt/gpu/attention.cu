@@ -10,9 +10,14 @@
 //   WriteKvCache   k, v [T, Nkv, D]; caches [blocks, block_size, Nkv, D] with any
 //                  strides; slot_mapping [T] i32/i64, negative slots skipped.
 //
+// RopeNeox takes its frequencies from a table the host computes with HF's f32
+// formula (the angle contract, see rope_neox_test.cpp).
 // One thread per element (per rotated pair for RopeNeox). The grid is sized from
 // the element count, which the public ops guarantee to be positive, and the block
 // size is a constant: no launch here can have an empty grid or block.
+#include <algorithm>
+#include <cmath>
+
 #include "gpu_common.cuh"
 #include "vt/ops.h"
 
@@ -55,6 +60,9 @@ void AttnGateSplitGpu(const AttnGateSplitArgs& a) {
   CheckLaunch("AttnGateSplit");
 }
 
+// Frequencies up to this many pairs travel in the kernel's parameters (1 KB).
+constexpr int64_t kRopeTablePairs = 256;
+
 template <typename T>
 struct RopeParams {
   T* x;
@@ -65,6 +73,7 @@ struct RopeParams {
   int64_t token_stride, head_stride;
   int64_t half_rotary;  // R / 2 >= 1
   float theta;
+  float inv_freq[kRopeTablePairs];  // pairs < kRopeTablePairs, computed on the host
 };
 
 template <typename T>
@@ -74,9 +83,10 @@ __global__ void RopeNeoxPairs(RopeParams<T> p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t pair = i % p.half_rotary, th = i / p.half_rotary, h = th % p.heads, t = th / p.heads;
     const float position = static_cast<float>(LoadIndex(p.positions, p.positions_dtype, t * p.positions_stride));
-    // 1 / theta^(2 pair / R), rounded step by step as HF computes it in f32.
-    const float exponent = static_cast<float>(2 * pair) / static_cast<float>(2 * p.half_rotary);
-    const float inv_freq = 1.0f / powf(p.theta, exponent);
+    const float inv_freq =
+        pair < kRopeTablePairs
+            ? p.inv_freq[pair]
+            : 1.0f / powf(p.theta, static_cast<float>(2 * pair) / static_cast<float>(2 * p.half_rotary));
     float sin_a, cos_a;
     sincosf(position * inv_freq, &sin_a, &cos_a);
     T* head = p.x + t * p.token_stride + h * p.head_stride;
@@ -93,7 +103,13 @@ void RopeNeoxGpu(const RopeNeoxArgs& a) {
     using T = decltype(tag);
     RopeParams<T> p{static_cast<T*>(a.x.data()), a.positions.data(), a.positions.dtype(), a.positions.stride(0),
                     a.x.size(0), a.x.size(1), a.x.stride(0), a.x.stride(1), a.rotary_dim / 2,
-                    a.theta};
+                    a.theta, {}};
+    // The angle contract is HF's f32 arithmetic: inv_freq = 1 / theta^(f32(2i) / R),
+    // angle = f32(position) * inv_freq. The host's powf rounds like HF's; the
+    // device's may differ by an ulp, which position 2e5 turns into 1e-3 rad.
+    for (int64_t i = 0; i < std::min(p.half_rotary, kRopeTablePairs); ++i) {
+      p.inv_freq[i] = 1.0f / std::pow(a.theta, static_cast<float>(2 * i) / static_cast<float>(a.rotary_dim));
+    }
     RopeNeoxPairs<T><<<GridStrideBlocks(pairs, a.x.device(), "RopeNeox"), kElementwiseThreads, 0, stream>>>(p);
   });
   CheckLaunch("RopeNeox");

@@ -118,6 +118,7 @@ struct GateParams {
   const void* A;
   const void* dt_bias;
   DType A_dtype, dt_bias_dtype;
+  int64_t A_stride, dt_bias_stride;  // [Hv] vectors may be strided views
   float* g;
   float* beta;
   int64_t a_row_stride, b_row_stride, heads, count;
@@ -128,9 +129,9 @@ __global__ void GdnGateElements(GateParams<T> p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.heads, h = i % p.heads;
-    const float x = ToFloat(p.a[t * p.a_row_stride + h]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, h);
+    const float x = ToFloat(p.a[t * p.a_row_stride + h]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
     const float softplus = x > 20.0f ? x : log1pf(expf(x));
-    p.g[i] = LoadAsFloat(p.A, p.A_dtype, h) * softplus;
+    p.g[i] = LoadAsFloat(p.A, p.A_dtype, h * p.A_stride) * softplus;
     p.beta[i] = Sigmoid(ToFloat(p.b[t * p.b_row_stride + h]));
   }
 }
@@ -140,7 +141,7 @@ void GdnGatesGpu(const GdnGatesArgs& a) {
   DispatchFloat(a.a.dtype(), "GdnGates", [&](auto tag) {
     using T = decltype(tag);
     GateParams<T> p{static_cast<const T*>(a.a.data()), static_cast<const T*>(a.b.data()), a.A.data(),
-                    a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.g.data_ptr<float>(),
+                    a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.A.stride(0), a.dt_bias.stride(0), a.g.data_ptr<float>(),
                     a.beta.data_ptr<float>(), a.a.stride(0), a.b.stride(0), a.a.size(1), a.a.numel()};
     GdnGateElements<T><<<GridStrideBlocks(p.count, a.a.device(), "GdnGates"), kElementwiseThreads, 0, stream>>>(p);
   });

@@ -6,8 +6,9 @@
 // These run on ROCm for every shape and on CUDA for the shapes matmul_choice.h
 // keeps off cuBLAS.
 //
-// kSkinnyWarpPerColumn: for decode-sized M the cost is reading w once, so each warp
-// owns one output column, streams its weight row (lanes on neighbouring elements,
+// kSkinnyVectorLoads / kSkinnyWarpPerColumn: for decode-sized M the cost is reading
+// w once, so each warp owns one output column, streams its weight row (16-byte
+// loads of 8 values per lane for aligned float rows; else one element per lane,
 // block formats decoded in registers) and keeps up to 8 row sums in registers.
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
@@ -43,6 +44,51 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyWarpPerColumn(GemmParams
 #pragma unroll
     for (int r = 0; r < kSkinnyMaxRows; ++r) {
       if (r < p.m) acc[r] += w * ToFloat(p.x[r * p.x_row_stride + i]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kSkinnyMaxRows; ++r) {
+    if (r < p.m) {
+      const float sum = WarpSum(acc[r]);
+      if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+    }
+  }
+}
+
+// kSkinnyVectorLoads: each lane takes 8 consecutive values per step, read as one
+// or two 16-byte loads of the (aligned) row.
+constexpr int kChunk = 8;
+
+template <typename T>
+__device__ inline void LoadChunk(const T* p, float (&out)[kChunk]) {
+  constexpr int kVectors = kChunk * sizeof(T) / 16;
+  uint4 raw[kVectors];
+#pragma unroll
+  for (int v = 0; v < kVectors; ++v) raw[v] = reinterpret_cast<const uint4*>(p)[v];
+  T values[kChunk];
+  memcpy(values, raw, sizeof(values));
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) out[j] = ToFloat(values[j]);
+}
+
+template <typename X, typename W>
+__global__ void __launch_bounds__(kSkinnyThreads) SkinnyVectorLoads(GemmParams<X> p) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
+  if (column >= p.n) return;  // whole warps leave together
+  const W* w_row = static_cast<const W*>(p.w.data) + column * p.w.row_stride;
+  float acc[kSkinnyMaxRows] = {};
+  for (int64_t base = static_cast<int64_t>(lane) * kChunk; base < p.k; base += kWarpSize * kChunk) {
+    float w[kChunk];
+    LoadChunk(w_row + base, w);
+#pragma unroll
+    for (int r = 0; r < kSkinnyMaxRows; ++r) {
+      if (r < p.m) {
+        float x[kChunk];
+        LoadChunk(p.x + r * p.x_row_stride + base, x);
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) acc[r] += w[j] * x[j];
+      }
     }
   }
 #pragma unroll
@@ -104,10 +150,28 @@ __global__ void __launch_bounds__(kTileThreads) TiledShared(GemmParams<X> p) {
 
 }  // namespace
 
+namespace {
+
+// Whether every row of t starts on a 16-byte boundary and holds whole 8-value chunks.
+bool RowsAligned(const Tensor& t) {
+  const int64_t elem = Info(t.dtype()).block_bytes;
+  const bool start = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+  const bool stride = t.size(0) == 1 || (t.stride(0) * elem) % 16 == 0;
+  return start && stride && t.size(1) % kChunk == 0;
+}
+
+}  // namespace
+
 MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
-  return MatMulShape{a.x.size(0),         a.w.size(0),
-                     a.x.size(1),         IsQuantized(a.w.dtype()),
-                     a.w.dtype() == a.x.dtype(), vendor_blas_available};
+  MatMulShape shape;
+  shape.m = a.x.size(0);
+  shape.n = a.w.size(0);
+  shape.k = a.x.size(1);
+  shape.weight_is_block = IsQuantized(a.w.dtype());
+  shape.weight_matches_x = a.w.dtype() == a.x.dtype();
+  shape.vendor_blas_available = vendor_blas_available;
+  shape.rows_16_byte_aligned = !shape.weight_is_block && RowsAligned(a.x) && RowsAligned(a.w);
+  return shape;
 }
 
 void RejectActivationBlockWeights(const char* op, const Tensor& w) {
@@ -131,7 +195,14 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
                     a.x.size(1),
                     a.x.stride(0),
                     a.out.stride(0)};
-    if (kernel == MatMulKernel::kSkinnyWarpPerColumn) {
+    if (kernel == MatMulKernel::kSkinnyVectorLoads) {
+      reach::Hit("MatMulGpu.skinny_vector_loads");
+      const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());
+      DispatchFloat(a.w.dtype(), "MatMul", [&](auto w_tag) {
+        using W = decltype(w_tag);
+        SkinnyVectorLoads<X, W><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);
+      });
+    } else if (kernel == MatMulKernel::kSkinnyWarpPerColumn) {
       reach::Hit("MatMulGpu.skinny_warp_per_column");
       const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());
       SkinnyWarpPerColumn<X><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);

@@ -1,8 +1,13 @@
 // The one place that picks a MatMul kernel for a shape (out[M,N] = x[M,K] . w[N,K]^T).
 //
-//   kSkinnyWarpPerColumn  M <= kSkinnyMaxRows (decode): one warp per output column
-//                         reads its weight row once and dots it with every x row;
-//                         weight bytes dominate, so this is the bandwidth path.
+//   kSkinnyVectorLoads    M <= kSkinnyMaxRows (decode) with f32/f16/bf16 weights
+//                         and x whose rows start on 16 bytes: one warp per output
+//                         column streams its weight row in 16-byte loads and dots
+//                         it with every x row; weight bytes dominate, so this is
+//                         the bandwidth path of decode.
+//   kSkinnyWarpPerColumn  other decode shapes (block-format weights, odd K or
+//                         unaligned rows): the same walk one element per lane,
+//                         decoding block formats in registers.
 //   kTiledShared          anything else: 64x64 output tiles, 16-deep k slices of x
 //                         and w staged in shared memory as f32 (block-format
 //                         weights decoded on the way in), 4x4 outputs per thread.
@@ -17,13 +22,14 @@
 
 namespace vt::gpu {
 
-enum class MatMulKernel { kSkinnyWarpPerColumn, kTiledShared, kVendorBlas };
+enum class MatMulKernel { kSkinnyVectorLoads, kSkinnyWarpPerColumn, kTiledShared, kVendorBlas };
 
 struct MatMulShape {
   int64_t m = 0, n = 0, k = 0;
   bool weight_is_block = false;    // a GGUF block dtype
   bool weight_matches_x = false;   // same float dtype as x (and out)
   bool vendor_blas_available = false;
+  bool rows_16_byte_aligned = false;  // every row of x and w starts on 16 bytes and K fills whole 16-byte vectors
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
@@ -32,7 +38,10 @@ inline constexpr int64_t kSkinnyMaxRows = 8;
 inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
-  if (s.m <= kSkinnyMaxRows) return MatMulKernel::kSkinnyWarpPerColumn;
+  if (s.m <= kSkinnyMaxRows) {
+    return !s.weight_is_block && s.rows_16_byte_aligned ? MatMulKernel::kSkinnyVectorLoads
+                                                        : MatMulKernel::kSkinnyWarpPerColumn;
+  }
   if (s.vendor_blas_available && !s.weight_is_block && s.weight_matches_x && s.m * s.n * s.k >= kVendorBlasMinMacs) {
     return MatMulKernel::kVendorBlas;
   }

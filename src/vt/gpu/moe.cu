@@ -14,8 +14,9 @@
 // (token, choice, intermediate row) computes silu(gate . x) * (up . x) into an f32
 // workspace [T, k, I]; ExpertDown: one warp per (token, hidden row) sums
 // w_j * (down_j . h_j) over the token's k choices. Weight rows are decoded from
-// their dtype in registers (gpu_dot.cuh). An expert id outside [0, E) contributes
-// nothing.
+// their dtype in registers (gpu_dot.cuh). Expert ids are checked on the host before
+// the launch; the kernels also skip an id outside [0, E) rather than read past the
+// weights.
 #include "gpu_dot.cuh"
 #include "matmul.h"
 #include "vt/ops.h"
@@ -161,9 +162,24 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) 
   if (threadIdx.x % kWarpSize == 0) p.out[token * p.out_row_stride + n] = FromFloat<X>(sum);
 }
 
+// The expert ids are read back to the host and checked first (as on CPU), one small
+// copy and a wait for the queue per call.
+void CheckExpertIds(const MoeExpertsArgs& a) {
+  const std::vector<int64_t> ids = a.topk_ids.ToIntVector();
+  const int64_t experts = a.w_gate.size(0), k = a.topk_ids.size(1);
+  for (size_t p = 0; p < ids.size(); ++p) {
+    if (ids[p] < 0 || ids[p] >= experts) {
+      throw Error("vt::MoeExperts on " + a.x.device().ToString() + ": topk_ids[" + std::to_string(p / k) + ", " +
+                  std::to_string(p % k) + "] = " + std::to_string(ids[p]) + " is not an expert of w_gate " +
+                  a.w_gate.Describe() + " (" + std::to_string(experts) + " experts)");
+    }
+  }
+}
+
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
   RejectActivationBlockWeights("MoeExperts", a.w_gate);
   RejectActivationBlockWeights("MoeExperts", a.w_down);
+  CheckExpertIds(a);
   gpuStream_t stream = PrepareDevice(a.x.device());
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
   const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);

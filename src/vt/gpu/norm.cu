@@ -27,8 +27,9 @@ struct RowNormParams {
   T* residual;  // AddRmsNorm only, else null
   T* out;
   Layout x_rows, z_rows, residual_rows, out_rows;
-  const void* weight;  // null for L2Norm
+  const void* weight;  // null for L2Norm; [D] with any stride
   DType weight_dtype;
+  int64_t weight_stride;
   int64_t dim;
   float eps;
   float weight_offset;
@@ -60,7 +61,7 @@ __global__ void NormRows(RowNormParams<T> p) {
   for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
     const float v = ToFloat(kKind == NormKind::kAddRms ? residual[i] : x[i]);
     float y = v * inv;
-    if constexpr (kKind != NormKind::kL2) y *= LoadAsFloat(p.weight, p.weight_dtype, i) + p.weight_offset;
+    if constexpr (kKind != NormKind::kL2) y *= LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
     if constexpr (kKind == NormKind::kGatedRms) y *= Silu(ToFloat(z[i]));
     out[i] = FromFloat<T>(y);
   }
@@ -89,6 +90,7 @@ void LaunchNorm(const char* op, const Tensor& x, const Tensor* z, const Tensor* 
     if (weight != nullptr) {
       p.weight = weight->data();
       p.weight_dtype = weight->dtype();
+      p.weight_stride = weight->stride(0);
     }
     p.dim = dim;
     p.eps = eps;

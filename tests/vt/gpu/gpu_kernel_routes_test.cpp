@@ -1,6 +1,6 @@
 // Each GPU kernel variant that a kernel choice can pick, run on the device against
 // a double-precision reference, with reach counters proving which variant ran:
-// MatMul's skinny, tiled and (CUDA) cuBLAS routes, PagedAttention's one-pass and
+// MatMul's two skinny, tiled and (CUDA) cuBLAS routes, PagedAttention's one-pass and
 // split-KV routes, and GDN's state kept in shared memory (Dk <= 160) or in global
 // memory (larger Dk, which the contract tests' model-sized heads never reach).
 // Skips itself on machines without a GPU.
@@ -53,7 +53,8 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
     const char* rocm_route;
   };
   const Case cases[] = {
-      {3, 70, 96, "skinny_warp_per_column", "skinny_warp_per_column"},
+      {3, 70, 96, "skinny_vector_loads", "skinny_vector_loads"},        // rows of 96 values: 16-byte aligned
+      {3, 70, 95, "skinny_warp_per_column", "skinny_warp_per_column"},  // odd K: element by element
       {40, 70, 96, "tiled_shared", "tiled_shared"},
       {130, 257, 520, "cublas", "tiled_shared"},  // 17.4M multiply-adds: past the vendor threshold
   };

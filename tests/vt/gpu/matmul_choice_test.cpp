@@ -7,15 +7,20 @@
 namespace vt::gpu {
 namespace {
 
-MatMulShape Dense(int64_t m, int64_t n, int64_t k, bool vendor) { return MatMulShape{m, n, k, false, true, vendor}; }
+MatMulShape Dense(int64_t m, int64_t n, int64_t k, bool vendor, bool aligned = true) {
+  return MatMulShape{m, n, k, false, true, vendor, aligned};
+}
 
-TEST(MatMulChoiceTest, DecodeRowsTakeTheSkinnyKernelOnEveryBackend) {
+TEST(MatMulChoiceTest, DecodeRowsTakeASkinnyKernelOnEveryBackend) {
   for (bool vendor : {false, true}) {
     for (int64_t m = 1; m <= kSkinnyMaxRows; ++m) {
-      EXPECT_EQ(ChooseMatMul(Dense(m, 4096, 4096, vendor)), MatMulKernel::kSkinnyWarpPerColumn) << m;
-      EXPECT_EQ(ChooseMatMul(MatMulShape{m, 4096, 4096, true, false, vendor}), MatMulKernel::kSkinnyWarpPerColumn);
+      EXPECT_EQ(ChooseMatMul(Dense(m, 4096, 4096, vendor)), MatMulKernel::kSkinnyVectorLoads) << m;
+      EXPECT_EQ(ChooseMatMul(Dense(m, 4096, 4097, vendor, false)), MatMulKernel::kSkinnyWarpPerColumn) << m;
+      // Block-format weights always take the element-wise walk (decoded in registers).
+      EXPECT_EQ(ChooseMatMul(MatMulShape{m, 4096, 4096, true, false, vendor, true}),
+                MatMulKernel::kSkinnyWarpPerColumn);
     }
-    EXPECT_NE(ChooseMatMul(Dense(kSkinnyMaxRows + 1, 4096, 4096, vendor)), MatMulKernel::kSkinnyWarpPerColumn);
+    EXPECT_EQ(ChooseMatMul(Dense(kSkinnyMaxRows + 1, 64, 64, vendor)), MatMulKernel::kTiledShared);
   }
 }
 
