@@ -94,6 +94,7 @@ TEST_P(EngineBatchingTest, GreedyOutputsDoNotDependOnBatchingChunkingOrPreemptio
   }
   EngineConfig tight = Config(hf);
   tight.max_num_batched_tokens = 13;
+  tight.max_model_len = 120;
   // 100 + 12 tokens need 28 blocks of 4: 34 blocks cannot hold all five at once.
   tight.num_gpu_blocks_override = 34;
   LLMEngine engine(tight);
