@@ -6,8 +6,12 @@
 // back until a later token completes it, so it never emits half a character or a
 // spurious U+FFFD; bytes that can never form a character are emitted as U+FFFD at
 // once. Without a prompt, the concatenation of everything Add() and Finish() return
-// equals Tokenizer::Decode of all the ids. (vLLM's detokenizer likewise holds text back while
-// it would end in an incomplete character.)
+// equals Tokenizer::Decode of all the ids. (vLLM's detokenizer likewise holds text back
+// while it would end in an incomplete character.)
+//
+// An id past the tokenizer's vocabulary (a model's embedding often has padding rows
+// beyond it: 151936 rows for Qwen3's 151669 tokens) adds no text, as in vLLM and HF
+// `tokenizers`, and as GGUF's unused padding slots do; a negative id is an error.
 #pragma once
 
 #include <cstdint>

@@ -49,6 +49,8 @@ class Tokenizer {
   // The raw bytes one token stands for (possibly part of a UTF-8 character; empty for
   // unused GGUF slots); throws for an id that has no token.
   std::string_view TokenBytes(int32_t id) const;
+  // Whether `id` names a token (unused GGUF slots included).
+  bool HasToken(int32_t id) const;
   // Whether `id` is a special added token (skipped by skip_special_tokens).
   bool IsSpecial(int32_t id) const;
   // The id of a vocabulary spelling ("Ġthe") or an added token's content ("<|im_end|>").

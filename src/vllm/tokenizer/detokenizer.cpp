@@ -10,7 +10,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(Tokenizer tokenizer, bool skip_sp
   // Only the prompt's last few tokens can hold the start of its last character.
   std::string tail;
   const size_t first = prompt_ids.size() > 4 ? prompt_ids.size() - 4 : 0;
-  for (size_t i = first; i < prompt_ids.size(); ++i) tail.append(tokenizer_.TokenBytes(prompt_ids[i]));
+  for (size_t i = first; i < prompt_ids.size(); ++i) {
+    if (prompt_ids[i] < 0 || tokenizer_.HasToken(prompt_ids[i])) tail.append(tokenizer_.TokenBytes(prompt_ids[i]));
+  }
   held_ = tail.substr(tail.size() - utf8::IncompleteTailLength(tail));
 }
 
@@ -24,6 +26,7 @@ std::string IncrementalDetokenizer::TakeFinalText() {
 
 std::string IncrementalDetokenizer::Add(std::span<const int32_t> ids) {
   for (int32_t id : ids) {
+    if (id >= 0 && !tokenizer_.HasToken(id)) continue;  // padding rows past the vocabulary
     if (skip_special_tokens_ && tokenizer_.IsSpecial(id)) continue;
     held_.append(tokenizer_.TokenBytes(id));
   }

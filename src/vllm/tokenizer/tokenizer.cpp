@@ -251,6 +251,10 @@ std::string_view Tokenizer::TokenBytes(int32_t id) const {
   return impl_->token_bytes[id];
 }
 
+bool Tokenizer::HasToken(int32_t id) const {
+  return id >= 0 && id < static_cast<int32_t>(impl_->slots.size()) && impl_->slots[id] != Impl::Slot::kNone;
+}
+
 bool Tokenizer::IsSpecial(int32_t id) const {
   impl_->CheckId(id);
   return impl_->slots[id] == Impl::Slot::kSpecial;

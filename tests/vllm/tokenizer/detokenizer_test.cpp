@@ -8,6 +8,7 @@
 #include "tiny_tokenizer.h"
 #include "vllm/tokenizer/utf8.h"
 #include "vllm/tokenizer/detokenizer.h"
+#include "vt/error.h"
 
 namespace vllm {
 namespace {
@@ -65,6 +66,15 @@ TEST(DetokenizerTest, SkipsSpecialTokensOnlyWhenAsked) {
   const Ids ids = {'o', 'k', tiny.special};
   EXPECT_EQ(skipping.Add(ids), "ok");
   EXPECT_EQ(keeping.Add(ids), "ok<|im_end|>");
+}
+
+TEST(DetokenizerTest, IdsPastTheVocabularyAddNoTextAndNegativeIdsAreErrors) {
+  const TinyWithSpecial tiny = MakeTiny();
+  IncrementalDetokenizer detok(tiny.tokenizer);
+  const int32_t past = tiny.tokenizer.vocab_size();
+  EXPECT_EQ(detok.Add(Ids{'o', past, past + 500, 'k'}), "ok");
+  EXPECT_THROW(detok.Add(-1), vt::Error);
+  EXPECT_THROW(tiny.tokenizer.Decode(Ids{past}), vt::Error);  // an explicit Decode names the id
 }
 
 TEST(DetokenizerTest, APromptEndingInsideACharacterIsCompletedByTheOutput) {
