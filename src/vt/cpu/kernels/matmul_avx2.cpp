@@ -128,16 +128,21 @@ XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRo
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kF32: RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end); return;
+    case DType::kF32:
+      if (gemv)
+        RunTiles<FloatTiles<F32Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
+      else
+        RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      return;
     case DType::kF16:
       if (gemv)
-        RunTiles<FloatTiles<F16Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+        RunTiles<FloatTiles<F16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
       else
         RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     case DType::kBF16:
       if (gemv)
-        RunTiles<FloatTiles<Bf16Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+        RunTiles<FloatTiles<Bf16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
       else
         RunConvertedPanels<Bf16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;

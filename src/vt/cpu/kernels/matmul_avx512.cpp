@@ -47,7 +47,23 @@ struct F16Weights : Avx512Vec {
 template <bool kSplitX>
 struct Bf16DotTiles {
   template <int RM, int RN>
+  static void Step(const uint16_t* const* hi, const uint16_t* const* lo, const uint16_t* const* w, int64_t k,
+                   __m512 (&acc)[RM][RN]) {
+    __m512bh wv[RN];
+    for (int j = 0; j < RN; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w[j] + k);
+    for (int i = 0; i < RM; ++i) {
+      const auto x_hi = (__m512bh)_mm512_loadu_si512(hi[i] + k);
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_hi, wv[j]);
+      if constexpr (kSplitX) {
+        const auto x_lo = (__m512bh)_mm512_loadu_si512(lo[i] + k);
+        for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_lo, wv[j]);
+      }
+    }
+  }
+
+  template <int RM, int RN>
   static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
+    constexpr int kC = kFloatChains<RM, RN>;
     const int64_t k_vec = p.k / 32 * 32;
     const uint16_t* hi[RM];
     const uint16_t* lo[RM];
@@ -57,26 +73,22 @@ struct Bf16DotTiles {
     }
     const uint16_t* w[RN];
     for (int j = 0; j < RN; ++j) w[j] = reinterpret_cast<const uint16_t*>(panel.Row(j));
-    __m512 acc[RM][RN];
-    for (auto& row : acc) {
-      for (auto& a : row) a = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < k_vec; k += 32) {
-      __m512bh wv[RN];
-      for (int j = 0; j < RN; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w[j] + k);
-      for (int i = 0; i < RM; ++i) {
-        const auto x_hi = (__m512bh)_mm512_loadu_si512(hi[i] + k);
-        for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_hi, wv[j]);
-        if constexpr (kSplitX) {
-          const auto x_lo = (__m512bh)_mm512_loadu_si512(lo[i] + k);
-          for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_lo, wv[j]);
-        }
+    __m512 acc[kC][RM][RN];
+    for (auto& chain : acc) {
+      for (auto& row : chain) {
+        for (auto& a : row) a = _mm512_setzero_ps();
       }
     }
+    int64_t k = 0;
+    for (; k + 32 * kC <= k_vec; k += 32 * kC) {
+      for (int c = 0; c < kC; ++c) Step<RM, RN>(hi, lo, w, k + 32 * c, acc[c]);
+    }
+    for (; k < k_vec; k += 32) Step<RM, RN>(hi, lo, w, k, acc[0]);
     for (int i = 0; i < RM; ++i) {
       for (int j = 0; j < RN; ++j) {
-        float sum = _mm512_reduce_add_ps(acc[i][j]);
-        for (int64_t k = k_vec; k < p.k; ++k) {
+        float sum = 0;
+        for (int c = 0; c < kC; ++c) sum += _mm512_reduce_add_ps(acc[c][i][j]);
+        for (k = k_vec; k < p.k; ++k) {
           const float x = Bf16ToF32(hi[i][k]) + (kSplitX ? Bf16ToF32(lo[i][k]) : 0.0f);
           sum += x * Bf16ToF32(w[j][k]);
         }
@@ -157,18 +169,30 @@ XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kF32: RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end); return;
+    case DType::kF32:
+      if (gemv)
+        RunTiles<FloatTiles<F32Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
+      else
+        RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      return;
     case DType::kF16:
       if (gemv)
-        RunTiles<FloatTiles<F16Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+        RunTiles<FloatTiles<F16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
       else
         RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     case DType::kBF16:
-      if (p.x.bf16_lo != nullptr)
-        RunTiles<Bf16DotTiles<true>, kFloatRows, kFloatCols>(p, n_begin, n_end);
-      else
-        RunTiles<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      if (p.x.bf16_lo != nullptr) {
+        if (gemv)
+          RunTiles<Bf16DotTiles<true>, kGemvMaxRows, 1>(p, n_begin, n_end);
+        else
+          RunTiles<Bf16DotTiles<true>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      } else {
+        if (gemv)
+          RunTiles<Bf16DotTiles<false>, kGemvMaxRows, 1>(p, n_begin, n_end);
+        else
+          RunTiles<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n_begin, n_end);
+      }
       return;
     default: RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end); return;
   }

@@ -21,30 +21,49 @@
 namespace vt::cpu::matmul {
 namespace {
 
+// Small tiles (the GEMV path) alternate K steps between kChains accumulators so the
+// FMA latency stays off the critical path.
+template <int RM, int RN>
+inline constexpr int kFloatChains = RM* RN >= 4   ? 1
+                                    : RM* RN >= 2 ? 2
+                                                  : 4;
+
 template <class W>
 struct FloatTiles {
+  using Vec = typename W::Vec;
+
+  template <int RM, int RN>
+  static void Step(const float* const* x, const WeightPanel& panel, int64_t k, Vec (&acc)[RM][RN]) {
+    Vec w[RN];
+    for (int j = 0; j < RN; ++j) w[j] = W::Load(panel.Row(j), k);
+    for (int i = 0; i < RM; ++i) {
+      const Vec xv = W::LoadX(x[i] + k);
+      for (int j = 0; j < RN; ++j) acc[i][j] = W::Fma(xv, w[j], acc[i][j]);
+    }
+  }
+
   template <int RM, int RN>
   static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
-    using Vec = typename W::Vec;
-    const int64_t k_vec = p.k / W::kLanes * W::kLanes;
+    constexpr int kC = kFloatChains<RM, RN>, kL = W::kLanes;
+    const int64_t k_vec = p.k / kL * kL;
     const float* x[RM];
     for (int i = 0; i < RM; ++i) x[i] = p.x.f32 + (m0 + i) * p.x.f32_stride;
-    Vec acc[RM][RN];
-    for (auto& row : acc) {
-      for (auto& a : row) a = W::Zero();
-    }
-    for (int64_t k = 0; k < k_vec; k += W::kLanes) {
-      Vec w[RN];
-      for (int j = 0; j < RN; ++j) w[j] = W::Load(panel.Row(j), k);
-      for (int i = 0; i < RM; ++i) {
-        const Vec xv = W::LoadX(x[i] + k);
-        for (int j = 0; j < RN; ++j) acc[i][j] = W::Fma(xv, w[j], acc[i][j]);
+    Vec acc[kC][RM][RN];
+    for (auto& chain : acc) {
+      for (auto& row : chain) {
+        for (auto& a : row) a = W::Zero();
       }
     }
+    int64_t k = 0;
+    for (; k + kC * kL <= k_vec; k += kC * kL) {
+      for (int c = 0; c < kC; ++c) Step<RM, RN>(x, panel, k + c * kL, acc[c]);
+    }
+    for (; k < k_vec; k += kL) Step<RM, RN>(x, panel, k, acc[0]);
     for (int i = 0; i < RM; ++i) {
       for (int j = 0; j < RN; ++j) {
-        float sum = W::Sum(acc[i][j]);
-        for (int64_t k = k_vec; k < p.k; ++k) sum += x[i][k] * W::At(panel.Row(j), k);
+        float sum = 0;
+        for (int c = 0; c < kC; ++c) sum += W::Sum(acc[c][i][j]);
+        for (k = k_vec; k < p.k; ++k) sum += x[i][k] * W::At(panel.Row(j), k);
         p.Store(m0 + i, n0 + j, sum);
       }
     }

@@ -48,75 +48,92 @@ __m256i MoveBits(__m256i v) {
 
 // ---- Q8_0 and Q4_0: blocks of 32 against kQ8x32 ---------------------------------
 
-// One block per step. Q8_0 multiplies |w| (u8) by x with w's sign (s8): w x exactly.
-// Q4_0's nibbles q are already unsigned: q . x, and the accumulator starts at
-// -8 sum(x), which is the (q - 8) offset.
-template <class Ops>
-struct Q8_0Tiles {
-  template <int RM, int RN>
-  static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
-    const int64_t num_blocks = p.k / 32;
-    __m256 acc[RM][RN];
-    for (auto& row : acc) {
-      for (auto& a : row) a = _mm256_setzero_ps();
-    }
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      __m256i w[RN], w_abs[RN];
-      float w_scale[RN];
-      for (int j = 0; j < RN; ++j) {
-        const auto* block = reinterpret_cast<const BlockQ8_0*>(panel.Row(j)) + b;
-        w[j] = LoadBytes32(block->qs);
-        w_abs[j] = _mm256_sign_epi8(w[j], w[j]);
-        w_scale[j] = _cvtsh_ss(block->d);
-      }
-      for (int i = 0; i < RM; ++i) {
-        const int64_t row = m0 + i;
-        const __m256i x = LoadBytes32(p.x.q + row * p.k + 32 * b);
-        const float x_scale = p.x.d[row * num_blocks + b];
-        for (int j = 0; j < RN; ++j) {
-          const __m256i dot = Ops::DotU8S8(_mm256_setzero_si256(), w_abs[j], _mm256_sign_epi8(x, w[j]));
-          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(x_scale * w_scale[j]), acc[i][j]);
-        }
-      }
-    }
-    for (int i = 0; i < RM; ++i) {
-      for (int j = 0; j < RN; ++j) p.Store(m0 + i, n0 + j, HorizontalSum(acc[i][j]));
-    }
+// Q8_0 multiplies |w| (u8) by x with w's sign (s8): w x exactly.
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  struct Weights {
+    __m256i w, w_abs;
+    float scale;
+  };
+  static Weights Load(const Block& b) {
+    const __m256i w = LoadBytes32(b.qs);
+    return {w, _mm256_sign_epi8(w, w), _cvtsh_ss(b.d)};
+  }
+  template <class Ops>
+  static __m256i Dot(const Weights& w, __m256i x, int32_t /*x_sum*/) {
+    return Ops::DotU8S8(_mm256_setzero_si256(), w.w_abs, _mm256_sign_epi8(x, w.w));
   }
 };
 
-template <class Ops>
-struct Q4_0Tiles {
+// Q4_0's nibbles q are unsigned: q . x, with the accumulator starting at -8 sum(x),
+// which is the (q - 8) offset.
+struct Q4_0Format {
+  using Block = BlockQ4_0;
+  struct Weights {
+    __m256i q;  // values 0-15 in the low 128 bits, 16-31 in the high
+    float scale;
+  };
+  static Weights Load(const Block& b) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    return {_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask)),
+            _cvtsh_ss(b.d)};
+  }
+  template <class Ops>
+  static __m256i Dot(const Weights& w, __m256i x, int32_t x_sum) {
+    return Ops::DotU8S8(_mm256_zextsi128_si256(_mm_cvtsi32_si128(-8 * x_sum)), w.q, x);
+  }
+};
+
+// One 32-value block per step and row pair: an integer dot, one convert and one FMA
+// with the product of the two block scales. Small tiles alternate blocks between
+// kChains accumulators so the FMA latency stays off the critical path.
+template <class Ops, class Format>
+struct Block32Tiles {
+  using Block = typename Format::Block;
+  template <int RM, int RN>
+  static constexpr int kChains = RM* RN >= 4   ? 1
+                                 : RM* RN >= 2 ? 2
+                                               : 4;
+
+  template <int RM, int RN>
+  static void Step(const Problem& p, int64_t m0, const WeightPanel& panel, int64_t b, __m256 (&acc)[RM][RN]) {
+    const int64_t num_blocks = p.k / 32;
+    typename Format::Weights w[RN];
+    for (int j = 0; j < RN; ++j) w[j] = Format::Load(reinterpret_cast<const Block*>(panel.Row(j))[b]);
+    for (int i = 0; i < RM; ++i) {
+      const int64_t row = m0 + i;
+      const __m256i x = LoadBytes32(p.x.q + row * p.k + 32 * b);
+      const float x_scale = p.x.d[row * num_blocks + b];
+      const int32_t x_sum = p.x.sums[row * num_blocks + b];
+      for (int j = 0; j < RN; ++j) {
+        const __m256i dot = Format::template Dot<Ops>(w[j], x, x_sum);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(x_scale * w[j].scale), acc[i][j]);
+      }
+    }
+  }
+
   template <int RM, int RN>
   static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
+    constexpr int kC = kChains<RM, RN>;
     const int64_t num_blocks = p.k / 32;
-    __m256 acc[RM][RN];
-    for (auto& row : acc) {
-      for (auto& a : row) a = _mm256_setzero_ps();
-    }
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      __m256i w[RN];  // values 0-15 in the low 128 bits, 16-31 in the high
-      float w_scale[RN];
-      for (int j = 0; j < RN; ++j) {
-        const auto* block = reinterpret_cast<const BlockQ4_0*>(panel.Row(j)) + b;
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs));
-        const __m128i mask = _mm_set1_epi8(0x0f);
-        w[j] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask));
-        w_scale[j] = _cvtsh_ss(block->d);
-      }
-      for (int i = 0; i < RM; ++i) {
-        const int64_t row = m0 + i;
-        const __m256i x = LoadBytes32(p.x.q + row * p.k + 32 * b);
-        const float x_scale = p.x.d[row * num_blocks + b];
-        const __m256i offset = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-8 * p.x.sums[row * num_blocks + b]));
-        for (int j = 0; j < RN; ++j) {
-          const __m256i dot = Ops::DotU8S8(offset, w[j], x);
-          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(x_scale * w_scale[j]), acc[i][j]);
-        }
+    __m256 acc[kC][RM][RN];
+    for (auto& chain : acc) {
+      for (auto& row : chain) {
+        for (auto& a : row) a = _mm256_setzero_ps();
       }
     }
+    int64_t b = 0;
+    for (; b + kC <= num_blocks; b += kC) {
+      for (int c = 0; c < kC; ++c) Step<RM, RN>(p, m0, panel, b + c, acc[c]);
+    }
+    for (; b < num_blocks; ++b) Step<RM, RN>(p, m0, panel, b, acc[0]);
     for (int i = 0; i < RM; ++i) {
-      for (int j = 0; j < RN; ++j) p.Store(m0 + i, n0 + j, HorizontalSum(acc[i][j]));
+      for (int j = 0; j < RN; ++j) {
+        __m256 sum = acc[0][i][j];
+        for (int c = 1; c < kC; ++c) sum = _mm256_add_ps(sum, acc[c][i][j]);
+        p.Store(m0 + i, n0 + j, HorizontalSum(sum));
+      }
     }
   }
 };
@@ -244,10 +261,12 @@ struct KQuantTiles {
   using Block = typename Format::Block;
 
   // Independent integer accumulators per row pair: a small tile has few pairs, so
-  // it alternates chunks between two to keep the multiply-add latency off the
+  // it spreads the chunks over several to keep the multiply-add latency off the
   // critical path.
   template <int RM, int RN>
-  static constexpr int kChains = RM* RN >= 8 ? 1 : 2;
+  static constexpr int kChains = RM* RN >= 4   ? 1
+                                 : RM* RN >= 2 ? 2
+                                               : 4;
 
   template <int c, int RM, int RN>
   static void AccumulateChunk(const Block* const* w, const typename Format::Header* h, const int8_t* const* x,
@@ -299,7 +318,7 @@ struct KQuantTiles {
         const __m256i bsums = LoadBytes32(p.x.bsums + row * (p.k / 16) + 16 * b);
         for (int j = 0; j < RN; ++j) {
           __m256i total = isum[0][i][j];
-          if constexpr (kChains<RM, RN> == 2) total = _mm256_add_epi32(total, isum[1][i][j]);
+          for (int c = 1; c < kChains<RM, RN>; ++c) total = _mm256_add_epi32(total, isum[c][i][j]);
           const __m256i corr = _mm256_madd_epi16(Format::Corr16(h[j]), bsums);
           acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(h[j].d * x_scale), acc[i][j]);
           acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(h[j].corr_scale * x_scale), acc[i][j]);
@@ -312,18 +331,48 @@ struct KQuantTiles {
   }
 };
 
-// Runs the integer tiles of p.w_dtype (a block type other than Q8_K); Shape gives
-// the register tile (kRows x kCols) for 32-value blocks and for K-quant super-blocks.
+// Runs the integer tiles of p.w_dtype (a block type other than Q8_K). Shape gives
+// the register tiles (rows x cols) of the GEMM path for 32-value blocks and for
+// K-quant super-blocks. The GEMV path reads one weight row at a time: interleaving
+// the rows of a panel defeats the hardware prefetcher when the weights come from
+// DRAM (measured: 4 GB/s per core instead of 15).
 template <class Ops, class Shape>
 void RunInt8Tiles(const Problem& p, int64_t n_begin, int64_t n_end) {
   constexpr int kR = Shape::kBlock32Rows, kC = Shape::kBlock32Cols;
   constexpr int kKR = Shape::kKQuantRows, kKC = Shape::kKQuantCols;
+  constexpr int kG = kGemvMaxRows;
+  const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kQ8_0: RunTiles<Q8_0Tiles<Ops>, kR, kC>(p, n_begin, n_end); return;
-    case DType::kQ4_0: RunTiles<Q4_0Tiles<Ops>, kR, kC>(p, n_begin, n_end); return;
-    case DType::kQ4_K: RunTiles<KQuantTiles<Ops, Q4KFormat>, kKR, kKC>(p, n_begin, n_end); return;
-    case DType::kQ5_K: RunTiles<KQuantTiles<Ops, Q5KFormat>, kKR, kKC>(p, n_begin, n_end); return;
-    case DType::kQ6_K: RunTiles<KQuantTiles<Ops, Q6KFormat>, kKR, kKC>(p, n_begin, n_end); return;
+    case DType::kQ8_0:
+      if (gemv)
+        RunTiles<Block32Tiles<Ops, Q8_0Format>, kG, 1>(p, n_begin, n_end);
+      else
+        RunTiles<Block32Tiles<Ops, Q8_0Format>, kR, kC>(p, n_begin, n_end);
+      return;
+    case DType::kQ4_0:
+      if (gemv)
+        RunTiles<Block32Tiles<Ops, Q4_0Format>, kG, 1>(p, n_begin, n_end);
+      else
+        RunTiles<Block32Tiles<Ops, Q4_0Format>, kR, kC>(p, n_begin, n_end);
+      return;
+    case DType::kQ4_K:
+      if (gemv)
+        RunTiles<KQuantTiles<Ops, Q4KFormat>, kG, 1>(p, n_begin, n_end);
+      else
+        RunTiles<KQuantTiles<Ops, Q4KFormat>, kKR, kKC>(p, n_begin, n_end);
+      return;
+    case DType::kQ5_K:
+      if (gemv)
+        RunTiles<KQuantTiles<Ops, Q5KFormat>, kG, 1>(p, n_begin, n_end);
+      else
+        RunTiles<KQuantTiles<Ops, Q5KFormat>, kKR, kKC>(p, n_begin, n_end);
+      return;
+    case DType::kQ6_K:
+      if (gemv)
+        RunTiles<KQuantTiles<Ops, Q6KFormat>, kG, 1>(p, n_begin, n_end);
+      else
+        RunTiles<KQuantTiles<Ops, Q6KFormat>, kKR, kKC>(p, n_begin, n_end);
+      return;
     default: return;
   }
 }
