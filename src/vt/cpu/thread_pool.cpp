@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -40,13 +41,19 @@ class ThreadPool {
       next_chunk_.store(0);
       pending_ = num_chunks;
       ++generation_;
+      published_generation_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     DrainChunks();
-    std::unique_lock<std::mutex> lock(mutex_);
     // Also wait for workers to leave DrainChunks, so none can claim a chunk of the
     // next job with this job's function.
-    done_.wait(lock, [this] { return pending_ == 0 && active_workers_ == 0; });
+    auto finished = [this] { return pending_ == 0 && active_workers_ == 0; };
+    SpinWhile([&] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return !finished();
+    });
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, finished);
     job_ = nullptr;
   }
 
@@ -67,9 +74,20 @@ class ThreadPool {
     }
   }
 
+  // Kernels of a decode step follow each other tens of microseconds apart, about as
+  // long as a thread blocked on a condition variable takes to wake up. So a waiting
+  // thread first polls (yielding the core) for up to kSpinTime before it blocks.
+  static constexpr std::chrono::microseconds kSpinTime{100};
+  template <typename Condition>
+  static void SpinWhile(const Condition& condition) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+    while (condition() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+
   void WorkerLoop() {
     uint64_t seen = 0;
     while (true) {
+      SpinWhile([&] { return published_generation_.load(std::memory_order_acquire) == seen; });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
@@ -95,6 +113,7 @@ class ThreadPool {
   int64_t pending_ = 0;
   int active_workers_ = 0;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_generation_{0};  // generation_, readable without the mutex
   bool stopping_ = false;
 };
 
