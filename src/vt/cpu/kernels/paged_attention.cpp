@@ -252,11 +252,12 @@ void ResetStates(const Context& c, const WorkItem& item, int64_t rows, Scratch& 
 
 // One span for every kv head of the item: scores, online-softmax step, accumulate.
 // Tokens before the span's first position see nothing in it: active rows are a suffix.
-void ProcessSpan(const Context& c, const WorkItem& item, const Span& span, int64_t rows, int64_t first_position,
-                 Scratch& s) {
+void ProcessSpan(const Context& c, const WorkItem& item, const Span& span, const Span& ahead, int64_t rows,
+                 int64_t first_position, Scratch& s) {
   const int64_t first_row = std::max<int64_t>(0, span.position - first_position) * c.group;
   const int active = static_cast<int>(rows - first_row);
   for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
+    PrefetchSpan(c.cache, ahead, item.head_begin + hi, item.head_begin + hi + 1);
     const pa::KvSegment seg = SegmentOf(c.cache, span, item.head_begin + hi);
     const int64_t base = hi * c.rows_per_head + first_row;
     c.kernels.scores(s.q + base * c.padded_dim, c.padded_dim, active, seg, c.head_dim, s.scores);
@@ -298,15 +299,18 @@ void RunItem(Context& c, const WorkItem& item, Scratch& s) {
   const int64_t first_position = seq.seq_len - seq.q_len + (item.token_begin - seq.token_begin);
   LoadQueries(c, item, rows, s);
   ResetStates(c, item, rows, s);
-  int64_t prefetched = item.kv_begin;
-  for (int64_t j = item.kv_begin; j < item.kv_end;) {
-    for (; prefetched < std::min(item.kv_end, j + kPrefetchAhead);) {
-      const Span ahead = SpanAt(c.cache, item.seq, prefetched, item.kv_end);
-      PrefetchSpan(c.cache, ahead, item.head_begin, item.head_end);
-      prefetched += ahead.len;
-    }
+  // The first kPrefetchAhead positions up front; then each span prefetches, head by
+  // head, the span kPrefetchAhead positions later, interleaved with the arithmetic.
+  for (int64_t j = item.kv_begin; j < std::min(item.kv_end, item.kv_begin + kPrefetchAhead);) {
     const Span span = SpanAt(c.cache, item.seq, j, item.kv_end);
-    ProcessSpan(c, item, span, rows, first_position, s);
+    PrefetchSpan(c.cache, span, item.head_begin, item.head_end);
+    j += span.len;
+  }
+  for (int64_t j = item.kv_begin; j < item.kv_end;) {
+    const Span span = SpanAt(c.cache, item.seq, j, item.kv_end);
+    const int64_t ahead_position = j + kPrefetchAhead;
+    const Span ahead = ahead_position < item.kv_end ? SpanAt(c.cache, item.seq, ahead_position, item.kv_end) : Span{};
+    ProcessSpan(c, item, span, ahead, rows, first_position, s);
     j += span.len;
   }
   if (item.partial < 0) {

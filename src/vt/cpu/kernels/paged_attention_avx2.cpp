@@ -35,14 +35,27 @@ inline __attribute__((always_inline)) __m256 ReduceEight(const __m256 (&v)[8]) {
 constexpr int SumLane(int s) { return 4 * (s % 2) + s / 2; }
 
 // Rows [0, RB) x positions [j, j + PB) of the segment; RB * PB <= 8.
+// Locals rather than reads through `seg` in the loop: __m256 may alias anything, and
+// a field read would pin the accumulators to memory. Each cache line of this
+// block's values and of the next block's keys is prefetched into L1 while the keys
+// are in use, so accumulate and the next block find them there.
 template <typename T, int RB, int PB>
 void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, int64_t d, float* scores) {
-  const T* k = static_cast<const T*>(seg.k) + j * seg.k_step;
+  const int64_t k_step = seg.k_step, v_step = seg.v_step;
+  const T* k = static_cast<const T*>(seg.k) + j * k_step;
+  const T* v = static_cast<const T*>(seg.v) + j * v_step;
+  const bool next_block = j + 2 * PB <= seg.len;
   __m256 acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t c = 0; c < d; c += kLanes) {
+    if (c * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+      for (int p = 0; p < PB; ++p) {
+        __builtin_prefetch(v + p * v_step + c, 0, 3);
+        if (next_block) __builtin_prefetch(k + (PB + p) * k_step + c, 0, 3);
+      }
+    }
     __m256 kv[PB];
-    for (int p = 0; p < PB; ++p) kv[p] = Load(k + p * seg.k_step + c);
+    for (int p = 0; p < PB; ++p) kv[p] = Load(k + p * k_step + c);
     for (int r = 0; r < RB; ++r) {
       const __m256 qv = _mm256_loadu_ps(q + r * q_stride + c);
       for (int p = 0; p < PB; ++p) acc[r * PB + p] = _mm256_fmadd_ps(qv, kv[p], acc[r * PB + p]);

@@ -59,15 +59,27 @@ inline __attribute__((always_inline)) void ScoreChunk(const float* q, int64_t q_
 
 // Locals rather than reads through `seg` in loops, and full-width chunks in a loop
 // of their own: __m512 may alias anything, and either would pin the accumulators
-// to memory.
+// to memory. Each cache line of this block's values and of the next block's keys is
+// prefetched into L1 while the keys are in use, so accumulate and the next block
+// find them there.
 template <typename T, int RB, int PB>
 void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, int64_t d, float* scores) {
-  const int64_t k_step = seg.k_step;
+  const int64_t k_step = seg.k_step, v_step = seg.v_step;
   const T* k = static_cast<const T*>(seg.k) + j * k_step;
+  const T* v = static_cast<const T*>(seg.v) + j * v_step;
+  const bool next_block = j + 2 * PB <= seg.len;
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes) ScoreChunk<T, RB, PB, false>(q, q_stride, k, k_step, c, 0xFFFF, acc);
+  for (; c + kLanes <= d; c += kLanes) {
+    if (c * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
+      for (int p = 0; p < PB; ++p) {
+        __builtin_prefetch(v + p * v_step + c, 0, 3);
+        if (next_block) __builtin_prefetch(k + (PB + p) * k_step + c, 0, 3);
+      }
+    }
+    ScoreChunk<T, RB, PB, false>(q, q_stride, k, k_step, c, 0xFFFF, acc);
+  }
   if (c < d) ScoreChunk<T, RB, PB, true>(q, q_stride, k, k_step, c, TailMask(d - c), acc);
   float sums[16];
   _mm512_storeu_ps(sums, ReduceSixteen(acc));
