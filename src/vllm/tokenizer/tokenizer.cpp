@@ -15,6 +15,7 @@
 #include "vt/error.h"
 
 namespace vllm {
+namespace {
 
 // Many short strings in one buffer, indexed by id: one allocation instead of 150k.
 class StringTable {
@@ -31,6 +32,8 @@ class StringTable {
   std::string data_;
   std::vector<size_t> offsets_ = {0};
 };
+
+}  // namespace
 
 struct Tokenizer::Impl {
   enum class Slot : uint8_t { kNone, kVocab, kAdded, kSpecial, kUnused };
