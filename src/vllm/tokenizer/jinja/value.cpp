@@ -14,6 +14,8 @@ const Value* ValueDict::Find(std::string_view key) const {
   return nullptr;
 }
 
+size_t ValueDict::size() const { return items_.size(); }
+
 void ValueDict::Set(std::string key, Value value) {
   for (auto& [k, v] : items_) {
     if (k == key) {

@@ -31,7 +31,7 @@ class ValueDict {
   const Value* Find(std::string_view key) const;
   void Set(std::string key, Value value);  // replaces in place, or appends
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
