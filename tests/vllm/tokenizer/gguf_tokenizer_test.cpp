@@ -137,16 +137,18 @@ TEST(GgufTokenizerTest, MetadataAdapterReadsKeysAndNamesWrongTypes) {
 }
 
 // The real Qwen3 tokenizer through GGUF: tokenizer.ggml.* as the HF -> GGUF converter
-// writes them (vocabulary padded to the embedding's 151936 rows), read back by FromPath.
-TEST(GgufTokenizerTest, Qwen3GgufEncodesLikeHf) {
+// writes them (vocabulary padded to the embedding's 151936 rows), read back by FromPath,
+// with the "qwen2" pre-tokenizer (Qwen3's own) and with "qwen35" (compared with HF on
+// the same vocabulary with the Qwen3.5 split regex).
+void ExpectQwen3GgufEncodesLikeHf(const std::string& pre, const std::string& expected_file) {
   const std::filesystem::path hf_dir = std::filesystem::path(VT_SHARED_DATA_DIR) / "tokenizers/qwen3";
-  const std::filesystem::path expected_path = std::filesystem::path(VT_TEST_DATA_DIR) / "tokenizer/qwen3_expected.jsonl";
+  const std::filesystem::path expected_path = std::filesystem::path(VT_TEST_DATA_DIR) / "tokenizer" / expected_file;
   if (!std::filesystem::exists(hf_dir / "tokenizer.json")) GTEST_SKIP() << "no Qwen3 tokenizer at " << hf_dir;
   if (!std::filesystem::exists(expected_path)) GTEST_SKIP() << expected_path << " is absent";
   GgufWriter writer;
-  ASSERT_TRUE(AddHfTokenizerToGguf(hf_dir.string(), "qwen2", 151936, writer.metadata()));
+  ASSERT_TRUE(AddHfTokenizerToGguf(hf_dir.string(), pre, 151936, writer.metadata()));
   const std::filesystem::path gguf_path =
-      std::filesystem::temp_directory_path() / ("qwen3_tokenizer_" + std::to_string(::getpid()) + ".gguf");
+      std::filesystem::temp_directory_path() / ("qwen3_tokenizer_" + pre + "_" + std::to_string(::getpid()) + ".gguf");
   writer.Write(gguf_path.string());
   const Tokenizer from_gguf = Tokenizer::FromPath(gguf_path);
   std::filesystem::remove(gguf_path);
@@ -160,10 +162,16 @@ TEST(GgufTokenizerTest, Qwen3GgufEncodesLikeHf) {
   for (std::string line; std::getline(in, line); ++lines) {
     const nlohmann::json row = nlohmann::json::parse(line);
     const Ids expected = row.at("ids").get<Ids>();
-    EXPECT_EQ(from_gguf.Encode(row.at("text").get<std::string>()), expected) << "line " << lines + 1;
-    EXPECT_EQ(from_gguf.Decode(expected), row.at("decoded").get<std::string>()) << "line " << lines + 1;
+    EXPECT_EQ(from_gguf.Encode(row.at("text").get<std::string>()), expected) << pre << " line " << lines + 1;
+    EXPECT_EQ(from_gguf.Decode(expected), row.at("decoded").get<std::string>()) << pre << " line " << lines + 1;
   }
   EXPECT_GT(lines, 50);
+}
+
+TEST(GgufTokenizerTest, Qwen3GgufEncodesLikeHf) { ExpectQwen3GgufEncodesLikeHf("qwen2", "qwen3_expected.jsonl"); }
+
+TEST(GgufTokenizerTest, Qwen35PreTokenizerEncodesLikeHf) {
+  ExpectQwen3GgufEncodesLikeHf("qwen35", "qwen35_regex_expected.jsonl");
 }
 
 }  // namespace
