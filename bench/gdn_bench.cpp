@@ -14,9 +14,15 @@
 //                         times directly).
 //   BM_CausalConv1dPrefill  the conv in front of it (GB/s of activations in and out).
 //
+// Prefill benchmarks also report GFLOP/cpu-s: FLOPs per second of process CPU time,
+// which on a shared machine says what the kernel does with the cycles it gets
+// (wall-clock rates there also measure the neighbours).
+//
 // Run: build-*/bin/vt_bench --benchmark_filter='Gdn|CausalConv' (each benchmark
 // repeats 5 times and reports the median).
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <random>
 #include <vector>
@@ -63,6 +69,12 @@ std::vector<int32_t> EqualStarts(int64_t num_seqs, int64_t tokens_per_seq) {
   std::vector<int32_t> starts;
   for (int64_t b = 0; b <= num_seqs; ++b) starts.push_back(static_cast<int32_t>(b * tokens_per_seq));
   return starts;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // args: batch, value heads.
@@ -114,10 +126,15 @@ void RunPrefill(benchmark::State& state, void (*op)(const GdnArgs&)) {
   // Bytes: q, k, v in and out once, and the state in and out.
   const double bytes = static_cast<double>(in.q.nbytes() + in.k.nbytes() + in.v.nbytes() + in.out.nbytes()) +
                        2.0 * static_cast<double>(states.nbytes());
-  bench::RunTimed(state, bytes, ChunkedFlops(tokens, value_heads), [&] {
+  const double flops = ChunkedFlops(tokens, value_heads);
+  bench::DramReadBandwidthGBs(GetNumThreads());  // measured once, outside the CPU-time window
+  const double cpu_start = ProcessCpuSeconds();
+  bench::RunTimed(state, bytes, flops, [&] {
     op({.q = in.q, .k = in.k, .v = in.v, .g = in.g, .beta = in.beta, .states = states, .query_start_loc = starts,
         .state_slot_ids = slots, .out = in.out});
   });
+  state.counters["GFLOP/cpu-s"] =
+      flops * static_cast<double>(state.iterations()) / (ProcessCpuSeconds() - cpu_start) / 1e9;
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
