@@ -3,7 +3,10 @@
 // Supported: model BPE (byte-level vocabularies), normalizers NFC/NFD/NFKC/NFKD and
 // Sequence, pre-tokenizers Split (Isolated), ByteLevel and Sequence, decoder ByteLevel,
 // post-processors ByteLevel, TemplateProcessing and Sequence. Anything else is refused
-// with an error naming the key and what is supported, never silently approximated.
+// with an error naming the key and what is supported, never silently approximated
+// (tokenizer_config.json's split_special_tokens = true included). Decoding does not
+// apply transformers' clean_up_tokenization_spaces, as vLLM's streaming detokenizer
+// does not either.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -238,6 +241,9 @@ std::string ReadChatTemplate(const JsonFields& c) {
 }
 
 void ApplyTokenizerConfig(const JsonFields& c, bool use_add_flags, TokenizerSpec& spec) {
+  if (c.GetBool(c.root(), "", "split_special_tokens", false)) {
+    c.Fail("split_special_tokens", "true is not supported (special tokens in text are always recognised)");
+  }
   MergeAddedTokensDecoder(c, spec);
   spec.bos_id = IdOfTokenNamed(c, spec, "bos_token");
   spec.eos_id = IdOfTokenNamed(c, spec, "eos_token");

@@ -87,6 +87,7 @@ TEST(TokenizerJsonErrorsTest, BadAddedTokensAndConfig) {
   EXPECT_ERROR_HAS(LoadError([](json&) {}, {{"added_tokens_decoder", {{"abc", {{"content", "<a>"}}}}}}),
                    "key 'added_tokens_decoder.abc' is not a token id");
   EXPECT_ERROR_HAS(LoadError([](json&) {}, {{"chat_template", 5}}), "key 'chat_template' must be a string or a list");
+  EXPECT_ERROR_HAS(LoadError([](json&) {}, {{"split_special_tokens", true}}), "key 'split_special_tokens' true");
 }
 
 TEST(TokenizerJsonErrorsTest, NotJsonAtAll) {
