@@ -282,23 +282,31 @@ TEST(PagedAttentionTest, OddHeadDimsAndBlockSizes) {
   }
 }
 
-// One sequence and one kv head: fewer work items than threads for any pool size,
-// so a long context is split into slices whose partial states are merged.
-TEST(PagedAttentionTest, LongContextsSplitAcrossThreads) {
+// One sequence: fewer work items than threads for any pool size, so a long
+// context is split into slices whose partial states are merged, and a short one
+// has its kv heads split across items.
+TEST(PagedAttentionTest, FewWorkItemsSplitContextsOrHeads) {
   std::mt19937 rng(144);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     Problem p;
     p.head_dim = 256;
-    p.num_heads = 4;
-    p.num_kv_heads = 1;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
     p.q_dtype = p.cache_dtype = dtype;
     p.scale = 0.0625f;
     p.seqs = {{1200, 1}};
     reach::Reset();
     CheckProblem(p, rng);
     EXPECT_GT(reach::Count("PagedAttentionCpu.split_kv"), 0u);
-    p.seqs = {{700, 40}};
+    p.seqs = {{700, 7}};
     CheckProblem(p, rng);
+    p.num_heads = 16;
+    p.num_kv_heads = 8;
+    p.head_dim = 128;
+    p.seqs = {{40, 1}};
+    reach::Reset();
+    CheckProblem(p, rng);
+    EXPECT_GT(reach::Count("PagedAttentionCpu.split_heads"), 0u);
   }
 }
 
