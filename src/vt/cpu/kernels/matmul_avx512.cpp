@@ -11,6 +11,7 @@
 
 #include "matmul_float_x86.h"
 #include "matmul_int8_x86.h"
+#include "matmul_kquant_avx512.h"
 
 namespace vt::cpu::matmul {
 namespace {
@@ -162,6 +163,15 @@ struct Int8Shape {
   static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 2, kKQuantCols = 4;
 };
 
+template <class Pairs>
+void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.m <= kGemvMaxRows) {
+    RunTiles<KQuantTiles512<Pairs>, kGemvMaxRows, 1>(p, n_begin, n_end);
+  } else {
+    RunTiles<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
+  }
+}
+
 }  // namespace
 
 XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
@@ -194,6 +204,9 @@ void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
           RunTiles<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n_begin, n_end);
       }
       return;
+    case DType::kQ4_K: RunKQuantTiles512<Q4KPairs>(p, n_begin, n_end); return;
+    case DType::kQ5_K: RunKQuantTiles512<Q5KPairs>(p, n_begin, n_end); return;
+    case DType::kQ6_K: RunKQuantTiles512<Q6KPairs>(p, n_begin, n_end); return;
     default: RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end); return;
   }
 }
