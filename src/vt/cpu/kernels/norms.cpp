@@ -5,8 +5,8 @@
 // independent: rows are split across threads, and one row is done by the row
 // functions of the active instruction set (row_kernels.h): this file holds the
 // portable rows, norms_avx2.cpp / norms_avx512.cpp the vector ones. Math is f32;
-// the weight is converted to f32 once per call with the weight offset added
-// (1 + w for zero-centred weights, as HF computes it in f32).
+// a weight that is not contiguous f32 is converted once per call, and the weight
+// offset is added in the row (1 + w for zero-centred weights, as HF computes it).
 //
 // The rows are memory-bound: the fast paths read each row once from memory (the
 // second pass hits L1) and convert bf16/f16 in registers.
@@ -43,20 +43,21 @@ float SumSquares(const T* x, int64_t n) {
 }
 
 template <typename T>
-void RmsNormRow(const void* xv, const float* w, int64_t n, float eps, void* outv) {
+void RmsNormRow(const void* xv, const float* w, float w_offset, int64_t n, float eps, void* outv) {
   const T* x = static_cast<const T*>(xv);
   T* out = static_cast<T*>(outv);
   const float s = 1.0f / std::sqrt(SumSquares(x, n) / static_cast<float>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = FromF32<T>(ToF32(x[i]) * s * w[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = FromF32<T>(ToF32(x[i]) * s * (w[i] + w_offset));
 }
 
 template <typename T>
-void AddRmsNormRow(const void* xv, void* residual_v, const float* w, int64_t n, float eps, void* outv) {
+void AddRmsNormRow(const void* xv, void* residual_v, const float* w, float w_offset, int64_t n, float eps,
+                   void* outv) {
   const T* x = static_cast<const T*>(xv);
   T* residual = static_cast<T*>(residual_v);
   // Rounded to the activation dtype before the norm reads it, as HF's add does.
   for (int64_t i = 0; i < n; ++i) residual[i] = FromF32<T>(ToF32(residual[i]) + ToF32(x[i]));
-  RmsNormRow<T>(residual, w, n, eps, outv);
+  RmsNormRow<T>(residual, w, w_offset, n, eps, outv);
 }
 
 template <typename T>
@@ -105,13 +106,19 @@ const NormRowKernels& ActiveNormRows(const char* kernel, DType dtype) {
   }
 }
 
-// weight [D] (any float dtype and stride) as contiguous f32 with `offset` added.
-std::vector<float> WeightF32(const Tensor& weight, float offset) {
-  std::vector<float> w(static_cast<size_t>(weight.size(0)));
-  for (int64_t i = 0; i < weight.size(0); ++i) {
-    w[i] = LoadFloat(weight.data(), weight.dtype(), i * weight.stride(0)) + offset;
+// weight [D] as contiguous f32: the tensor's own memory when it already is that,
+// else a converted copy in `storage`.
+const float* WeightF32(const Tensor& weight, std::vector<float>& storage) {
+  const int64_t n = weight.size(0), stride = weight.stride(0);
+  if (weight.dtype() == DType::kF32 && (stride == 1 || n == 1)) return weight.data_ptr<float>();
+  storage.resize(static_cast<size_t>(n));
+  const void* data = weight.data();
+  if (stride == 1) {
+    LoadRow(data, weight.dtype(), n, storage.data());
+  } else {
+    for (int64_t i = 0; i < n; ++i) storage[i] = LoadFloat(data, weight.dtype(), i * stride);
   }
-  return w;
+  return storage.data();
 }
 
 // Calls fn(row) for every row of a [rows..., D] op on the thread pool.
@@ -127,33 +134,35 @@ char* RowAt(const Tensor& t, const Rows& rows, int64_t r) { return ElementAddres
 
 void RmsNormCpu(const RmsNormArgs& a) {
   const NormRowKernels& rows_fn = ActiveNormRows("RmsNormCpu", a.x.dtype());
-  const std::vector<float> w = WeightF32(a.weight, a.weight_offset);
+  std::vector<float> storage;
+  const float* w = WeightF32(a.weight, storage);
   const int64_t d = a.x.size(-1);
   const Rows x_rows(a.x), out_rows(a.out);
   ForEachRow(x_rows.count(), d, [&](int64_t r) {
-    rows_fn.rms_norm(RowAt(a.x, x_rows, r), w.data(), d, a.eps, RowAt(a.out, out_rows, r));
+    rows_fn.rms_norm(RowAt(a.x, x_rows, r), w, a.weight_offset, d, a.eps, RowAt(a.out, out_rows, r));
   });
 }
 
 void AddRmsNormCpu(const AddRmsNormArgs& a) {
   const NormRowKernels& rows_fn = ActiveNormRows("AddRmsNormCpu", a.x.dtype());
-  const std::vector<float> w = WeightF32(a.weight, a.weight_offset);
+  std::vector<float> storage;
+  const float* w = WeightF32(a.weight, storage);
   const int64_t d = a.x.size(-1);
   const Rows x_rows(a.x), residual_rows(a.residual), out_rows(a.out);
   ForEachRow(x_rows.count(), d, [&](int64_t r) {
-    rows_fn.add_rms_norm(RowAt(a.x, x_rows, r), RowAt(a.residual, residual_rows, r), w.data(), d, a.eps,
+    rows_fn.add_rms_norm(RowAt(a.x, x_rows, r), RowAt(a.residual, residual_rows, r), w, a.weight_offset, d, a.eps,
                          RowAt(a.out, out_rows, r));
   });
 }
 
 void GatedRmsNormCpu(const GatedRmsNormArgs& a) {
   const NormRowKernels& rows_fn = ActiveNormRows("GatedRmsNormCpu", a.x.dtype());
-  const std::vector<float> w = WeightF32(a.weight, 0.0f);
+  std::vector<float> storage;
+  const float* w = WeightF32(a.weight, storage);
   const int64_t d = a.x.size(-1);
   const Rows x_rows(a.x), z_rows(a.z), out_rows(a.out);
   ForEachRow(x_rows.count(), d, [&](int64_t r) {
-    rows_fn.gated_rms_norm(RowAt(a.x, x_rows, r), RowAt(a.z, z_rows, r), w.data(), d, a.eps,
-                           RowAt(a.out, out_rows, r));
+    rows_fn.gated_rms_norm(RowAt(a.x, x_rows, r), RowAt(a.z, z_rows, r), w, d, a.eps, RowAt(a.out, out_rows, r));
   });
 }
 

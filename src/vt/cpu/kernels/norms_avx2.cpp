@@ -44,24 +44,27 @@ float SumSquares(const T* x, int64_t n) {
   return sum;
 }
 
-// out = x * s * w
+// out = x * s * (w + w_offset)
 template <typename T>
-void ScaleByWeight(const T* x, float s, const float* w, int64_t n, T* out) {
-  const __m256 vs = _mm256_set1_ps(s);
+void ScaleByWeight(const T* x, float s, const float* w, float w_offset, int64_t n, T* out) {
+  const __m256 vs = _mm256_set1_ps(s), offset = _mm256_set1_ps(w_offset);
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) Store(out + i, _mm256_mul_ps(_mm256_mul_ps(Load(x + i), vs), Load(w + i)));
-  for (; i < n; ++i) out[i] = FromF32<T>(ToF32(x[i]) * s * w[i]);
+  for (; i + kLanes <= n; i += kLanes) {
+    Store(out + i, _mm256_mul_ps(_mm256_mul_ps(Load(x + i), vs), _mm256_add_ps(Load(w + i), offset)));
+  }
+  for (; i < n; ++i) out[i] = FromF32<T>(ToF32(x[i]) * s * (w[i] + w_offset));
 }
 
 template <typename T>
-void RmsNormRow(const void* xv, const float* w, int64_t n, float eps, void* outv) {
+void RmsNormRow(const void* xv, const float* w, float w_offset, int64_t n, float eps, void* outv) {
   const T* x = static_cast<const T*>(xv);
   const float s = 1.0f / std::sqrt(SumSquares(x, n) / static_cast<float>(n) + eps);
-  ScaleByWeight(x, s, w, n, static_cast<T*>(outv));
+  ScaleByWeight(x, s, w, w_offset, n, static_cast<T*>(outv));
 }
 
 template <typename T>
-void AddRmsNormRow(const void* xv, void* residual_v, const float* w, int64_t n, float eps, void* outv) {
+void AddRmsNormRow(const void* xv, void* residual_v, const float* w, float w_offset, int64_t n, float eps,
+                   void* outv) {
   const T* x = static_cast<const T*>(xv);
   T* residual = static_cast<T*>(residual_v);
   __m256 acc = _mm256_setzero_ps();
@@ -78,7 +81,7 @@ void AddRmsNormRow(const void* xv, void* residual_v, const float* w, int64_t n, 
     sum += ToF32(residual[i]) * ToF32(residual[i]);
   }
   const float s = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
-  ScaleByWeight(residual, s, w, n, static_cast<T*>(outv));
+  ScaleByWeight(residual, s, w, w_offset, n, static_cast<T*>(outv));
 }
 
 template <typename T>

@@ -40,25 +40,27 @@ float SumSquares(const T* x, int64_t n) {
   return ReduceAdd(_mm512_add_ps(acc0, acc1));
 }
 
-// out = x * s * w
+// out = x * s * (w + w_offset)
 template <typename T>
-void ScaleByWeight(const T* x, float s, const float* w, int64_t n, T* out) {
-  const __m512 vs = _mm512_set1_ps(s);
+void ScaleByWeight(const T* x, float s, const float* w, float w_offset, int64_t n, T* out) {
+  const __m512 vs = _mm512_set1_ps(s), offset = _mm512_set1_ps(w_offset);
   for (int64_t i = 0; i < n; i += kLanes) {
     const __mmask16 m = TailMask(n - i);
-    StoreMasked(out + i, _mm512_mul_ps(_mm512_mul_ps(LoadMasked(x + i, m), vs), LoadMasked(w + i, m)), m);
+    const __m512 weight = _mm512_add_ps(LoadMasked(w + i, m), offset);
+    StoreMasked(out + i, _mm512_mul_ps(_mm512_mul_ps(LoadMasked(x + i, m), vs), weight), m);
   }
 }
 
 template <typename T>
-void RmsNormRow(const void* xv, const float* w, int64_t n, float eps, void* outv) {
+void RmsNormRow(const void* xv, const float* w, float w_offset, int64_t n, float eps, void* outv) {
   const T* x = static_cast<const T*>(xv);
   const float s = 1.0f / std::sqrt(SumSquares(x, n) / static_cast<float>(n) + eps);
-  ScaleByWeight(x, s, w, n, static_cast<T*>(outv));
+  ScaleByWeight(x, s, w, w_offset, n, static_cast<T*>(outv));
 }
 
 template <typename T>
-void AddRmsNormRow(const void* xv, void* residual_v, const float* w, int64_t n, float eps, void* outv) {
+void AddRmsNormRow(const void* xv, void* residual_v, const float* w, float w_offset, int64_t n, float eps,
+                   void* outv) {
   const T* x = static_cast<const T*>(xv);
   T* residual = static_cast<T*>(residual_v);
   __m512 acc = _mm512_setzero_ps();
@@ -70,7 +72,7 @@ void AddRmsNormRow(const void* xv, void* residual_v, const float* w, int64_t n, 
     acc = _mm512_fmadd_ps(r, r, acc);
   }
   const float s = 1.0f / std::sqrt(ReduceAdd(acc) / static_cast<float>(n) + eps);
-  ScaleByWeight(residual, s, w, n, static_cast<T*>(outv));
+  ScaleByWeight(residual, s, w, w_offset, n, static_cast<T*>(outv));
 }
 
 template <typename T>

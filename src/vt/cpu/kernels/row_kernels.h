@@ -8,7 +8,8 @@
 //
 // Every row function reads its whole input before writing an element it has read,
 // so `out` may be the same memory as an input where the op allows it. Weights are
-// f32 with the norm's weight offset already added; all math is f32.
+// contiguous f32; the norm's weight offset (1 for zero-centred weights) is added
+// in the row, as HF does in f32. All math is f32.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,11 @@
 namespace vt::cpu {
 
 struct NormRowKernels {
-  // out = x * rsqrt(mean(x^2) + eps) * w
-  void (*rms_norm)(const void* x, const float* w, int64_t n, float eps, void* out);
-  // residual = round(residual + x); out = residual * rsqrt(mean(residual^2) + eps) * w
-  void (*add_rms_norm)(const void* x, void* residual, const float* w, int64_t n, float eps, void* out);
+  // out = x * rsqrt(mean(x^2) + eps) * (w + w_offset)
+  void (*rms_norm)(const void* x, const float* w, float w_offset, int64_t n, float eps, void* out);
+  // residual = round(residual + x); out = residual * rsqrt(mean(residual^2) + eps) * (w + w_offset)
+  void (*add_rms_norm)(const void* x, void* residual, const float* w, float w_offset, int64_t n, float eps,
+                       void* out);
   // out = x * rsqrt(mean(x^2) + eps) * w * silu(z)
   void (*gated_rms_norm)(const void* x, const void* z, const float* w, int64_t n, float eps, void* out);
   // out = x * rsqrt(sum(x^2) + eps) * scale
