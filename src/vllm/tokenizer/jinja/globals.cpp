@@ -21,10 +21,12 @@ ValueDict DictFromArgs(std::string_view function, CallArgs& args) {
   ValueDict dict;
   if (!args.positional.empty()) {
     const Value& source = args.positional[0];
+    if (source.IsUndefined()) ThrowUndefined(source);  // Python's dict() asks it for .keys
     if (source.IsDict()) {
       dict = source.AsDict();
     } else {
-      for (const Value& pair : *Iterate(source)) {
+      const std::shared_ptr<const ValueList> pairs = Iterate(source);
+      for (const Value& pair : *pairs) {
         const auto parts = Iterate(pair);
         if (parts->size() != 2 || !(*parts)[0].IsString()) {
           throw RenderError(std::string(function) + "(): each item must be a (str, value) pair");
