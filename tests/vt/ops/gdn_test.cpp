@@ -388,6 +388,21 @@ TEST(GdnTest, DecodeBatchMatchesReference) {
   }
 }
 
+// A batch whose sequences are all empty (no tokens at all) leaves every state as it was.
+TEST(GdnTest, EmptySequencesLeaveStatesUntouched) {
+  const GdnShape s = {2, 4, 16, 16, false};
+  std::mt19937 rng(7);
+  const GdnBatch batch = MakeBatch(s, {0, 0}, rng);
+  ForEachDeviceAndIsa([&](Device device) {
+    const GdnTensors in = ToDevice(batch, DType::kF32, device);
+    for (GdnOp op : {&GdnRecurrent, &GdnChunkedPrefill}) {
+      auto [out, states] = RunOp(op, in, s, false);
+      EXPECT_EQ(out.numel(), 0);
+      EXPECT_TRUE(AllClose(ToDoubles(in.states), states, 0.0));
+    }
+  });
+}
+
 TEST(GdnTest, RejectsBadSequenceTables) {
   const GdnShape s = {1, 1, 4, 4, false};
   std::mt19937 rng(6);
