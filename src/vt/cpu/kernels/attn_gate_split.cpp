@@ -20,16 +20,18 @@ namespace {
 void AttnGateSplitCpu(const AttnGateSplitArgs& a) {
   const DType dtype = a.qg.dtype();
   const int64_t tokens = a.qg.size(0), d = a.head_dim, heads = a.qg.size(1) / (2 * d);
-  const size_t row_bytes = static_cast<size_t>(BytesFor(dtype, d));
+  const int64_t elem = BytesFor(dtype, 1);
+  const size_t row_bytes = static_cast<size_t>(elem * d);
   const char* qg = static_cast<const char*>(a.qg.data());
+  char* query = static_cast<char*>(a.query.data());
+  char* gate = static_cast<char*>(a.gate.data());
+  const int64_t query_strides[2] = {a.query.stride(0), a.query.stride(1)}, gate_stride = a.gate.stride(0);
   ParallelFor(tokens, std::max<int64_t>(1, 4096 / (heads * d)), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t h = 0; h < heads; ++h) {
-        const char* q_src = qg + BytesFor(dtype, (t * heads + h) * 2 * d);
-        char* q_dst = ElementAddress(a.query.data(), dtype, t * a.query.stride(0) + h * a.query.stride(1));
-        char* g_dst = ElementAddress(a.gate.data(), dtype, t * a.gate.stride(0) + h * d);
-        std::memcpy(q_dst, q_src, row_bytes);
-        std::memcpy(g_dst, q_src + row_bytes, row_bytes);
+        const char* src = qg + elem * (t * heads + h) * 2 * d;
+        std::memcpy(query + elem * (t * query_strides[0] + h * query_strides[1]), src, row_bytes);
+        std::memcpy(gate + elem * (t * gate_stride + h * d), src + row_bytes, row_bytes);
       }
     }
   });

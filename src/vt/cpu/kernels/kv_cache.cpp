@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "../cpu_util.h"
 #include "../thread_pool.h"
@@ -20,45 +21,61 @@
 namespace vt::cpu {
 namespace {
 
-void CheckSlots(const WriteKvCacheArgs& a) {
+// One side (k or v) of the write, as raw addresses and strides in elements.
+struct RowCopy {
+  RowCopy(const Tensor& src, const Tensor& cache)
+      : from(static_cast<const char*>(src.data())), to(static_cast<char*>(cache.data())), from_dtype(src.dtype()),
+        to_dtype(cache.dtype()), from_bytes(BytesFor(src.dtype(), 1)), to_bytes(BytesFor(cache.dtype(), 1)),
+        src_strides{src.stride(0), src.stride(1)}, cache_strides{cache.stride(0), cache.stride(1), cache.stride(2)},
+        block_size(cache.size(1)), d(src.size(2)) {}
+
+  // Copies the [D] row of token t, head h into cache slot `slot`.
+  void Run(int64_t t, int64_t h, int64_t slot) const {
+    const char* row = from + from_bytes * (t * src_strides[0] + h * src_strides[1]);
+    char* dst = to + to_bytes * ((slot / block_size) * cache_strides[0] + (slot % block_size) * cache_strides[1] +
+                                 h * cache_strides[2]);
+    if (from_dtype == to_dtype) {
+      std::memcpy(dst, row, static_cast<size_t>(from_bytes * d));
+    } else {
+      for (int64_t i = 0; i < d; ++i) StoreFloat(dst, to_dtype, i, LoadFloat(row, from_dtype, i));
+    }
+  }
+
+  const char* from;
+  char* to;
+  DType from_dtype, to_dtype;
+  int64_t from_bytes, to_bytes;
+  int64_t src_strides[2], cache_strides[3];
+  int64_t block_size, d;
+};
+
+// slot_mapping as int64, after checking every slot against the cache size.
+std::vector<int64_t> ReadSlots(const WriteKvCacheArgs& a) {
   const Tensor& slots = a.slot_mapping;
-  const int64_t capacity = a.k_cache.size(0) * a.k_cache.size(1);
+  const int64_t capacity = a.k_cache.size(0) * a.k_cache.size(1), stride = slots.stride(0);
+  std::vector<int64_t> values(static_cast<size_t>(slots.size(0)));
   for (int64_t t = 0; t < slots.size(0); ++t) {
-    const int64_t slot = LoadIndex(slots.data(), slots.dtype(), t * slots.stride(0));
-    if (slot >= capacity) {
-      throw Error("vt::WriteKvCache on cpu: slot_mapping[" + std::to_string(t) + "] = " + std::to_string(slot) +
+    values[t] = LoadIndex(slots.data(), slots.dtype(), t * stride);
+    if (values[t] >= capacity) {
+      throw Error("vt::WriteKvCache on cpu: slot_mapping[" + std::to_string(t) + "] = " + std::to_string(values[t]) +
                   " is outside the cache (" + std::to_string(a.k_cache.size(0)) + " blocks of " +
                   std::to_string(a.k_cache.size(1)) + " slots, k_cache " + a.k_cache.Describe() +
                   "); slots must be block * block_size + offset, or negative to skip a token");
     }
   }
-}
-
-// Copies one [D] row from `src` (k or v) at token t, head h into cache slot `slot`.
-void CopyRow(const Tensor& src, const Tensor& cache, int64_t t, int64_t h, int64_t slot) {
-  const int64_t d = src.size(2), block_size = cache.size(1);
-  const char* from = ElementAddress(src.data(), src.dtype(), t * src.stride(0) + h * src.stride(1));
-  char* to = ElementAddress(cache.data(), cache.dtype(),
-                            (slot / block_size) * cache.stride(0) + (slot % block_size) * cache.stride(1) +
-                                h * cache.stride(2));
-  if (src.dtype() == cache.dtype()) {
-    std::memcpy(to, from, static_cast<size_t>(BytesFor(src.dtype(), d)));
-  } else {
-    for (int64_t i = 0; i < d; ++i) StoreFloat(to, cache.dtype(), i, LoadFloat(from, src.dtype(), i));
-  }
+  return values;
 }
 
 void WriteKvCacheCpu(const WriteKvCacheArgs& a) {
-  CheckSlots(a);
+  const std::vector<int64_t> slots = ReadSlots(a);
   const int64_t tokens = a.k.size(0), heads = a.k.size(1), d = a.k.size(2);
-  const Tensor& slots = a.slot_mapping;
+  const RowCopy k(a.k, a.k_cache), v(a.v, a.v_cache);
   ParallelFor(tokens, std::max<int64_t>(1, 8192 / (heads * d)), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t slot = LoadIndex(slots.data(), slots.dtype(), t * slots.stride(0));
-      if (slot < 0) continue;
+      if (slots[t] < 0) continue;
       for (int64_t h = 0; h < heads; ++h) {
-        CopyRow(a.k, a.k_cache, t, h, slot);
-        CopyRow(a.v, a.v_cache, t, h, slot);
+        k.Run(t, h, slots[t]);
+        v.Run(t, h, slots[t]);
       }
     }
   });

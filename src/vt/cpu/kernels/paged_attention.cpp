@@ -194,14 +194,26 @@ void PrefetchSpan(const CacheAddressing& c, const Span& span, int64_t head_begin
 // How far ahead of the span in use the prefetches run, in positions.
 constexpr int64_t kPrefetchAhead = 32;
 
+// The rows of q or out [T, heads, D] as raw addresses.
+struct HeadRows {
+  explicit HeadRows(const Tensor& t)
+      : base(static_cast<char*>(t.data())), dtype(t.dtype()), elem_bytes(BytesFor(t.dtype(), 1)),
+        token_stride(t.stride(0)), head_stride(t.stride(1)) {}
+  char* At(int64_t token, int64_t head) const { return base + elem_bytes * (token * token_stride + head * head_stride); }
+  char* base;
+  DType dtype;
+  int64_t elem_bytes, token_stride, head_stride;
+};
+
 // Everything a work item reads, and the partial-state buffers of split contexts.
 // An item's rows are kept per kv head: head slot hi (kv head head_begin + hi) owns
 // rows [hi * rows_per_head, hi * rows_per_head + tokens * group).
 struct Context {
-  const PagedAttentionArgs& a;
   const std::vector<SeqInfo>& seqs;
   const pa::MicroKernels& kernels;
   CacheAddressing cache;
+  HeadRows q_rows, out_rows;
+  float scale;
   int64_t group, head_dim, padded_dim;
   int64_t rows_per_head, row_capacity;  // tile_tokens * group; kv_heads_per_item * rows_per_head
   std::vector<float> partial_acc, partial_m, partial_l;  // [partials][row_capacity][padded_dim], [..][rows]
@@ -224,17 +236,16 @@ struct Scratch {
 };
 
 // Row r of head slot hi: token token_begin + r / group, query head (head_begin + hi) * group + r % group.
-char* RowAddress(const Tensor& t, const Context& c, const WorkItem& item, int64_t hi, int64_t r) {
-  const int64_t token = item.token_begin + r / c.group, head = (item.head_begin + hi) * c.group + r % c.group;
-  return ElementAddress(t.data(), t.dtype(), token * t.stride(0) + head * t.stride(1));
+char* RowAddress(const HeadRows& rows, const Context& c, const WorkItem& item, int64_t hi, int64_t r) {
+  return rows.At(item.token_begin + r / c.group, (item.head_begin + hi) * c.group + r % c.group);
 }
 
 void LoadQueries(const Context& c, const WorkItem& item, int64_t rows, Scratch& s) {
   for (int64_t hi = 0; hi < item.head_end - item.head_begin; ++hi) {
     for (int64_t r = 0; r < rows; ++r) {
       float* row = s.q + (hi * c.rows_per_head + r) * c.padded_dim;
-      LoadRow(RowAddress(c.a.q, c, item, hi, r), c.a.q.dtype(), c.head_dim, row);
-      for (int64_t i = 0; i < c.head_dim; ++i) row[i] *= c.a.scale;
+      LoadRow(RowAddress(c.q_rows, c, item, hi, r), c.q_rows.dtype, c.head_dim, row);
+      for (int64_t i = 0; i < c.head_dim; ++i) row[i] *= c.scale;
       std::fill(row + c.head_dim, row + c.padded_dim, 0.0f);
     }
   }
@@ -279,7 +290,7 @@ void StoreOutputs(const Context& c, const WorkItem& item, int64_t rows, Scratch&
       float* acc = s.acc + row * c.padded_dim;
       const float inv_l = 1.0f / s.l[row];
       for (int64_t i = 0; i < c.head_dim; ++i) acc[i] *= inv_l;
-      StoreRow(acc, c.head_dim, RowAddress(c.a.out, c, item, hi, r), c.a.out.dtype());
+      StoreRow(acc, c.head_dim, RowAddress(c.out_rows, c, item, hi, r), c.out_rows.dtype);
     }
   }
 }
@@ -387,7 +398,8 @@ void PagedAttentionCpu(const PagedAttentionArgs& a) {
   const Schedule schedule = MakeSchedule(seqs, shape.num_kv_heads, group, plan);
   // A tile never holds more tokens than the longest query.
   const int64_t rows_per_head = std::min(plan.tile_tokens, std::max<int64_t>(1, a.max_query_len)) * group;
-  Context c{a, seqs, KernelsFor(plan.isa, a.k_cache.dtype()), CacheAddressing(a), group, shape.head_dim,
+  Context c{seqs, KernelsFor(plan.isa, a.k_cache.dtype()), CacheAddressing(a), HeadRows(a.q), HeadRows(a.out),
+            a.scale, group, shape.head_dim,
             pa::PaddedHeadDim(shape.head_dim), rows_per_head, plan.kv_heads_per_item * rows_per_head, {}, {}, {}};
   c.partial_acc.resize(schedule.num_partials * c.row_capacity * c.padded_dim);
   c.partial_m.resize(schedule.num_partials * c.row_capacity);

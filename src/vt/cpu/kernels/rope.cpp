@@ -44,20 +44,23 @@ void RotateHead(char* head, DType dtype, int64_t half, const float* cos_a, const
 void RopeNeoxCpu(const RopeNeoxArgs& a) {
   const DType dtype = a.x.dtype();
   const int64_t tokens = a.x.size(0), heads = a.x.size(1), half = a.rotary_dim / 2;
+  const int64_t x_strides[2] = {a.x.stride(0), a.x.stride(1)}, elem = BytesFor(dtype, 1);
+  char* x = static_cast<char*>(a.x.data());
+  const void* positions = a.positions.data();
+  const DType position_dtype = a.positions.dtype();
+  const int64_t position_stride = a.positions.stride(0);
   const std::vector<float> inv_freq = InverseFrequencies(a.rotary_dim, a.theta);
   ParallelFor(tokens, std::max<int64_t>(1, 1024 / (heads * half)), [&](int64_t begin, int64_t end) {
     std::vector<float> cos_a(static_cast<size_t>(half)), sin_a(static_cast<size_t>(half));
     for (int64_t t = begin; t < end; ++t) {
-      const float position =
-          static_cast<float>(LoadIndex(a.positions.data(), a.positions.dtype(), t * a.positions.stride(0)));
+      const float position = static_cast<float>(LoadIndex(positions, position_dtype, t * position_stride));
       for (int64_t i = 0; i < half; ++i) {
         const float angle = position * inv_freq[i];
         cos_a[i] = std::cos(angle);
         sin_a[i] = std::sin(angle);
       }
       for (int64_t h = 0; h < heads; ++h) {
-        char* head = ElementAddress(a.x.data(), dtype, t * a.x.stride(0) + h * a.x.stride(1));
-        RotateHead(head, dtype, half, cos_a.data(), sin_a.data());
+        RotateHead(x + elem * (t * x_strides[0] + h * x_strides[1]), dtype, half, cos_a.data(), sin_a.data());
       }
     }
   });
