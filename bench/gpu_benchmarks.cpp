@@ -69,7 +69,8 @@ double CopyCeilingGBs(Device device) {
   void* a = backend.Allocate(bytes, device.index);
   void* b = backend.Allocate(bytes, device.index);
   backend.CopyDeviceToDevice(a, b, bytes, device.index);  // touch both
-  const double seconds = SecondsPerCall(device, 10, [&](int) { backend.CopyDeviceToDevice(a, b, bytes, device.index); });
+  const double seconds =
+      SecondsPerCall(device, 10, [&](int) { backend.CopyDeviceToDevice(a, b, bytes, device.index); });
   backend.Free(a, device.index);
   backend.Free(b, device.index);
   return 2.0 * bytes / seconds / 1e9;
@@ -159,7 +160,8 @@ int Run(int argc, char** argv) {
     std::printf("vt_gpu_bench: no GPU device available (%s)\n", device.ToString().c_str());
     return 1;
   }
-  std::printf("device %s: %s\n", device.ToString().c_str(), GetDeviceBackend(device.type).DeviceName(device.index).c_str());
+  const std::string name = GetDeviceBackend(device.type).DeviceName(device.index);
+  std::printf("device %s: %s\n", device.ToString().c_str(), name.c_str());
   const double ceiling = CopyCeilingGBs(device);
   std::printf("%-52s %30.0f GB/s (read + write)\n", "device-to-device copy (ceiling)", ceiling);
   std::mt19937 rng(1);

@@ -129,7 +129,8 @@ __global__ void GdnGateElements(GateParams<T> p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.heads, h = i % p.heads;
-    const float x = ToFloat(p.a[t * p.a_row_stride + h]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+    const float dt_bias = LoadAsFloat(p.dt_bias, p.dt_bias_dtype, h * p.dt_bias_stride);
+    const float x = ToFloat(p.a[t * p.a_row_stride + h]) + dt_bias;
     const float softplus = x > 20.0f ? x : log1pf(expf(x));
     p.g[i] = LoadAsFloat(p.A, p.A_dtype, h * p.A_stride) * softplus;
     p.beta[i] = Sigmoid(ToFloat(p.b[t * p.b_row_stride + h]));
@@ -141,7 +142,8 @@ void GdnGatesGpu(const GdnGatesArgs& a) {
   DispatchFloat(a.a.dtype(), "GdnGates", [&](auto tag) {
     using T = decltype(tag);
     GateParams<T> p{static_cast<const T*>(a.a.data()), static_cast<const T*>(a.b.data()), a.A.data(),
-                    a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.A.stride(0), a.dt_bias.stride(0), a.g.data_ptr<float>(),
+                    a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.A.stride(0), a.dt_bias.stride(0),
+                    a.g.data_ptr<float>(),
                     a.beta.data_ptr<float>(), a.a.stride(0), a.b.stride(0), a.a.size(1), a.a.numel()};
     GdnGateElements<T><<<GridStrideBlocks(p.count, a.a.device(), "GdnGates"), kElementwiseThreads, 0, stream>>>(p);
   });
@@ -188,7 +190,9 @@ __global__ void __launch_bounds__(kStateColumns) GdnTokenRecurrence(DeltaParams<
   const int64_t state_stride = kSharedState ? kStateColumns : p.value_dim;
   const int64_t state_column = kSharedState ? threadIdx.x : column;
   if (kSharedState && active) {
-    for (int64_t i = 0; i < p.key_dim; ++i) state[i * state_stride + state_column] = global_state[i * p.value_dim + column];
+    for (int64_t i = 0; i < p.key_dim; ++i) {
+      state[i * state_stride + state_column] = global_state[i * p.value_dim + column];
+    }
   }
   const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
   for (int64_t t = begin; t < end; ++t) {
@@ -214,7 +218,9 @@ __global__ void __launch_bounds__(kStateColumns) GdnTokenRecurrence(DeltaParams<
     p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(o);
   }
   if (kSharedState && active) {
-    for (int64_t i = 0; i < p.key_dim; ++i) global_state[i * p.value_dim + column] = state[i * state_stride + state_column];
+    for (int64_t i = 0; i < p.key_dim; ++i) {
+      global_state[i * p.value_dim + column] = state[i * state_stride + state_column];
+    }
   }
 }
 

@@ -77,7 +77,9 @@ __global__ void __launch_bounds__(kRouterThreads) RouterRows(RouterParams<T> p) 
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) KeepBetter(best, best_id, pick_values[w], pick_ids[w]);
+      for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
+        KeepBetter(best, best_id, pick_values[w], pick_ids[w]);
+      }
       const float prob = expf(best - row_max) / row_sum;
       p.weights[token * p.k + r] = prob;
       p.ids[token * p.k + r] = best_id;

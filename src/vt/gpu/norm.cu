@@ -61,7 +61,9 @@ __global__ void NormRows(RowNormParams<T> p) {
   for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
     const float v = ToFloat(kKind == NormKind::kAddRms ? residual[i] : x[i]);
     float y = v * inv;
-    if constexpr (kKind != NormKind::kL2) y *= LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
+    if constexpr (kKind != NormKind::kL2) {
+      y *= LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
+    }
     if constexpr (kKind == NormKind::kGatedRms) y *= Silu(ToFloat(z[i]));
     out[i] = FromFloat<T>(y);
   }

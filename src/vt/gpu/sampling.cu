@@ -84,7 +84,9 @@ __global__ void __launch_bounds__(kRowThreads) ArgmaxRows(ArgmaxParams<T> p) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) KeepLarger(best, best_index, values[w], indices[w]);
+    for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
+      KeepLarger(best, best_index, values[w], indices[w]);
+    }
     p.out[blockIdx.x] = static_cast<int32_t>(best_index < 0 ? 0 : best_index);
   }
 }

@@ -116,7 +116,7 @@ TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
     const char* route;
   };
   const RouteCase cases[] = {
-      {{300, 300, 8, 2, 64}, "rows_one_pass"},  // prefill: 2400 (row, head) blocks fill any GPU
+      {{300, 300, 8, 2, 64}, "rows_one_pass"},  // prefill: 600 (row, kv head) blocks fill the GPU
       {{3000, 1, 4, 1, 256}, "rows_split_kv"},  // decode of one long sequence
       {{1500, 2, 16, 4, 128}, "rows_split_kv"},
   };
@@ -140,12 +140,13 @@ TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
       Tensor out = Tensor::Empty({c.q_len, c.heads, c.head_dim}, DType::kF32, device);
       testing::Poison(out);
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      const std::vector<int32_t> seq_lens = {static_cast<int32_t>(c.context)};
+      const std::vector<int32_t> query_start_loc = {0, static_cast<int32_t>(c.q_len)};
       reach::Reset();
       PagedAttention({.q = q, .k_cache = k_cache, .v_cache = v_cache,
                       .block_tables = Tensor::FromVector(table, {1, blocks}).To(device),
-                      .seq_lens = Tensor::FromVector(std::vector<int32_t>{static_cast<int32_t>(c.context)}, {1}).To(device),
-                      .query_start_loc =
-                          Tensor::FromVector(std::vector<int32_t>{0, static_cast<int32_t>(c.q_len)}, {2}).To(device),
+                      .seq_lens = Tensor::FromVector(seq_lens, {1}).To(device),
+                      .query_start_loc = Tensor::FromVector(query_start_loc, {2}).To(device),
                       .out = out, .scale = scale, .max_query_len = c.q_len, .max_seq_len = c.context});
       EXPECT_EQ(reach::Count(std::string("PagedAttentionGpu.") + rc.route), 1u);
       // f32 dot products and an f32 online softmax over <= 3000 keys: errors ~1e-6.
@@ -203,12 +204,13 @@ TEST(GpuKernelRoutesTest, GdnStateInSharedOrGlobalMemoryMatchesTheReference) {
       const std::vector<double> ref =
           DeltaRuleReference(tokens, hk, hv, dk, dv, ToDoubles(q), ToDoubles(k), ToDoubles(v), ToDoubles(g),
                              ToDoubles(beta), state);
+      const std::vector<int32_t> query_start_loc = {0, static_cast<int32_t>(tokens)};
       for (auto op : {&GdnRecurrent, &GdnChunkedPrefill}) {
         Tensor states = initial.To(device);
         Tensor out = Tensor::Empty({tokens, hv, dv}, DType::kF32, device);
         testing::Poison(out);
         op({.q = q, .k = k, .v = v, .g = g, .beta = beta, .states = states,
-            .query_start_loc = Tensor::FromVector(std::vector<int32_t>{0, static_cast<int32_t>(tokens)}, {2}).To(device),
+            .query_start_loc = Tensor::FromVector(query_start_loc, {2}).To(device),
             .state_slot_ids = Tensor::FromVector(std::vector<int32_t>{1}, {1}).To(device), .out = out,
             .tiled_value_heads = false});
         // f32 state updates over 37 tokens with |S| ~ 1: errors ~1e-6.
