@@ -75,25 +75,24 @@ int64_t LongestSequence(const std::vector<SequenceSpan>& seqs) {
 }
 
 void LoadHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count, float* dst, int64_t ld) {
-  const int64_t dim = x.size(2);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t offset = (begin + i) * x.stride(0) + head * x.stride(1);
-    LoadRow(ElementAddress(x.data(), x.dtype(), offset), x.dtype(), dim, dst + i * ld);
-  }
+  const int64_t dim = x.size(2), elem_bytes = BytesFor(x.dtype(), 1);
+  const int64_t row_bytes = x.stride(0) * elem_bytes;
+  const char* row = static_cast<const char*>(x.data()) + (begin * x.stride(0) + head * x.stride(1)) * elem_bytes;
+  for (int64_t i = 0; i < count; ++i, row += row_bytes) LoadRow(row, x.dtype(), dim, dst + i * ld);
 }
 
 void StoreHeadRows(const float* src, int64_t ld, const Tensor& out, int64_t head, int64_t begin, int64_t count) {
-  const int64_t dim = out.size(2);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t offset = (begin + i) * out.stride(0) + head * out.stride(1);
-    StoreRow(src + i * ld, dim, ElementAddress(out.data(), out.dtype(), offset), out.dtype());
-  }
+  const int64_t dim = out.size(2), elem_bytes = BytesFor(out.dtype(), 1);
+  const int64_t row_bytes = out.stride(0) * elem_bytes;
+  char* row = static_cast<char*>(out.data()) + (begin * out.stride(0) + head * out.stride(1)) * elem_bytes;
+  for (int64_t i = 0; i < count; ++i, row += row_bytes) StoreRow(src + i * ld, dim, row, out.dtype());
 }
 
 void PrefetchHeadRows(const Tensor& x, int64_t head, int64_t begin, int64_t count) {
-  const int64_t row_bytes = BytesFor(x.dtype(), x.size(2));
-  for (int64_t i = 0; i < count; ++i) {
-    const char* row = ElementAddress(x.data(), x.dtype(), (begin + i) * x.stride(0) + head * x.stride(1));
+  const int64_t elem_bytes = BytesFor(x.dtype(), 1), row_bytes = x.size(2) * elem_bytes;
+  const int64_t row_stride_bytes = x.stride(0) * elem_bytes;
+  const char* row = static_cast<const char*>(x.data()) + (begin * x.stride(0) + head * x.stride(1)) * elem_bytes;
+  for (int64_t i = 0; i < count; ++i, row += row_stride_bytes) {
     for (int64_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch(row + byte, 0, 3);
   }
 }
