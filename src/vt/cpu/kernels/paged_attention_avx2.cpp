@@ -1,9 +1,9 @@
 // AVX2 micro-kernels of the CPU PagedAttention (see paged_attention.h), for head
 // dims that are a multiple of 8 (the plan routes the others to portable code).
 //
-// scores: blocks of 4 query rows x 2 positions keep 8 accumulators in registers,
-// so each loaded (and converted) 8-element chunk of a key feeds 4 FMAs; the 8 dot
-// products are summed in one transposing tree. accumulate: for each 8-element chunk
+// scores: blocks of up to 4 query rows x 2 positions (1-2 rows x 4 positions) keep
+// up to 8 accumulators in registers, so each loaded (and converted) 8-element chunk
+// of a key feeds several FMAs; the dot products are summed in one transposing tree. accumulate: for each 8-element chunk
 // of the head dim, up to 4 accumulator rows stay in registers while the segment's
 // values stream through, each value chunk loaded and converted once per block of
 // rows. softmax_step: two 8-lane vectors (max, exp, sum) per row.
@@ -68,10 +68,19 @@ void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, i
   }
 }
 
+// Blocks of 8 / RB positions (at most 4, so the keys fit in registers too): with
+// few rows each key chunk still feeds several FMAs.
 template <typename T, int RB>
 void ScoreRows(const float* q, int64_t q_stride, const KvSegment& seg, int64_t d, float* scores) {
+  constexpr int kWide = RB <= 2 ? 4 : 2;
   int j = 0;
-  for (; j + 2 <= seg.len; j += 2) ScoreBlock<T, RB, 2>(q, q_stride, seg, j, d, scores);
+  for (; j + kWide <= seg.len; j += kWide) ScoreBlock<T, RB, kWide>(q, q_stride, seg, j, d, scores);
+  if constexpr (kWide == 4) {
+    if (j + 2 <= seg.len) {
+      ScoreBlock<T, RB, 2>(q, q_stride, seg, j, d, scores);
+      j += 2;
+    }
+  }
   if (j < seg.len) ScoreBlock<T, RB, 1>(q, q_stride, seg, j, d, scores);
 }
 

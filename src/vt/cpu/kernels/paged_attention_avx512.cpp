@@ -1,8 +1,9 @@
 // AVX-512 micro-kernels of the CPU PagedAttention (see paged_attention.h).
 //
-// scores: blocks of 4 query rows x 4 positions keep 16 accumulators in registers,
-// so each loaded (and converted) 16-element chunk of a key feeds 4 FMAs and each q
-// chunk 4 more; the 16 dot products are then summed in one transposing tree.
+// scores: blocks of up to 4 query rows x 4 positions (1-2 rows x 8 positions) keep
+// up to 16 accumulators in registers, so each loaded (and converted) 16-element
+// chunk of a key feeds several FMAs and each q chunk 4 or more; the dot products
+// are then summed in one transposing tree.
 // accumulate: for each 16-element chunk of the head dim, up to 4 accumulator rows
 // stay in registers while the segment's values stream through, each value chunk
 // loaded and converted once per block of rows and multiplied by a broadcast weight.
@@ -88,10 +89,19 @@ void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, i
   }
 }
 
+// Blocks of 16 / RB positions (at most 8, so the keys fit in registers too): with
+// few rows each key chunk still feeds many FMAs.
 template <typename T, int RB>
 void ScoreRows(const float* q, int64_t q_stride, const KvSegment& seg, int64_t d, float* scores) {
+  constexpr int kWide = RB <= 2 ? 8 : 4;
   int j = 0;
-  for (; j + 4 <= seg.len; j += 4) ScoreBlock<T, RB, 4>(q, q_stride, seg, j, d, scores);
+  for (; j + kWide <= seg.len; j += kWide) ScoreBlock<T, RB, kWide>(q, q_stride, seg, j, d, scores);
+  if constexpr (kWide == 8) {
+    if (j + 4 <= seg.len) {
+      ScoreBlock<T, RB, 4>(q, q_stride, seg, j, d, scores);
+      j += 4;
+    }
+  }
   switch (seg.len - j) {
     case 3: ScoreBlock<T, RB, 3>(q, q_stride, seg, j, d, scores); break;
     case 2: ScoreBlock<T, RB, 2>(q, q_stride, seg, j, d, scores); break;
