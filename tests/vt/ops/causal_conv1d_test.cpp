@@ -124,6 +124,8 @@ TEST(CausalConv1dTest, MatchesReference) {
       // before it), among short ones.
       {45, 4, {2, 150, 64, 65, 1}, DType::kF32, DType::kF32, true, true},
       {33, 2, {129, 3}, DType::kBF16, DType::kBF16, true, false},
+      // One short sequence over many channels: the channels are split between threads.
+      {1100, 4, {5}, DType::kBF16, DType::kBF16, true, true},
       // No tokens at all: every state stays as it was.
       {16, 4, {0, 0}, DType::kF32, DType::kF32, true, false},
   };
