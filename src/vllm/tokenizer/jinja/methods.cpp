@@ -259,12 +259,13 @@ std::optional<Value> LookupMethod(const Value& receiver, const std::string& name
                                                            : receiver.IsList()   ? &ListMethods()
                                                                                  : nullptr;
   if (table == nullptr) return std::nullopt;
-  const std::string qualified = receiver.TypeName() + "." + name;
   if (const auto it = table->find(name); it != table->end()) {
     const Method method = it->second;
-    return Value::Function(qualified, [receiver, method](CallArgs& args) { return method(receiver, args); });
+    return Value::Function(receiver.TypeName() + "." + name,
+                           [receiver, method](CallArgs& args) { return method(receiver, args); });
   }
   if (!IsOtherPythonMethod(receiver, name)) return std::nullopt;
+  const std::string qualified = receiver.TypeName() + "." + name;
   const bool modifies = !receiver.IsString();
   return Value::Function(qualified, [qualified, modifies](CallArgs&) -> Value {
     if (modifies) throw RenderError("access to attribute '" + qualified + "' is unsafe: templates cannot modify lists or dicts");

@@ -193,15 +193,23 @@ bool IsSpace(char32_t cp) {
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::u32string set = chars ? DecodeUtf8(*chars) : std::u32string();
   auto strippable = [&](char32_t cp) { return chars ? ContainsCodePoint(set, cp) : IsSpace(cp); };
-  const std::u32string cps = DecodeUtf8(s);
-  size_t begin = 0, end = cps.size();
+  // Works on the bytes: only the code points at both ends are decoded.
+  size_t begin = 0, end = s.size();
   if (left) {
-    while (begin < end && strippable(cps[begin])) ++begin;
+    for (size_t next = 0; begin < end; begin = next) {
+      if (!strippable(NextCodePoint(s, next))) break;
+    }
   }
   if (right) {
-    while (end > begin && strippable(cps[end - 1])) --end;
+    while (end > begin) {
+      size_t start = end - 1;
+      while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      size_t next = start;
+      if (!strippable(NextCodePoint(s, next))) break;
+      end = start;
+    }
   }
-  return EncodeUtf8(std::u32string_view(cps).substr(begin, end - begin));
+  return std::string(s.substr(begin, end - begin));
 }
 
 std::vector<std::string> Split(std::string_view s, const std::optional<std::string>& sep, int64_t max_split) {
