@@ -11,8 +11,8 @@
 //             integer tiles against x quantized to 8 bits (maddubs).
 //   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
 // Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
-// streamed once against every row of x in registers), gemm above (prefill: each
-// cached panel of weight rows is reused by all tiles of x rows).
+// streamed once, in address order, against every row of x in registers), gemm
+// above (prefill: each cached panel of weight rows is reused by all tiles of x).
 //
 // Why it is fast: work is split over weight rows, so each thread streams disjoint
 // weights once; quantized weights are never dequantized (integer dots with one f32

@@ -14,8 +14,9 @@
 namespace vt::cpu::matmul {
 
 // Up to this many rows of x take the GEMV path: a single register tile holds all of
-// them, so each weight row is streamed from memory once and used for every row.
-// Above it, the GEMM path reuses each cached panel of weight rows across tiles of x.
+// them, so each weight row is streamed from memory once, in order, and used for
+// every row. Above it, the GEMM path reuses each cached panel of weight rows across
+// tiles of x (see matmul_tiles.h).
 inline constexpr int64_t kGemvMaxRows = 4;
 
 // How x is handed to the dot products:

@@ -12,8 +12,10 @@
 //
 // Weight panels are the outer loop and threads take disjoint panel ranges, so each
 // thread streams its own weights exactly once. With M <= kGemvMaxRows (decode) the
-// whole of x is one tile (the GEMV path); larger M sweeps tiles of x under each
-// panel (the GEMM path).
+// whole of x is one tile and a panel is a single weight row, so each thread reads
+// its weights strictly in address order, which keeps the hardware prefetcher
+// streaming from DRAM (the GEMV path). Larger M sweeps tiles of x under panels of
+// several rows (the GEMM path), where the panel is reused from cache.
 //
 // Internal linkage throughout: each including TU is compiled with its own ISA flags
 // and must keep its own copy.
