@@ -17,8 +17,9 @@ namespace vllm {
 
 class ModelRegistry {
  public:
-  // The model for loaded.config.architecture; throws std::invalid_argument naming
-  // the architecture and listing the supported ones.
+  // The model for loaded.config.architecture. Throws vt::Error naming the file and
+  // the architecture (listing the supported ones), or the weight that does not
+  // match the config.
   static std::unique_ptr<Model> Create(const LoadedModel& loaded, const ModelOptions& options);
   static bool IsSupported(const std::string& architecture);
   static std::vector<std::string> Architectures();

@@ -1,28 +1,34 @@
 #include "vllm/model_executor/layers/dense_attn.h"
 
 #include <cmath>
-#include <stdexcept>
 #include <string>
 
+#include "vt/error.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
 
 namespace vllm::dense_attn {
 
 AttnBlock::AttnBlock(const AttnDims& dims, AttnWeights weights) : dims_(dims), w_(std::move(weights)) {
-  const int64_t q_rows = dims.num_heads * dims.head_dim * (dims.output_gate ? 2 : 1);
-  auto check = [&](const vt::Tensor& t, const char* name, int64_t rows, int64_t cols) {
-    if (!t.defined() || t.ndim() != 2 || t.size(0) != rows || t.size(1) != cols) {
-      throw std::invalid_argument(std::string("AttnBlock: ") + name + " must be [" + std::to_string(rows) + ", " +
-                                  std::to_string(cols) + "], got " + t.Describe());
+  const int64_t H = dims.hidden_size, D = dims.head_dim;
+  auto check = [](const vt::Tensor& t, const char* name, const vt::Shape& shape, const char* meaning) {
+    if (!t.defined() || t.shape() != shape) {
+      throw vt::Error(std::string("dense_attn::AttnBlock: ") + name + " must be " + vt::ShapeToString(shape) + " (" +
+                      meaning + "), got " + (t.defined() ? t.Describe() : "no tensor"));
     }
   };
-  check(w_.q_proj, "q_proj", q_rows, dims.hidden_size);
-  check(w_.k_proj, "k_proj", dims.num_kv_heads * dims.head_dim, dims.hidden_size);
-  check(w_.v_proj, "v_proj", dims.num_kv_heads * dims.head_dim, dims.hidden_size);
-  check(w_.o_proj, "o_proj", dims.hidden_size, dims.num_heads * dims.head_dim);
-  if (w_.q_norm.defined() != w_.k_norm.defined()) {
-    throw std::invalid_argument("AttnBlock: q_norm and k_norm must be given together");
+  check(w_.q_proj, "q_proj", {dims.num_heads * D * (dims.output_gate ? 2 : 1), H},
+        dims.output_gate ? "[heads * head_dim * 2 (query and gate), hidden]" : "[heads * head_dim, hidden]");
+  check(w_.k_proj, "k_proj", {dims.num_kv_heads * D, H}, "[kv_heads * head_dim, hidden]");
+  check(w_.v_proj, "v_proj", {dims.num_kv_heads * D, H}, "[kv_heads * head_dim, hidden]");
+  check(w_.o_proj, "o_proj", {H, dims.num_heads * D}, "[hidden, heads * head_dim]");
+  if (w_.q_norm.defined() || w_.k_norm.defined()) {
+    check(w_.q_norm, "q_norm", {D}, "[head_dim]");
+    check(w_.k_norm, "k_norm", {D}, "[head_dim]");
+  }
+  if (dims.rotary_dim < 0 || dims.rotary_dim > D || dims.rotary_dim % 2 != 0) {
+    throw vt::Error("dense_attn::AttnBlock: rotary_dim " + std::to_string(dims.rotary_dim) +
+                    " must be even and within [0, head_dim " + std::to_string(D) + "]");
   }
 }
 

@@ -1,31 +1,35 @@
 #include "vllm/model_executor/layers/gdn.h"
 
 #include <cmath>
-#include <stdexcept>
 #include <string>
 
+#include "vt/error.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
 
 namespace vllm::gdn {
 
 GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights) : dims_(dims), w_(std::move(weights)) {
-  auto check = [&](const vt::Tensor& t, const char* name, vt::Shape shape) {
+  auto check = [&](const vt::Tensor& t, const char* name, vt::Shape shape, const char* meaning) {
     if (!t.defined() || t.shape() != shape) {
-      throw std::invalid_argument(std::string("GdnBlock: ") + name + " must be " + vt::ShapeToString(shape) +
-                                  ", got " + t.Describe());
+      throw vt::Error(std::string("gdn::GdnBlock: ") + name + " must be " + vt::ShapeToString(shape) + " (" + meaning +
+                      "), got " + (t.defined() ? t.Describe() : "no tensor"));
     }
   };
   const int64_t H = dims.hidden_size, Hv = dims.num_value_heads;
-  check(w_.in_proj_qkv, "in_proj_qkv", {dims.conv_dim(), H});
-  check(w_.in_proj_z, "in_proj_z", {dims.value_dim(), H});
-  check(w_.in_proj_b, "in_proj_b", {Hv, H});
-  check(w_.in_proj_a, "in_proj_a", {Hv, H});
-  check(w_.conv1d, "conv1d", {dims.conv_dim(), dims.conv_kernel});
-  check(w_.A, "A", {Hv});
-  check(w_.dt_bias, "dt_bias", {Hv});
-  check(w_.norm, "norm", {dims.value_head_dim});
-  check(w_.out_proj, "out_proj", {H, dims.value_dim()});
+  if (dims.num_key_heads < 1 || Hv % dims.num_key_heads != 0) {
+    throw vt::Error("gdn::GdnBlock: value heads (" + std::to_string(Hv) + ") must be a multiple of key heads (" +
+                    std::to_string(dims.num_key_heads) + ")");
+  }
+  check(w_.in_proj_qkv, "in_proj_qkv", {dims.conv_dim(), H}, "[2 * key_heads * key_dim + value_heads * value_dim, hidden]");
+  check(w_.in_proj_z, "in_proj_z", {dims.value_dim(), H}, "[value_heads * value_dim, hidden]");
+  check(w_.in_proj_b, "in_proj_b", {Hv, H}, "[value_heads, hidden]");
+  check(w_.in_proj_a, "in_proj_a", {Hv, H}, "[value_heads, hidden]");
+  check(w_.conv1d, "conv1d", {dims.conv_dim(), dims.conv_kernel}, "[conv_dim, conv_kernel]");
+  check(w_.A, "A", {Hv}, "[value_heads]");
+  check(w_.dt_bias, "dt_bias", {Hv}, "[value_heads]");
+  check(w_.norm, "norm", {dims.value_head_dim}, "[value_dim]");
+  check(w_.out_proj, "out_proj", {H, dims.value_dim()}, "[hidden, value_heads * value_dim]");
 }
 
 void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,

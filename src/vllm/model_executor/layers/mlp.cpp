@@ -1,8 +1,8 @@
 #include "vllm/model_executor/layers/mlp.h"
 
-#include <stdexcept>
 #include <string>
 
+#include "vt/error.h"
 #include "vt/ops.h"
 
 namespace vllm {
@@ -11,8 +11,8 @@ GatedMlp::GatedMlp(MlpWeights weights) : w_(std::move(weights)) {
   const vt::Tensor& g = w_.gate_proj;
   if (!g.defined() || g.ndim() != 2 || w_.up_proj.shape() != g.shape() || !w_.down_proj.defined() ||
       w_.down_proj.shape() != vt::Shape{g.size(1), g.size(0)}) {
-    throw std::invalid_argument("GatedMlp: expected gate/up [I, H] and down [H, I], got gate " + g.Describe() +
-                                ", up " + w_.up_proj.Describe() + ", down " + w_.down_proj.Describe());
+    throw vt::Error("GatedMlp: expected gate_proj and up_proj [I, H] and down_proj [H, I], got gate_proj " +
+                    g.Describe() + ", up_proj " + w_.up_proj.Describe() + ", down_proj " + w_.down_proj.Describe());
   }
 }
 
@@ -32,13 +32,12 @@ SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renor
     : w_(std::move(weights)), top_k_(num_experts_per_tok), renormalize_(renormalize) {
   const int64_t E = w_.router.defined() ? w_.router.size(0) : 0;
   if (E < 1 || w_.experts_gate.ndim() != 3 || w_.experts_gate.size(0) != E || top_k_ < 1 || top_k_ > E) {
-    throw std::invalid_argument("SparseMoe: router " + w_.router.Describe() + " and experts " +
-                                w_.experts_gate.Describe() + " disagree, or top-k " + std::to_string(top_k_) +
-                                " is out of range");
+    throw vt::Error("SparseMoe: router " + w_.router.Describe() + " and experts " + w_.experts_gate.Describe() +
+                    " disagree, or top-k " + std::to_string(top_k_) + " is out of range");
   }
   if (w_.shared_expert) {
     shared_.emplace(*w_.shared_expert);
-    if (!w_.shared_expert_gate.defined()) throw std::invalid_argument("SparseMoe: shared expert without its gate");
+    if (!w_.shared_expert_gate.defined()) throw vt::Error("SparseMoe: shared expert without its gate");
   }
 }
 

@@ -1,22 +1,50 @@
 #include "vllm/model_executor/models/decoder_model.h"
 
-#include <stdexcept>
 #include <string>
 
+#include "vllm/model_loader/weight_names.h"
+#include "vt/error.h"
 #include "vt/ops.h"
 
 namespace vllm {
+namespace {
+
+// Every weight the config implies must exist with the canonical shape
+// (weight_names.h), so a config/weights mismatch is named before any layer is built.
+void CheckWeightsMatchConfig(const ModelConfig& config, const WeightStore& weights) {
+  for (const WeightSpec& spec : ModelWeightSpecs(config)) {
+    if (!weights.Has(spec.name)) {
+      throw vt::Error("the " + config.architecture + " config needs weight '" + spec.name + "' " +
+                      vt::ShapeToString(spec.shape) + ", which the weights lack");
+    }
+    const vt::Tensor& w = weights.Get(spec.name);
+    if (w.shape() != spec.shape) {
+      throw vt::Error("weight '" + spec.name + "' is " + w.Describe() + " but the " + config.architecture +
+                      " config (hidden_size " + std::to_string(config.hidden_size) + ", vocab_size " +
+                      std::to_string(config.vocab_size) + ") needs " + vt::ShapeToString(spec.shape));
+    }
+  }
+}
+
+}  // namespace
 
 DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options)
     : config_(config), options_(options), norm_offset_(config.zero_centered_norms ? 1.0f : 0.0f) {
   if (!vt::IsFloat(options.activation_dtype)) {
-    throw std::invalid_argument(std::string("activations must be float32, bfloat16 or float16, got ") +
-                                vt::DTypeName(options.activation_dtype));
+    throw vt::Error(std::string("activations must be float32, bfloat16 or float16, got ") +
+                    vt::DTypeName(options.activation_dtype));
   }
+  CheckWeightsMatchConfig(config, weights);
   embed_tokens_ = Weight(weights, "embed_tokens.weight");
   final_norm_ = Weight(weights, "norm.weight");
   lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers_.push_back(BuildLayer(i, weights));
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    try {
+      layers_.push_back(BuildLayer(i, weights));
+    } catch (const vt::Error& e) {
+      throw vt::Error("layer " + std::to_string(i) + " (" + LayerTypeName(config.layer_types.at(i)) + "): " + e.what());
+    }
+  }
 }
 
 vt::Tensor DecoderModel::Weight(const WeightStore& weights, const std::string& name) const {

@@ -1,7 +1,7 @@
 #include "vllm/model_executor/models/model_registry.h"
 
-#include <stdexcept>
 
+#include "vt/error.h"
 #include "vt/reach.h"
 
 namespace vllm {
@@ -46,15 +46,21 @@ std::unique_ptr<Model> ModelRegistry::Create(const LoadedModel& loaded, const Mo
   if (arch == nullptr) {
     std::string list;
     for (const std::string& name : Architectures()) list += (list.empty() ? "" : ", ") + name;
-    throw std::invalid_argument("unsupported model architecture '" + loaded.config.architecture + "' in " +
-                                loaded.path + " (supported: " + list + ")");
+    throw vt::Error(loaded.path + ": unsupported model architecture '" + loaded.config.architecture +
+                    "' (supported: " + list + ")");
   }
   if (arch->family != loaded.config.family) {
-    throw std::invalid_argument("architecture '" + loaded.config.architecture + "' does not match the " +
-                                ModelFamilyName(loaded.config.family) + " config of " + loaded.path);
+    throw vt::Error(loaded.path + ": architecture '" + loaded.config.architecture + "' is a " +
+                    ModelFamilyName(arch->family) + " model, but its config describes a " +
+                    ModelFamilyName(loaded.config.family) + " model");
   }
+  ValidateModelConfig(loaded.config, loaded.path);
   // Every supported family is the same decoder stack with different data (decoder_model.h).
-  return std::make_unique<DecoderModel>(loaded.config, loaded.weights, options);
+  try {
+    return std::make_unique<DecoderModel>(loaded.config, loaded.weights, options);
+  } catch (const vt::Error& e) {
+    throw vt::Error(loaded.path + ": " + e.what());
+  }
 }
 
 vt::Tensor ModelRegistry::Forward(const Model& model, const ForwardBatch& batch, const ModelCaches& caches) {
