@@ -9,21 +9,15 @@
 // the caches may have different float dtypes (kernels are instantiated per cache
 // dtype; the query row is read, and the output row written, once).
 //
-// One block of 128 threads per (row, group of query heads sharing a kv head
-// [, partition]), see paged_attention_choice.h for which variant runs. The block
-// walks its keys in tiles of 64:
-//   1. scores: each warp takes whole keys; its lanes split D, read the K row once
-//      (coalesced) and dot it with every query head of the group (scaled queries
-//      in shared memory); warp sums finish the dot products;
-//   2. softmax: the warp owning a head updates that head's running max and sum
-//      (online softmax in f32, kept in registers) and turns the tile's scores into
-//      weights;
-//   3. V: every thread owns output dims d (all heads of the group), reads V[j, d]
-//      once per key (coalesced across threads) and adds it with each head's weight.
-// K and V bytes are thus read once per group, not once per query head. Shared
-// memory: the group's queries (<= 8 KB), the tile's scores and key addresses
-// (~4.6 KB), fine for every target's LDS. A block id outside the cache masks its
-// keys instead of reading outside the cache.
+// One block of 128 threads per (row, head[, partition]), see
+// paged_attention_choice.h for which variant runs. The block walks its keys in
+// tiles of 64: each warp scores whole keys (lanes split D, a warp-sum finishes the
+// dot product; K reads are coalesced along D), the block takes the tile's max and
+// softmax weights (online softmax in f32), then every thread accumulates its own
+// output dims over the tile's V rows (coalesced across threads). The scaled query
+// and the tile's scores and key addresses live in shared memory (about 1.8 KB,
+// fine for every target's LDS). A block id outside the cache masks its keys
+// instead of reading outside the cache.
 #include "gpu_common.cuh"
 #include "paged_attention_choice.h"
 #include "vt/ops.h"
@@ -34,7 +28,6 @@ namespace {
 
 constexpr int kKeyTile = 64;
 constexpr int kMaxDimsPerThread = kPagedAttentionMaxHeadDim / kPagedAttentionThreads;
-constexpr int kMaxHeads = kPagedAttentionMaxHeadsPerBlock;
 
 // T is the cache dtype; q and out have their own (run-time) dtype, read and written
 // once per row.
@@ -53,7 +46,6 @@ struct AttentionParams {
   int64_t k_strides[3], v_strides[3];           // block, offset, head
   int64_t block_table_stride;
   int64_t num_seqs, num_heads, kv_group, head_dim, block_size, num_cache_blocks, max_blocks_per_seq;
-  int64_t heads_per_block, head_groups;  // head_groups = ceil(kv_group / heads_per_block)
   int64_t partition_size, num_partitions;
   float scale;
 };
@@ -69,196 +61,117 @@ __device__ inline int64_t SequenceOfRow(const int32_t* query_start_loc, int64_t 
   return lo;
 }
 
-struct TileShared {
-  float q[kPagedAttentionMaxGroupDims];  // [heads][D], scaled
-  float scores[kMaxHeads][kKeyTile];     // scores, then softmax weights
-  int64_t key_rows[kKeyTile];            // element offset of each key's V row, -1 if masked
-  float correction[kMaxHeads];           // e^(old max - new max) of the current tile
-  float max[kMaxHeads], sum[kMaxHeads];  // final softmax state, published after the walk
+struct RowState {
+  float max = -INFINITY;
+  float sum = 0.0f;
+  float acc[kMaxDimsPerThread] = {};
 };
 
-// What the block works on: its row, kv head, query heads and key range.
-struct BlockWork {
-  int64_t row, seq, kv_head, first_head, begin, end;
-  int heads;
-};
-
-template <typename T, bool kSplit>
-__device__ BlockWork LocateWork(const AttentionParams<T>& p) {
-  BlockWork w;
-  w.row = blockIdx.x;
-  w.kv_head = blockIdx.y / p.head_groups;
-  const int64_t chunk = blockIdx.y % p.head_groups;
-  w.first_head = w.kv_head * p.kv_group + chunk * p.heads_per_block;
-  const int64_t left = p.kv_group - chunk * p.heads_per_block;
-  w.heads = static_cast<int>(left < p.heads_per_block ? left : p.heads_per_block);
-  w.seq = SequenceOfRow(p.query_start_loc, p.num_seqs, w.row);
-  const int64_t q_len = p.query_start_loc[w.seq + 1] - p.query_start_loc[w.seq];
-  const int64_t position = p.seq_lens[w.seq] - q_len + (w.row - p.query_start_loc[w.seq]);
-  const int64_t context = position + 1;  // keys 0..position
-  w.begin = kSplit ? static_cast<int64_t>(blockIdx.z) * p.partition_size : 0;
-  const int64_t end = kSplit ? w.begin + p.partition_size : context;
-  w.end = end < context ? end : context;
-  return w;
-}
-
-// Step 1: scores of keys [first, first + count) for every head of the group.
+// Scores one tile of keys [first, first + count) into scores[] and records each
+// key's element offset (or -1 when its block id is outside the cache).
 template <typename T>
-__device__ void ScoreTile(const AttentionParams<T>& p, const BlockWork& w, int64_t first, int count, TileShared& sh) {
+__device__ void ScoreTile(const AttentionParams<T>& p, int64_t seq, int64_t kv_head, int64_t first, int count,
+                          const float* q, float* scores, int64_t* key_rows) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  constexpr int kWarps = kPagedAttentionThreads / kWarpSize;
-  for (int j = warp; j < count; j += kWarps) {
+  const int num_warps = blockDim.x / kWarpSize;
+  for (int j = warp; j < count; j += num_warps) {
     const int64_t position = first + j;
     const int64_t table_index = position / p.block_size;
     const int64_t block =
-        table_index < p.max_blocks_per_seq ? p.block_tables[w.seq * p.block_table_stride + table_index] : -1;
+        table_index < p.max_blocks_per_seq ? p.block_tables[seq * p.block_table_stride + table_index] : -1;
     const bool valid = block >= 0 && block < p.num_cache_blocks;
     const int64_t offset = position % p.block_size;
-    float partial[kMaxHeads] = {};
+    float partial = 0.0f;
     if (valid) {
-      const T* k = p.k_cache + block * p.k_strides[0] + offset * p.k_strides[1] + w.kv_head * p.k_strides[2];
-      for (int64_t d = lane; d < p.head_dim; d += kWarpSize) {
-        const float kd = ToFloat(k[d]);
-#pragma unroll
-        for (int h = 0; h < kMaxHeads; ++h) {
-          if (h < w.heads) partial[h] += sh.q[h * p.head_dim + d] * kd;
-        }
-      }
+      const T* k = p.k_cache + block * p.k_strides[0] + offset * p.k_strides[1] + kv_head * p.k_strides[2];
+      for (int64_t d = lane; d < p.head_dim; d += kWarpSize) partial += q[d] * ToFloat(k[d]);
     }
-#pragma unroll
-    for (int h = 0; h < kMaxHeads; ++h) {
-      if (h < w.heads) {
-        const float score = WarpSum(partial[h]);
-        if (lane == 0) sh.scores[h][j] = valid ? score : -INFINITY;
-      }
-    }
+    const float score = WarpSum(partial);
     if (lane == 0) {
-      sh.key_rows[j] = valid ? block * p.v_strides[0] + offset * p.v_strides[1] + w.kv_head * p.v_strides[2] : -1;
+      scores[j] = valid ? score : -INFINITY;
+      key_rows[j] = valid ? block * p.v_strides[0] + offset * p.v_strides[1] + kv_head * p.v_strides[2] : -1;
     }
   }
 }
 
-// Step 2: the warp owning head h (h % warps == warp) folds the tile into the head's
-// running max and sum (registers, identical in every lane of that warp) and
-// rewrites the scores as weights e^(score - new max).
-__device__ inline void SoftmaxTile(int heads, int count, TileShared& sh, float (&run_max)[kMaxHeads],
-                                   float (&run_sum)[kMaxHeads]) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  constexpr int kWarps = kPagedAttentionThreads / kWarpSize;
-#pragma unroll
-  for (int h = 0; h < kMaxHeads; ++h) {
-    if (h < heads && h % kWarps == warp) {
-      float tile_max = -INFINITY;
-      for (int j = lane; j < count; j += kWarpSize) tile_max = fmaxf(tile_max, sh.scores[h][j]);
-      const float new_max = fmaxf(run_max[h], WarpMax(tile_max));
-      const float correction = run_max[h] == -INFINITY ? 0.0f : expf(run_max[h] - new_max);
-      float tile_sum = 0.0f;
-      for (int j = lane; j < count; j += kWarpSize) {
-        const float weight = new_max == -INFINITY ? 0.0f : expf(sh.scores[h][j] - new_max);  // all masked so far
-        sh.scores[h][j] = weight;
-        tile_sum += weight;
-      }
-      run_sum[h] = run_sum[h] * correction + WarpSum(tile_sum);
-      run_max[h] = new_max;
-      if (lane == 0) sh.correction[h] = correction;
-    }
-  }
-}
-
-// Step 3: this thread's output dims, all heads, over the tile's V rows.
+// Folds the scored tile into the running softmax state of this thread's dims.
 template <typename T>
-__device__ void AccumulateTile(const AttentionParams<T>& p, int heads, int count, const TileShared& sh,
-                               float (&acc)[kMaxHeads][kMaxDimsPerThread]) {
+__device__ void AccumulateTile(const AttentionParams<T>& p, int count, float* scores, const int64_t* key_rows,
+                               float* scratch, RowState& state) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const float score = tid < count ? scores[tid] : -INFINITY;
+  const float tile_max = BlockMax(score, scratch);
+  const float new_max = fmaxf(state.max, tile_max);
+  if (new_max == -INFINITY) return;  // every key so far masked: nothing to add (uniform across the block)
+  const float correction = state.max == -INFINITY ? 0.0f : expf(state.max - new_max);
+  const float weight = tid < count ? expf(score - new_max) : 0.0f;
+  if (tid < count) scores[tid] = weight;
+  state.sum = state.sum * correction + BlockSum(weight, scratch);  // its barriers publish scores[]
+  state.max = new_max;
 #pragma unroll
   for (int r = 0; r < kMaxDimsPerThread; ++r) {
-    const int64_t d = threadIdx.x + static_cast<int64_t>(r) * kPagedAttentionThreads;
+    const int64_t d = threadIdx.x + static_cast<int64_t>(r) * blockDim.x;
     if (d < p.head_dim) {
-#pragma unroll
-      for (int h = 0; h < kMaxHeads; ++h) {
-        if (h < heads) acc[h][r] *= sh.correction[h];
-      }
+      float acc = state.acc[r] * correction;
       for (int j = 0; j < count; ++j) {
-        if (sh.key_rows[j] < 0) continue;
-        const float v = ToFloat(p.v_cache[sh.key_rows[j] + d]);
-#pragma unroll
-        for (int h = 0; h < kMaxHeads; ++h) {
-          if (h < heads) acc[h][r] += sh.scores[h][j] * v;
-        }
+        if (key_rows[j] >= 0) acc += scores[j] * ToFloat(p.v_cache[key_rows[j] + d]);
       }
-    }
-  }
-}
-
-// Writes the output rows (one pass) or the partition's partials (split).
-template <typename T, bool kSplit>
-__device__ void WriteResult(const AttentionParams<T>& p, const BlockWork& w, const TileShared& sh,
-                            const float (&acc)[kMaxHeads][kMaxDimsPerThread]) {
-#pragma unroll
-  for (int h = 0; h < kMaxHeads; ++h) {
-    if (h < w.heads) {
-      const int64_t head = w.first_head + h;
-      float* partial = nullptr;
-      if constexpr (kSplit) {
-        partial = p.partials + ((w.row * p.num_heads + head) * p.num_partitions + blockIdx.z) * (p.head_dim + 2);
-        if (threadIdx.x == 0) {
-          partial[p.head_dim] = sh.max[h];
-          partial[p.head_dim + 1] = sh.sum[h];
-        }
-      }
-      const int64_t out_row = w.row * p.out_strides[0] + head * p.out_strides[1];
-      const float inv_sum = sh.sum[h] > 0.0f ? 1.0f / sh.sum[h] : 0.0f;  // a row with no visible key writes 0
-#pragma unroll
-      for (int r = 0; r < kMaxDimsPerThread; ++r) {
-        const int64_t d = threadIdx.x + static_cast<int64_t>(r) * kPagedAttentionThreads;
-        if (d < p.head_dim) {
-          if constexpr (kSplit) {
-            partial[d] = acc[h][r];
-          } else {
-            StoreFromFloat(p.out, p.out_dtype, out_row + d, acc[h][r] * inv_sum);
-          }
-        }
-      }
+      state.acc[r] = acc;
     }
   }
 }
 
 template <typename T, bool kSplit>
 __global__ void __launch_bounds__(kPagedAttentionThreads) PagedAttentionRows(AttentionParams<T> p) {
-  __shared__ TileShared sh;
-  const BlockWork w = LocateWork<T, kSplit>(p);
-  for (int64_t i = threadIdx.x; i < w.heads * p.head_dim; i += blockDim.x) {
-    const int64_t h = i / p.head_dim, d = i % p.head_dim;
-    const int64_t q_at = w.row * p.q_strides[0] + (w.first_head + h) * p.q_strides[1] + d;
-    sh.q[i] = LoadAsFloat(p.q, p.q_dtype, q_at) * p.scale;
+  __shared__ float q[kPagedAttentionMaxHeadDim];
+  __shared__ float scores[kKeyTile];
+  __shared__ int64_t key_rows[kKeyTile];
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  const int64_t row = blockIdx.x, head = blockIdx.y, partition = blockIdx.z;
+  const int64_t seq = SequenceOfRow(p.query_start_loc, p.num_seqs, row);
+  const int64_t q_len = p.query_start_loc[seq + 1] - p.query_start_loc[seq];
+  const int64_t position = p.seq_lens[seq] - q_len + (row - p.query_start_loc[seq]);
+  const int64_t context = position + 1;  // keys 0..position
+  const int64_t begin = kSplit ? partition * p.partition_size : 0;
+  const int64_t end_raw = kSplit ? begin + p.partition_size : context;
+  const int64_t end = end_raw < context ? end_raw : context;
+  const int64_t kv_head = head / p.kv_group;
+
+  const int64_t q_row = row * p.q_strides[0] + head * p.q_strides[1];
+  for (int64_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    q[d] = LoadAsFloat(p.q, p.q_dtype, q_row + d) * p.scale;
   }
   __syncthreads();
-  float run_max[kMaxHeads], run_sum[kMaxHeads];
-  float acc[kMaxHeads][kMaxDimsPerThread] = {};
-#pragma unroll
-  for (int h = 0; h < kMaxHeads; ++h) {
-    run_max[h] = -INFINITY;
-    run_sum[h] = 0.0f;
-  }
-  for (int64_t first = w.begin; first < w.end; first += kKeyTile) {
-    const int count = static_cast<int>(w.end - first < kKeyTile ? w.end - first : kKeyTile);
-    ScoreTile(p, w, first, count, sh);
+
+  RowState state;
+  for (int64_t first = begin; first < end; first += kKeyTile) {
+    const int count = static_cast<int>(end - first < kKeyTile ? end - first : kKeyTile);
+    ScoreTile(p, seq, kv_head, first, count, q, scores, key_rows);
     __syncthreads();
-    SoftmaxTile(w.heads, count, sh, run_max, run_sum);
-    __syncthreads();
-    AccumulateTile(p, w.heads, count, sh, acc);
-    __syncthreads();  // the next tile rewrites scores, key_rows and correction
+    AccumulateTile(p, count, scores, key_rows, scratch, state);
+    __syncthreads();  // scores[] and key_rows[] are rewritten by the next tile
   }
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  constexpr int kWarps = kPagedAttentionThreads / kWarpSize;
+
+  if constexpr (kSplit) {
+    float* partial = p.partials + ((row * p.num_heads + head) * p.num_partitions + partition) * (p.head_dim + 2);
 #pragma unroll
-  for (int h = 0; h < kMaxHeads; ++h) {
-    if (h < w.heads && h % kWarps == warp && lane == 0) {
-      sh.max[h] = run_max[h];
-      sh.sum[h] = run_sum[h];
+    for (int r = 0; r < kMaxDimsPerThread; ++r) {
+      const int64_t d = threadIdx.x + static_cast<int64_t>(r) * blockDim.x;
+      if (d < p.head_dim) partial[d] = state.acc[r];
+    }
+    if (threadIdx.x == 0) {
+      partial[p.head_dim] = state.max;
+      partial[p.head_dim + 1] = state.sum;
+    }
+  } else {
+    const int64_t out_row = row * p.out_strides[0] + head * p.out_strides[1];
+    const float inv_sum = state.sum > 0.0f ? 1.0f / state.sum : 0.0f;  // a row with no visible key writes 0
+#pragma unroll
+    for (int r = 0; r < kMaxDimsPerThread; ++r) {
+      const int64_t d = threadIdx.x + static_cast<int64_t>(r) * blockDim.x;
+      if (d < p.head_dim) StoreFromFloat(p.out, p.out_dtype, out_row + d, state.acc[r] * inv_sum);
     }
   }
-  __syncthreads();
-  WriteResult<T, kSplit>(p, w, sh, acc);
 }
 
 // out[row, head] = sum_p acc_p * e^(max_p - M) / sum_p sum_p * e^(max_p - M).
@@ -322,8 +235,8 @@ AttentionParams<T> MakeParams(const PagedAttentionArgs& a) {
 
 void PagedAttentionGpu(const PagedAttentionArgs& a) {
   gpuStream_t stream = PrepareDevice(a.q.device());
-  const PagedAttentionShape shape{a.q.size(0),  a.q.size(1),  a.k_cache.size(2),
-                                  a.q.size(2),  a.max_seq_len, MultiprocessorCount(a.q.device())};
+  const PagedAttentionShape shape{a.q.size(0), a.q.size(1), a.q.size(2), a.max_seq_len,
+                                  MultiprocessorCount(a.q.device())};
   const PagedAttentionPlan plan = ChoosePagedAttention(shape);
   if (!SupportsShape(plan.kernel, shape, plan)) {
     throw Error("vt::PagedAttention on " + a.q.device().ToString() + ": internal error: the kernel choice picked a " +
@@ -339,21 +252,16 @@ void PagedAttentionGpu(const PagedAttentionArgs& a) {
   DispatchFloat(a.k_cache.dtype(), "PagedAttention", [&](auto tag) {
     using T = decltype(tag);
     AttentionParams<T> p = MakeParams<T>(a);
-    p.heads_per_block = plan.heads_per_block;
-    p.head_groups = HeadGroupsPerKvHead(shape, plan);
     p.partition_size = plan.partition_size;
     p.num_partitions = plan.num_partitions;
-    // x: query rows; y: (kv head, group of its query heads); z: key partitions.
-    const dim3 grid(GridFor(shape.num_tokens, 1, "PagedAttention"),
-                    static_cast<unsigned>(shape.num_kv_heads * p.head_groups),
-                    static_cast<unsigned>(plan.num_partitions));
+    const dim3 rows_grid(GridFor(shape.num_tokens, 1, "PagedAttention"), static_cast<unsigned>(shape.num_heads));
     if (split) {
       p.partials = partials.data_ptr<float>();
-      PagedAttentionRows<T, true><<<grid, kPagedAttentionThreads, 0, stream>>>(p);
-      const dim3 combine_grid(grid.x, static_cast<unsigned>(shape.num_heads));
-      CombinePartitions<T><<<combine_grid, kPagedAttentionThreads, 0, stream>>>(p);
+      const dim3 split_grid(rows_grid.x, rows_grid.y, static_cast<unsigned>(plan.num_partitions));
+      PagedAttentionRows<T, true><<<split_grid, kPagedAttentionThreads, 0, stream>>>(p);
+      CombinePartitions<T><<<rows_grid, kPagedAttentionThreads, 0, stream>>>(p);
     } else {
-      PagedAttentionRows<T, false><<<grid, kPagedAttentionThreads, 0, stream>>>(p);
+      PagedAttentionRows<T, false><<<rows_grid, kPagedAttentionThreads, 0, stream>>>(p);
     }
   });
   CheckLaunch("PagedAttention");

@@ -6,19 +6,17 @@
 // tests/vt/gpu/paged_attention_choice_test.cpp without a GPU, including head_dim
 // 64/128/256 at batch sizes 1..512.
 //
-// Both variants (paged_attention.cu) give one block to a query row and a group of
-// `heads_per_block` query heads that share one kv head, so each K and V row is
-// read once for the whole group (GQA) instead of once per query head:
-//   kRowsOnePass   the block walks all keys of the row's causal context with an
-//                  online softmax and writes the output.
+// Variants (paged_attention.cu):
+//   kRowsOnePass   one block per (query row, query head) walks all keys of the row's
+//                  causal context with an online softmax and writes the output.
 //   kRowsSplitKv   the same walk cut into partitions of partition_size keys, one
-//                  block per (row, head group, partition), each writing a partial
+//                  block per (row, head, partition), each writing a partial
 //                  (max, sum, weighted V); a second kernel combines the partitions.
-//                  Used when the one-pass grid is too small to fill the GPU and the
+//                  Used when (rows x heads) is too small to fill the GPU and the
 //                  context is long (decode of a few sequences): the partitions
 //                  supply the missing parallelism.
-// Both accept any head_dim in [1, kMaxHeadDim], any GQA ratio (large groups are
-// cut into several blocks), block size, batch size, query length and cache strides.
+// Both accept any head_dim in [1, kMaxHeadDim] and any block size, batch size,
+// query length and cache strides.
 #pragma once
 
 #include <cstdint>
@@ -28,59 +26,39 @@ namespace vt::gpu {
 enum class PagedAttentionKernel { kRowsOnePass, kRowsSplitKv };
 
 struct PagedAttentionShape {
-  int64_t num_tokens = 0;    // T, query rows of the batch
-  int64_t num_heads = 0;     // Nq
-  int64_t num_kv_heads = 0;  // Nkv, divides Nq
-  int64_t head_dim = 0;      // D
+  int64_t num_tokens = 0;  // T, query rows of the batch
+  int64_t num_heads = 0;   // Nq
+  int64_t head_dim = 0;    // D
   int64_t max_seq_len = 0;
   int multiprocessors = 1;
 };
 
 struct PagedAttentionPlan {
   PagedAttentionKernel kernel = PagedAttentionKernel::kRowsOnePass;
-  int64_t heads_per_block = 1;  // query heads of one kv group per block
-  int64_t partition_size = 0;   // keys per partition (kRowsSplitKv only)
+  int64_t partition_size = 0;  // keys per partition (kRowsSplitKv only)
   int64_t num_partitions = 1;
 };
 
 inline constexpr int64_t kPagedAttentionMaxHeadDim = 256;
 inline constexpr int64_t kPagedAttentionThreads = 128;  // block size of both variants
-// A block holds heads_per_block scaled query rows in shared memory and
-// heads_per_block x ceil(D / threads) output sums per thread in registers.
-inline constexpr int64_t kPagedAttentionMaxHeadsPerBlock = 16;
-inline constexpr int64_t kPagedAttentionMaxGroupDims = 2048;  // heads_per_block x D
 // Largest grid dimension both CUDA and HIP accept in y and z.
 inline constexpr int64_t kPagedAttentionMaxGridYZ = 65535;
 
 inline constexpr int64_t kSplitKvMinPartition = 512;  // keys; a partition shorter than this costs more than it gives
 inline constexpr int64_t kSplitKvMaxPartitions = 128;
-inline constexpr int64_t kSplitKvBlocksPerMultiprocessor = 4;  // below this many one-pass blocks, split
-
-inline int64_t HeadGroupsPerKvHead(const PagedAttentionShape& s, const PagedAttentionPlan& plan) {
-  const int64_t group = s.num_heads / s.num_kv_heads;
-  return (group + plan.heads_per_block - 1) / plan.heads_per_block;
-}
+inline constexpr int64_t kSplitKvBlocksPerMultiprocessor = 4;  // below this many (row, head) blocks, split
 
 inline bool SupportsShape(PagedAttentionKernel kernel, const PagedAttentionShape& s, const PagedAttentionPlan& plan) {
-  const bool heads = s.num_kv_heads >= 1 && s.num_heads >= s.num_kv_heads && s.num_heads % s.num_kv_heads == 0;
-  if (!heads || s.head_dim < 1 || s.head_dim > kPagedAttentionMaxHeadDim || s.num_tokens < 1) return false;
-  const bool group_fits = plan.heads_per_block >= 1 && plan.heads_per_block <= kPagedAttentionMaxHeadsPerBlock &&
-                          plan.heads_per_block * s.head_dim <= kPagedAttentionMaxGroupDims &&
-                          s.num_kv_heads * HeadGroupsPerKvHead(s, plan) <= kPagedAttentionMaxGridYZ;
-  if (!group_fits) return false;
-  if (kernel == PagedAttentionKernel::kRowsOnePass) return plan.num_partitions == 1;
-  return plan.partition_size >= 1 && plan.num_partitions >= 1 && plan.num_partitions <= kPagedAttentionMaxGridYZ &&
-         plan.num_partitions * plan.partition_size >= s.max_seq_len;
+  const bool common = s.head_dim >= 1 && s.head_dim <= kPagedAttentionMaxHeadDim && s.num_tokens >= 1 &&
+                      s.num_heads >= 1 && s.num_heads <= kPagedAttentionMaxGridYZ;
+  if (kernel == PagedAttentionKernel::kRowsOnePass) return common && plan.num_partitions == 1;
+  return common && plan.partition_size >= 1 && plan.num_partitions >= 1 &&
+         plan.num_partitions <= kPagedAttentionMaxGridYZ && plan.num_partitions * plan.partition_size >= s.max_seq_len;
 }
 
 inline PagedAttentionPlan ChoosePagedAttention(const PagedAttentionShape& s) {
   PagedAttentionPlan plan;
-  const int64_t group = s.num_kv_heads > 0 ? s.num_heads / s.num_kv_heads : 1;
-  const int64_t dims = s.head_dim > 0 ? s.head_dim : 1;
-  int64_t heads = group < kPagedAttentionMaxHeadsPerBlock ? group : kPagedAttentionMaxHeadsPerBlock;
-  if (heads * dims > kPagedAttentionMaxGroupDims) heads = kPagedAttentionMaxGroupDims / dims;
-  plan.heads_per_block = heads > 0 ? heads : 1;
-  const int64_t blocks = s.num_tokens * s.num_kv_heads * ((group + plan.heads_per_block - 1) / plan.heads_per_block);
+  const int64_t blocks = s.num_tokens * s.num_heads;
   const bool few_blocks = blocks < static_cast<int64_t>(s.multiprocessors) * kSplitKvBlocksPerMultiprocessor;
   if (!few_blocks || s.max_seq_len <= kSplitKvMinPartition) return plan;
   int64_t partition = (s.max_seq_len + kSplitKvMaxPartitions - 1) / kSplitKvMaxPartitions;

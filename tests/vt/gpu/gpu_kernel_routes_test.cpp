@@ -116,7 +116,7 @@ TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
     const char* route;
   };
   const RouteCase cases[] = {
-      {{300, 300, 8, 2, 64}, "rows_one_pass"},  // prefill: 600 (row, kv head) blocks fill the GPU
+      {{300, 300, 8, 2, 64}, "rows_one_pass"},  // prefill: 2400 (row, head) blocks fill the GPU
       {{3000, 1, 4, 1, 256}, "rows_split_kv"},  // decode of one long sequence
       {{1500, 2, 16, 4, 128}, "rows_split_kv"},
   };
