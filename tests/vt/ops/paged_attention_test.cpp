@@ -264,20 +264,25 @@ TEST(PagedAttentionTest, NonContiguousCachesAndStridedQueries) {
   }
 }
 
-// Odd head dims (AVX-512 masks the tail, AVX2 needs multiples of 8 and hands the
-// rest to portable code), odd block sizes, and segments cut at block boundaries.
+// Odd head dims (AVX-512 masks the tail, in 32-element pairs for bf16 caches; AVX2
+// needs multiples of 8 and hands the rest to portable code), odd block sizes, and
+// segments cut at block boundaries. f32 queries keep the tolerance tight.
 TEST(PagedAttentionTest, OddHeadDimsAndBlockSizes) {
   std::mt19937 rng(143);
   for (int64_t head_dim : {1, 8, 24, 40, 100, 136, 250}) {
     for (int64_t block_size : {1, 5, 16, 64}) {
-      Problem p;
-      p.head_dim = head_dim;
-      p.block_size = block_size;
-      p.num_heads = 6;
-      p.num_kv_heads = 3;
-      p.scale = 0.3f;
-      p.seqs = {{0, 13}, {40, 3}, {17, 1}};
-      CheckProblem(p, rng);
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        Problem p;
+        p.head_dim = head_dim;
+        p.block_size = block_size;
+        p.num_heads = 6;
+        p.num_kv_heads = 3;
+        p.q_dtype = DType::kF32;
+        p.cache_dtype = dtype;
+        p.scale = 0.3f;
+        p.seqs = {{0, 13}, {40, 3}, {17, 1}};
+        CheckProblem(p, rng);
+      }
     }
   }
 }
@@ -298,6 +303,9 @@ TEST(PagedAttentionTest, FewWorkItemsSplitContextsOrHeads) {
     reach::Reset();
     CheckProblem(p, rng);
     EXPECT_GT(reach::Count("PagedAttentionCpu.split_kv"), 0u);
+    p.head_dim = 100;  // merged rows padded (and, for bf16, pair-split) past the head dim
+    CheckProblem(p, rng);
+    p.head_dim = 256;
     p.seqs = {{700, 7}};
     CheckProblem(p, rng);
     p.num_heads = 16;

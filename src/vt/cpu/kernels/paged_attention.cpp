@@ -247,6 +247,7 @@ void LoadQueries(const Context& c, const WorkItem& item, int64_t rows, Scratch& 
       LoadRow(RowAddress(c.q_rows, c, item, hi, r), c.q_rows.dtype, c.head_dim, row);
       for (int64_t i = 0; i < c.head_dim; ++i) row[i] *= c.scale;
       std::fill(row + c.head_dim, row + c.padded_dim, 0.0f);
+      if (c.kernels.pairs_split) pa::SplitPairs(row, c.padded_dim);
     }
   }
 }
@@ -289,6 +290,7 @@ void StoreOutputs(const Context& c, const WorkItem& item, int64_t rows, Scratch&
       const int64_t row = hi * c.rows_per_head + r;
       float* acc = s.acc + row * c.padded_dim;
       const float inv_l = 1.0f / s.l[row];
+      if (c.kernels.pairs_split) pa::JoinPairs(acc, c.padded_dim);
       for (int64_t i = 0; i < c.head_dim; ++i) acc[i] *= inv_l;
       StoreRow(acc, c.head_dim, RowAddress(c.out_rows, c, item, hi, r), c.out_rows.dtype);
     }
@@ -351,7 +353,7 @@ void MergeSlices(const Context& c, const Schedule& schedule, const MergeGroup& g
       const float w = std::exp(c.partial_m[slot] - m);
       l += w * c.partial_l[slot];
       const float* part = c.partial_acc.data() + slot * c.padded_dim;
-      for (int64_t i = 0; i < c.head_dim; ++i) acc[i] += w * part[i];
+      for (int64_t i = 0; i < c.padded_dim; ++i) acc[i] += w * part[i];  // padded_dim: rows may be pair-split
     }
     s.l[row] = l;
   }

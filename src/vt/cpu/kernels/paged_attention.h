@@ -22,7 +22,7 @@
 namespace vt::cpu::paged_attention {
 
 inline constexpr int kMaxSegment = 16;  // positions per micro-kernel call
-inline constexpr int kRowPad = 16;      // q / acc rows are padded to this many floats
+inline constexpr int kRowPad = 32;      // q / acc rows are padded to this many floats
 
 inline int64_t PaddedHeadDim(int64_t head_dim) { return (head_dim + kRowPad - 1) / kRowPad * kRowPad; }
 
@@ -86,7 +86,17 @@ struct MicroKernels {
   // acc_r = acc_r * rescale[r] + sum_j p[r * kMaxSegment + j] * v_j, r < rows.
   void (*accumulate)(const float* p, const float* rescale, int rows, const KvSegment& seg, int64_t head_dim,
                      float* acc, int64_t acc_stride);
+  // Whether q and acc rows are kept with each group of 32 floats split into its
+  // even then its odd elements ([x0, x2, .., x30, x1, x3, .., x31]): the order in
+  // which the AVX-512 kernels unpack bf16 pairs. The caller permutes q rows after
+  // loading them and acc rows back before storing them (SplitPairs / JoinPairs).
+  bool pairs_split;
 };
+
+// The permutation of MicroKernels::pairs_split on a row of padded_dim floats (a
+// multiple of kRowPad), and its inverse.
+void SplitPairs(float* row, int64_t padded_dim);
+void JoinPairs(float* row, int64_t padded_dim);
 
 // cache_dtype is f32, bf16 or f16.
 const MicroKernels& MicroKernelsPortable(DType cache_dtype);

@@ -152,7 +152,7 @@ void Accumulate(const float* p, const float* rescale, int rows, const KvSegment&
 }
 
 template <typename T>
-constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>};
+constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>, false};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 // Head-dim tails use masked loads (q and acc rows are zero-padded to 16), so every
 // head_dim takes this path.
 #include <cmath>
+#include <type_traits>
 
 #include "paged_attention.h"
 #include "vec_avx512.h"
@@ -45,16 +46,49 @@ inline __attribute__((always_inline)) __m512 ReduceSixteen(const __m512 (&v)[16]
 // The lane of ReduceSixteen's result that holds source s.
 constexpr int SumLane(int s) { return 4 * (s % 4) + s / 4; }
 
+// How a chunk of a cache row becomes f32 vectors. f32 / f16: 16 elements, one
+// vector. bf16: 32 elements from one 64-byte load, split into the even and the odd
+// elements by a shift and a mask (the upper half of each 32-bit pair already is an
+// f32), so a conversion costs one instruction per 16 elements; q and acc rows are
+// kept in the same even/odd order (MicroKernels::pairs_split).
+template <typename T>
+struct Chunks {
+  static constexpr int kElems = 16, kParts = 1;
+  using Mask = __mmask16;
+  static Mask Tail(int64_t remaining) { return TailMask(remaining); }
+  static void Load(const T* p, Mask m, bool full, __m512* out) { out[0] = full ? avx512::Load(p) : LoadMasked(p, m); }
+};
+
+template <>
+struct Chunks<BFloat16> {
+  static constexpr int kElems = 32, kParts = 2;
+  using Mask = __mmask32;
+  static Mask Tail(int64_t remaining) {
+    return remaining >= 32 ? static_cast<Mask>(0xFFFFFFFFu) : static_cast<Mask>((1u << remaining) - 1u);
+  }
+  static void Load(const BFloat16* p, Mask m, bool full, __m512* out) {
+    const __m512i w = full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p);
+    out[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    out[1] = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+};
+
 // Rows [0, RB) x positions [j, j + PB) of the segment; RB * PB <= 16.
-// acc[r * PB + p] += q_r[c, c + 16) . k_p[c, c + 16), full width or masked (the tail).
+// acc[r * PB + p] += q_r . k_p over one chunk at c, full width or masked (the tail).
 template <typename T, int RB, int PB, bool kTail>
 inline __attribute__((always_inline)) void ScoreChunk(const float* q, int64_t q_stride, const T* k, int64_t k_step,
-                                                      int64_t c, __mmask16 m, __m512 (&acc)[16]) {
-  __m512 kv[PB];
-  for (int p = 0; p < PB; ++p) kv[p] = kTail ? LoadMasked(k + p * k_step + c, m) : Load(k + p * k_step + c);
+                                                      int64_t c, typename Chunks<T>::Mask m, __m512 (&acc)[16]) {
+  using C = Chunks<T>;
+  __m512 qv[RB][C::kParts];
   for (int r = 0; r < RB; ++r) {
-    const __m512 qv = _mm512_loadu_ps(q + r * q_stride + c);
-    for (int p = 0; p < PB; ++p) acc[r * PB + p] = _mm512_fmadd_ps(qv, kv[p], acc[r * PB + p]);
+    for (int part = 0; part < C::kParts; ++part) qv[r][part] = _mm512_loadu_ps(q + r * q_stride + c + part * kLanes);
+  }
+  for (int p = 0; p < PB; ++p) {
+    __m512 kv[C::kParts];
+    C::Load(k + p * k_step + c, m, !kTail, kv);
+    for (int r = 0; r < RB; ++r) {
+      for (int part = 0; part < C::kParts; ++part) acc[r * PB + p] = _mm512_fmadd_ps(qv[r][part], kv[part], acc[r * PB + p]);
+    }
   }
 }
 
@@ -71,17 +105,18 @@ void ScoreBlock(const float* q, int64_t q_stride, const KvSegment& seg, int j, i
   const bool next_block = j + 2 * PB <= seg.len;
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  using C = Chunks<T>;
   int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes) {
+  for (; c + C::kElems <= d; c += C::kElems) {
     if (c * static_cast<int64_t>(sizeof(T)) % 64 == 0) {
       for (int p = 0; p < PB; ++p) {
         __builtin_prefetch(v + p * v_step + c, 0, 3);
         if (next_block) __builtin_prefetch(k + (PB + p) * k_step + c, 0, 3);
       }
     }
-    ScoreChunk<T, RB, PB, false>(q, q_stride, k, k_step, c, 0xFFFF, acc);
+    ScoreChunk<T, RB, PB, false>(q, q_stride, k, k_step, c, C::Tail(C::kElems), acc);
   }
-  if (c < d) ScoreChunk<T, RB, PB, true>(q, q_stride, k, k_step, c, TailMask(d - c), acc);
+  if (c < d) ScoreChunk<T, RB, PB, true>(q, q_stride, k, k_step, c, C::Tail(d - c), acc);
   float sums[16];
   _mm512_storeu_ps(sums, ReduceSixteen(acc));
   for (int r = 0; r < RB; ++r) {
@@ -138,20 +173,31 @@ float SoftmaxStep(float* s, int visible, float* m, float* l) {
 template <typename T, int RB>
 void AccumulateRows(const float* p, const float* rescale, const KvSegment& seg, int64_t d, float* acc,
                     int64_t acc_stride) {
+  using C = Chunks<T>;
   const T* v = static_cast<const T*>(seg.v);
   const int64_t v_step = seg.v_step;
   const int len = seg.len;
   __m512 scale[RB];
   for (int r = 0; r < RB; ++r) scale[r] = _mm512_set1_ps(rescale[r]);
-  for (int64_t c = 0; c < d; c += kLanes) {
-    const __mmask16 m = TailMask(d - c);
-    __m512 o[RB];
-    for (int r = 0; r < RB; ++r) o[r] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + c), scale[r]);
-    for (int j = 0; j < len; ++j) {
-      const __m512 vj = LoadMasked(v + j * v_step + c, m);
-      for (int r = 0; r < RB; ++r) o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * kMaxSegment + j]), vj, o[r]);
+  for (int64_t c = 0; c < d; c += C::kElems) {
+    const typename C::Mask m = C::Tail(d - c);
+    __m512 o[RB][C::kParts];
+    for (int r = 0; r < RB; ++r) {
+      for (int part = 0; part < C::kParts; ++part) {
+        o[r][part] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * acc_stride + c + part * kLanes), scale[r]);
+      }
     }
-    for (int r = 0; r < RB; ++r) _mm512_storeu_ps(acc + r * acc_stride + c, o[r]);
+    for (int j = 0; j < len; ++j) {
+      __m512 vj[C::kParts];
+      C::Load(v + j * v_step + c, m, false, vj);
+      for (int r = 0; r < RB; ++r) {
+        const __m512 pj = _mm512_set1_ps(p[r * kMaxSegment + j]);
+        for (int part = 0; part < C::kParts; ++part) o[r][part] = _mm512_fmadd_ps(pj, vj[part], o[r][part]);
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      for (int part = 0; part < C::kParts; ++part) _mm512_storeu_ps(acc + r * acc_stride + c + part * kLanes, o[r][part]);
+    }
   }
 }
 
@@ -173,7 +219,7 @@ void Accumulate(const float* p, const float* rescale, int rows, const KvSegment&
 }
 
 template <typename T>
-constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>};
+constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>, std::is_same_v<T, BFloat16>};
 
 }  // namespace
 

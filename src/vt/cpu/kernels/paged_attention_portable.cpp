@@ -1,7 +1,8 @@
 // Portable micro-kernels of the CPU PagedAttention (see paged_attention.h): plain
 // loops over f32 / bf16 / f16 cache rows, the path of CPUs without AVX2 and the
 // fallback for head dims the vector paths do not take. Four partial sums per dot
-// product keep the f32 rounding error small and let the compiler vectorise.
+// product keep the f32 rounding error small and let the compiler vectorise. Also
+// the row permutation of MicroKernels::pairs_split.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -60,9 +61,31 @@ void Accumulate(const float* p, const float* rescale, int rows, const KvSegment&
 }
 
 template <typename T>
-constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>};
+constexpr MicroKernels kKernels = {&Scores<T>, &SoftmaxStep, &Accumulate<T>, false};
 
 }  // namespace
+
+void SplitPairs(float* row, int64_t padded_dim) {
+  float pairs[32];
+  for (int64_t g = 0; g < padded_dim; g += 32) {
+    std::copy(row + g, row + g + 32, pairs);
+    for (int i = 0; i < 16; ++i) {
+      row[g + i] = pairs[2 * i];
+      row[g + 16 + i] = pairs[2 * i + 1];
+    }
+  }
+}
+
+void JoinPairs(float* row, int64_t padded_dim) {
+  float split[32];
+  for (int64_t g = 0; g < padded_dim; g += 32) {
+    std::copy(row + g, row + g + 32, split);
+    for (int i = 0; i < 16; ++i) {
+      row[g + 2 * i] = split[i];
+      row[g + 2 * i + 1] = split[16 + i];
+    }
+  }
+}
 
 const MicroKernels& MicroKernelsPortable(DType cache_dtype) {
   switch (cache_dtype) {
