@@ -23,6 +23,9 @@ int RunTokenizeCommand(const CommandArgs& args);
 // tensor count, tensors per dtype, bytes (vllm-cpp info PATH).
 int RunInfoCommand(const CommandArgs& args);
 
+// The OpenAI-compatible server (vllm-cpp serve MODEL --port 8000 ...).
+int RunServeCommand(const CommandArgs& args);
+
 // Writes an HF checkpoint folder as a GGUF file (vllm-cpp convert HF_FOLDER OUT.gguf).
 int RunConvertCommand(const CommandArgs& args);
 

@@ -1,0 +1,151 @@
+// AsyncLLMEngine: the LLMEngine driven by a thread of its own, for the server.
+//
+//   HTTP threads                         engine loop thread (owns the LLMEngine)
+//   ------------                         ---------------------------------------
+//   AddRequests(reqs, queue) --inbox-->  AddRequest each (admission), wakes AddRequests
+//   Abort(ids)               --inbox-->  AbortRequest each (pages and state slot freed)
+//   queue->Pop()  <--- per-request OutputQueue ---  Step() outputs, one item per output
+//
+// The loop steps while the engine has unfinished requests and sleeps on a condition
+// variable otherwise. An exception inside a step fails the requests then in flight
+// (each gets an error item) and leaves the loop and later requests running.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/engine/llm_engine.h"
+
+namespace vllm {
+
+// One item of a request's output stream: an output of the engine, or the error that
+// ended the request (then `output` holds only request_id).
+struct StreamItem {
+  RequestOutput output;
+  std::optional<std::string> error;
+};
+
+// A thread-safe queue drained by one consumer (an HTTP handler). The requests of one
+// HTTP request (a batch of prompts) share one queue; items carry their request_id.
+class OutputQueue {
+ public:
+  void Push(StreamItem item);
+  // The next item, or nullopt when none arrived within `timeout`.
+  std::optional<StreamItem> Pop(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamItem> items_;
+};
+
+// vLLM v1's per-iteration statistics, handed to a StatLogger after every loop turn.
+struct FinishedRequestStats {
+  std::string finish_reason;  // "stop", "length", "abort" or "error"
+  double e2e_latency_s = 0;   // arrival to finish
+  int64_t num_prompt_tokens = 0;
+  int64_t num_generation_tokens = 0;
+};
+
+struct IterationStats {
+  int64_t num_prompt_tokens = 0;      // prompts of the requests that got their first token
+  int64_t num_generation_tokens = 0;  // tokens generated in this iteration
+  std::vector<double> time_to_first_tokens_s;
+  std::vector<double> inter_token_latencies_s;
+  std::vector<FinishedRequestStats> finished_requests;
+};
+
+// Receives the statistics on the engine thread; implementations must be thread-safe
+// towards their own readers (e.g. a /metrics handler).
+class StatLogger {
+ public:
+  virtual ~StatLogger() = default;
+  virtual void Record(const EngineStats& scheduler_stats, const IterationStats& iteration_stats) = 0;
+};
+
+class AsyncLLMEngine {
+ public:
+  struct NewRequest {
+    std::string request_id;
+    std::vector<int32_t> prompt_token_ids;
+    SamplingParams params;
+  };
+
+  // Starts the loop thread. `stat_logger` (may be null) must outlive this object.
+  explicit AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger = nullptr);
+  // Stops the loop; requests still in flight get an error item.
+  ~AsyncLLMEngine();
+  AsyncLLMEngine(const AsyncLLMEngine&) = delete;
+  AsyncLLMEngine& operator=(const AsyncLLMEngine&) = delete;
+
+  // Hands `requests` to the loop and waits until it has admitted them; their outputs go
+  // to `queue`. Rethrows the engine's exception (std::invalid_argument for a bad
+  // request) when one is rejected; then none of them runs.
+  void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue);
+  // Aborts requests (unknown or finished ids are ignored); returns at once.
+  void Abort(std::vector<std::string> request_ids);
+
+  // Safe from any thread: set at construction and never changed.
+  const Tokenizer* tokenizer() const { return tokenizer_; }
+  const EngineConfig& config() const { return config_; }
+  int64_t max_model_len() const { return max_model_len_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  // The scheduler's state after the loop's last turn.
+  EngineStats stats() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Lives on the submitting thread's stack until the loop has answered `admitted`.
+  struct Submission {
+    std::vector<NewRequest> requests;
+    std::shared_ptr<OutputQueue> queue;
+    std::promise<void> admitted;
+    Clock::time_point arrival;
+  };
+  struct LiveRequest {
+    std::shared_ptr<OutputQueue> queue;
+    Clock::time_point arrival;
+    std::optional<Clock::time_point> last_token_time;
+    int64_t num_prompt_tokens = 0;
+    int64_t num_generation_tokens = 0;
+  };
+
+  void Loop();
+  void ProcessAborts(const std::vector<std::string>& request_ids, IterationStats& iteration);
+  void Admit(Submission& submission);
+  void StepOnce(IterationStats& iteration);
+  void Dispatch(RequestOutput output, IterationStats& iteration);
+  void FailAll(const std::string& error, IterationStats& iteration);
+  void PublishStats(const IterationStats& iteration);
+
+  std::unique_ptr<LLMEngine> engine_;
+  StatLogger* stat_logger_;
+  const Tokenizer* tokenizer_;
+  EngineConfig config_;
+  int64_t max_model_len_;
+  int64_t vocab_size_;
+
+  mutable std::mutex inbox_mutex_;
+  std::condition_variable inbox_ready_;
+  std::vector<Submission*> submissions_;  // guarded by inbox_mutex_
+  std::vector<std::string> aborts_;       // guarded by inbox_mutex_
+  bool stopping_ = false;                 // guarded by inbox_mutex_
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;  // guarded by stats_mutex_
+
+  std::unordered_map<std::string, LiveRequest> live_;  // the loop thread's alone
+  std::thread loop_;
+};
+
+}  // namespace vllm

@@ -1,0 +1,81 @@
+// The OpenAI-compatible server's protocol: errors in OpenAI's (vLLM's) shape and the
+// request fields of /v1/completions and /v1/chat/completions read from JSON.
+//
+// Every problem with a request is an OpenAIError carrying the HTTP status, vLLM's
+// error type, the message and the field at fault; the server turns it into
+//   {"error": {"message": ..., "type": "BadRequestError", "param": "top_p", "code": 400}}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vllm/sample/sampling_params.h"
+
+namespace vllm::openai {
+
+// The largest top-K of logprobs, top_logprobs and prompt_logprobs (vLLM's default max_logprobs).
+inline constexpr int kMaxLogprobs = 20;
+
+class OpenAIError : public std::runtime_error {
+ public:
+  OpenAIError(int status, std::string message, std::optional<std::string> param = std::nullopt);
+
+  int status() const { return status_; }
+  const std::optional<std::string>& param() const { return param_; }
+  // vLLM's error type for the status: BadRequestError, AuthenticationError,
+  // NotFoundError, MethodNotAllowedError, InternalServerError.
+  std::string type() const;
+  nlohmann::json ToJson() const;
+
+ private:
+  int status_;
+  std::optional<std::string> param_;
+};
+
+// A 400 naming `param`.
+[[noreturn]] void BadRequest(const std::string& message, const std::string& param);
+
+// The request body as JSON (an object); a 400 saying what is wrong otherwise.
+nlohmann::json ParseBody(const std::string& body);
+nlohmann::ordered_json ParseOrderedBody(const std::string& body);
+
+// Typed optional fields: absent or null gives nullopt; a wrong type is a 400 naming the field.
+std::optional<bool> OptionalBool(const nlohmann::json& body, const char* field);
+std::optional<int64_t> OptionalInt(const nlohmann::json& body, const char* field);
+std::optional<std::string> OptionalString(const nlohmann::json& body, const char* field);
+
+// stream and stream_options.include_usage; stream_options without stream is a 400 (as in vLLM).
+struct StreamOptions {
+  bool stream = false;
+  bool include_usage = false;
+};
+StreamOptions ReadStreamOptions(const nlohmann::json& body);
+
+// The sampling fields shared by completions and chat (temperature, top_p, top_k, min_p,
+// penalties, seed, min_tokens, stop, stop_token_ids, ignore_eos,
+// include_stop_str_in_output, skip_special_tokens, prompt_logprobs), with n = 1 enforced
+// and fields vllm-cpp does not implement refused (best_of > 1, logit_bias,
+// structured response_format). `logprobs` is left to the caller (its type differs
+// between the endpoints); so is max_tokens, returned apart (max_completion_tokens
+// first), unset when the body has none.
+struct RequestSampling {
+  SamplingParams params;
+  std::optional<int64_t> max_tokens;
+};
+RequestSampling ReadSampling(const nlohmann::json& body);
+// SamplingParams::Validate as a 400 naming the field.
+void ValidateSampling(const SamplingParams& params, int64_t vocab_size);
+
+// A top-K count in [0, kMaxLogprobs] for `field`.
+int CheckLogprobsCount(int64_t k, const char* field);
+
+// "cmpl-" + 32 random hex digits (vLLM's ids).
+std::string RandomRequestId(const std::string& prefix);
+int64_t UnixTimeSeconds();
+
+}  // namespace vllm::openai

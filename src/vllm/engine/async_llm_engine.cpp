@@ -1,0 +1,199 @@
+#include "vllm/engine/async_llm_engine.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace vllm {
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+void OutputQueue::Push(StreamItem item) {
+  {
+    std::lock_guard lock(mutex_);
+    items_.push_back(std::move(item));
+  }
+  ready_.notify_one();
+}
+
+std::optional<StreamItem> OutputQueue::Pop(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return !items_.empty(); })) return std::nullopt;
+  StreamItem item = std::move(items_.front());
+  items_.pop_front();
+  return item;
+}
+
+AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger)
+    : engine_(std::move(engine)),
+      stat_logger_(stat_logger),
+      tokenizer_(engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr),
+      config_(engine_->config()),
+      max_model_len_(engine_->stats().max_model_len),
+      vocab_size_(engine_->model_config().vocab_size),
+      stats_(engine_->stats()) {
+  loop_ = std::thread([this] { Loop(); });
+}
+
+AsyncLLMEngine::~AsyncLLMEngine() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    stopping_ = true;
+  }
+  inbox_ready_.notify_one();
+  loop_.join();
+}
+
+void AsyncLLMEngine::AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue) {
+  Submission submission{std::move(requests), std::move(queue), {}, Clock::now()};
+  std::future<void> admitted = submission.admitted.get_future();
+  {
+    std::lock_guard lock(inbox_mutex_);
+    if (stopping_) throw std::runtime_error("the engine is shutting down");
+    submissions_.push_back(&submission);
+  }
+  inbox_ready_.notify_one();
+  admitted.get();  // rethrows the reason of a rejection
+}
+
+void AsyncLLMEngine::Abort(std::vector<std::string> request_ids) {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    for (std::string& id : request_ids) aborts_.push_back(std::move(id));
+  }
+  inbox_ready_.notify_one();
+}
+
+EngineStats AsyncLLMEngine::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void AsyncLLMEngine::Loop() {
+  bool has_work = false;
+  std::vector<Submission*> submissions;
+  while (true) {
+    std::vector<std::string> aborts;
+    {
+      std::unique_lock lock(inbox_mutex_);
+      inbox_ready_.wait(lock, [&] { return stopping_ || has_work || !submissions_.empty() || !aborts_.empty(); });
+      submissions.swap(submissions_);
+      aborts.swap(aborts_);
+      if (stopping_) break;
+    }
+    IterationStats iteration;
+    ProcessAborts(aborts, iteration);
+    for (Submission* submission : submissions) Admit(*submission);
+    submissions.clear();
+    if (engine_->HasUnfinishedRequests()) StepOnce(iteration);
+    has_work = engine_->HasUnfinishedRequests();
+    PublishStats(iteration);
+  }
+  for (Submission* submission : submissions) {
+    submission->admitted.set_exception(std::make_exception_ptr(std::runtime_error("the engine is shutting down")));
+  }
+  IterationStats iteration;
+  FailAll("the engine is shutting down", iteration);
+}
+
+void AsyncLLMEngine::ProcessAborts(const std::vector<std::string>& request_ids, IterationStats& iteration) {
+  const Clock::time_point now = Clock::now();
+  for (const std::string& id : request_ids) {
+    auto found = live_.find(id);
+    if (found == live_.end()) continue;  // finished before the abort arrived
+    engine_->AbortRequest(id);
+    const LiveRequest& r = found->second;
+    iteration.finished_requests.push_back(
+        {"abort", Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
+    live_.erase(found);
+  }
+}
+
+void AsyncLLMEngine::Admit(Submission& submission) {
+  std::vector<std::string> added;
+  try {
+    for (NewRequest& r : submission.requests) {
+      const auto num_prompt_tokens = static_cast<int64_t>(r.prompt_token_ids.size());
+      engine_->AddRequest(r.request_id, std::move(r.prompt_token_ids), r.params);
+      added.push_back(r.request_id);
+      live_[r.request_id] = {submission.queue, submission.arrival, std::nullopt, num_prompt_tokens, 0};
+    }
+  } catch (...) {
+    // All or nothing: the requests admitted before the rejected one never run.
+    for (const std::string& id : added) {
+      engine_->AbortRequest(id);
+      live_.erase(id);
+    }
+    submission.admitted.set_exception(std::current_exception());
+    return;
+  }
+  submission.admitted.set_value();
+}
+
+void AsyncLLMEngine::StepOnce(IterationStats& iteration) {
+  std::vector<RequestOutput> outputs;
+  try {
+    outputs = engine_->Step();
+  } catch (const std::exception& e) {
+    FailAll(std::string("the engine failed while running this request: ") + e.what(), iteration);
+    return;
+  }
+  for (RequestOutput& output : outputs) Dispatch(std::move(output), iteration);
+}
+
+void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {
+  auto found = live_.find(output.request_id);
+  if (found == live_.end()) return;
+  LiveRequest& r = found->second;
+  const Clock::time_point now = Clock::now();
+  const auto num_new = static_cast<int64_t>(output.new_token_ids.size());
+  if (num_new > 0) {
+    if (!r.last_token_time) {
+      iteration.time_to_first_tokens_s.push_back(Seconds(now - r.arrival));
+      iteration.num_prompt_tokens += r.num_prompt_tokens;
+    } else {
+      iteration.inter_token_latencies_s.push_back(Seconds(now - *r.last_token_time));
+    }
+    r.last_token_time = now;
+    r.num_generation_tokens += num_new;
+    iteration.num_generation_tokens += num_new;
+  }
+  std::shared_ptr<OutputQueue> queue = r.queue;
+  if (output.finished) {
+    iteration.finished_requests.push_back(
+        {output.finish_reason, Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
+    live_.erase(found);
+  }
+  queue->Push({std::move(output), std::nullopt});
+}
+
+void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration) {
+  const Clock::time_point now = Clock::now();
+  for (auto& [id, r] : live_) {
+    try {
+      engine_->AbortRequest(id);
+    } catch (const std::exception&) {
+      // The request is reported failed either way; its state is being torn down.
+    }
+    iteration.finished_requests.push_back({"error", Seconds(now - r.arrival), r.num_prompt_tokens,
+                                           r.num_generation_tokens});
+    StreamItem item;
+    item.output.request_id = id;
+    item.error = error;
+    r.queue->Push(std::move(item));
+  }
+  live_.clear();
+}
+
+void AsyncLLMEngine::PublishStats(const IterationStats& iteration) {
+  EngineStats stats = engine_->stats();
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_ = stats;
+  }
+  if (stat_logger_) stat_logger_->Record(stats, iteration);
+}
+
+}  // namespace vllm

@@ -1,0 +1,226 @@
+#include "vllm/entrypoints/openai/api_server.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+
+#include <httplib.h>
+
+#include "serving_chat.h"
+#include "serving_completion.h"
+#include "serving_tokenization.h"
+#include "vllm/entrypoints/openai/metrics.h"
+#include "vllm/version.h"
+
+namespace vllm::openai {
+namespace {
+
+using nlohmann::json;
+
+// How long a stream writer waits for engine output before it checks again whether
+// the server is shutting down.
+constexpr std::chrono::milliseconds kStreamPoll{200};
+constexpr size_t kMaxBodyBytes = size_t{64} << 20;
+
+using Endpoint = std::function<ApiResponse(const httplib::Request&)>;
+
+struct Route {
+  const char* method;  // "GET" or "POST"
+  const char* path;
+  Endpoint endpoint;
+};
+
+// Writes an endpoint's answer: JSON, or an SSE stream pulled by httplib's chunked
+// writer. A failed write means the client went away: returning false ends the
+// response, httplib drops the provider, and the last reference to the stream goes,
+// whose RequestGroup then aborts the requests still running.
+void Write(ApiResponse answer, httplib::Response& res) {
+  res.status = answer.status;
+  if (!answer.stream) {
+    res.set_content(DumpJson(answer.body), "application/json");
+    return;
+  }
+  std::shared_ptr<EventStream> stream = std::move(answer.stream);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [stream](size_t, httplib::DataSink& sink) {
+    std::string events;
+    const bool more = stream->Next(kStreamPoll, events);
+    if (!events.empty() && !sink.write(events.data(), events.size())) return false;
+    if (!more) sink.done();
+    return true;
+  });
+}
+
+void WriteError(const OpenAIError& error, httplib::Response& res) { Write({error.status(), error.ToJson(), nullptr}, res); }
+
+void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Response& res) {
+  try {
+    Write(endpoint(req), res);
+  } catch (const OpenAIError& e) {
+    WriteError(e, res);
+  } catch (const std::exception& e) {
+    WriteError(OpenAIError(500, std::string("internal error: ") + e.what()), res);
+  }
+}
+
+}  // namespace
+
+struct ApiServer::Impl {
+  ServerConfig config;
+  PrometheusStatLogger metrics;
+  AsyncLLMEngine engine;
+  ServingContext context;
+  ServingCompletion completion{context};
+  ServingChat chat{context};
+  ServingTokenization tokenization{context};
+  httplib::Server http;
+  std::mutex log_mutex;
+
+  Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
+      : config(WithModelNames(std::move(server_config), llm->config().model)),
+        metrics(config.served_model_names.front()),
+        engine(std::move(llm), &metrics),
+        context(engine, config.served_model_names, config.chat_template) {}
+
+  static ServerConfig WithModelNames(ServerConfig config, const std::string& model) {
+    if (config.served_model_names.empty()) config.served_model_names = {model};
+    return config;
+  }
+
+  std::vector<Route> Routes() {
+    return {
+        {"GET", "/health", [](const httplib::Request&) { return ApiResponse{200, nullptr, nullptr}; }},
+        {"GET", "/version", [](const httplib::Request&) { return ApiResponse{200, {{"version", Version()}}, nullptr}; }},
+        {"GET", "/v1/models", [this](const httplib::Request&) { return ApiResponse{200, ModelList(), nullptr}; }},
+        {"POST", "/tokenize", [this](const httplib::Request& req) { return tokenization.Tokenize(req.body); }},
+        {"POST", "/detokenize", [this](const httplib::Request& req) { return tokenization.Detokenize(req.body); }},
+        {"POST", "/v1/completions", [this](const httplib::Request& req) { return completion.Create(req.body); }},
+        {"POST", "/v1/chat/completions", [this](const httplib::Request& req) { return chat.Create(req.body); }},
+    };
+  }
+
+  json ModelList() const {
+    json data = json::array();
+    for (const std::string& name : config.served_model_names) {
+      data.push_back({{"id", name},
+                      {"object", "model"},
+                      {"created", UnixTimeSeconds()},
+                      {"owned_by", "vllm"},
+                      {"root", engine.config().model},
+                      {"parent", nullptr},
+                      {"max_model_len", engine.max_model_len()}});
+    }
+    return {{"object", "list"}, {"data", std::move(data)}};
+  }
+
+  void DeclareRoutes() {
+    std::vector<Route> routes = Routes();
+    for (const Route& route : routes) {
+      const Endpoint endpoint = route.endpoint;
+      httplib::Server::Handler handler = [endpoint](const httplib::Request& req, httplib::Response& res) {
+        Run(endpoint, req, res);
+      };
+      if (std::string(route.method) == "GET") {
+        http.Get(route.path, handler);
+      } else {
+        http.Post(route.path, handler);
+      }
+      DeclareNotAllowed(route.path, route.method);
+    }
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    DeclareNotAllowed("/metrics", "GET");
+  }
+
+  // The other methods on a known path: 405, naming the one that works.
+  void DeclareNotAllowed(const char* path, const std::string& allowed) {
+    httplib::Server::Handler not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allowed);
+      WriteError(OpenAIError(405, "Method Not Allowed: " + req.path + " takes " + allowed + ", not " + req.method), res);
+    };
+    if (allowed != "GET") http.Get(path, not_allowed);
+    if (allowed != "POST") http.Post(path, not_allowed);
+    http.Put(path, not_allowed);
+    http.Patch(path, not_allowed);
+    http.Delete(path, not_allowed);
+  }
+
+  void DeclareHandlers() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // As in vLLM, the key guards the /v1 routes; health, metrics and tokenization stay open.
+      if (config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + config.api_key) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      WriteError(OpenAIError(401, req.has_header("Authorization")
+                                      ? "Invalid API key: the Authorization header does not carry this server's key"
+                                      : "Missing API key: send the header 'Authorization: Bearer <key>' (the server "
+                                        "was started with --api-key)"),
+                 res);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Errors httplib answers itself (no route, malformed HTTP, oversized body) get the JSON shape too.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string message = res.status == 404 ? "Not Found: there is no route " + req.method + " " + req.path
+                                                    : "the HTTP request was refused (status " + std::to_string(res.status) + ")";
+      WriteError(OpenAIError(res.status, message), res);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+        // not a std::exception: "unknown exception" says all there is
+      }
+      WriteError(OpenAIError(500, "internal error: " + what), res);
+    });
+    if (config.access_log) {
+      http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+        std::lock_guard lock(log_mutex);
+        std::fprintf(stderr, "INFO:     %s:%d - \"%s %s %s\" %d\n", req.remote_addr.c_str(), req.remote_port,
+                     req.method.c_str(), req.path.c_str(), req.version.c_str(), res.status);
+      });
+    }
+  }
+
+  void ConfigureHttp() {
+    // A streaming request holds its thread until it ends: room for every sequence the
+    // engine may run at once, plus idle keep-alive connections.
+    const size_t num_threads = static_cast<size_t>(std::clamp<int64_t>(engine.config().max_num_seqs + 16, 32, 1024));
+    http.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+    http.set_payload_max_length(kMaxBodyBytes);
+    DeclareRoutes();
+    DeclareHandlers();
+  }
+};
+
+ApiServer::ApiServer(std::unique_ptr<LLMEngine> engine, ServerConfig config)
+    : impl_(std::make_unique<Impl>(std::move(engine), std::move(config))) {
+  impl_->ConfigureHttp();
+}
+
+ApiServer::~ApiServer() { Stop(); }
+
+int ApiServer::Bind() {
+  const ServerConfig& c = impl_->config;
+  const int port = c.port == 0 ? impl_->http.bind_to_any_port(c.host)
+                               : (impl_->http.bind_to_port(c.host, c.port) ? c.port : -1);
+  if (port < 0) {
+    throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
+                             " (address in use or not on this machine?): choose another --host / --port");
+  }
+  return port;
+}
+
+void ApiServer::Serve() { impl_->http.listen_after_bind(); }
+
+void ApiServer::Stop() { impl_->http.stop(); }
+
+}  // namespace vllm::openai

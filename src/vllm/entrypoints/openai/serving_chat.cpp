@@ -1,0 +1,182 @@
+#include "serving_chat.h"
+
+#include <utility>
+
+namespace vllm::openai {
+namespace {
+
+using nlohmann::json;
+
+struct ChatRequest {
+  std::string request_id;
+  std::string model;
+  int64_t created = 0;
+  StreamOptions stream;
+  std::optional<int> top_logprobs;     // set when logprobs is true
+  std::optional<int> prompt_logprobs;  // vLLM's extra field
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+};
+
+// Tool calls are rendered into the prompt but not parsed out of the output, so only
+// tool_choice "none" (the default without --enable-auto-tool-choice in vLLM) is served.
+void CheckToolChoice(const json& body) {
+  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return;
+  const json& choice = body["tool_choice"];
+  if (choice.is_string() && choice.get<std::string>() == "none") return;
+  BadRequest("tool_choice " + DumpJson(choice) +
+                 " needs tool-call parsing, which vllm-cpp does not do; send \"none\" (tools are still shown to the "
+                 "model through the chat template)",
+             "tool_choice");
+}
+
+ChatRequest ReadRequest(const std::string& text, const ServingContext& context) {
+  const json body = ParseBody(text);
+  ChatRequest request;
+  request.model = context.CheckModel(body);
+  request.request_id = RandomRequestId("chatcmpl-");
+  request.created = UnixTimeSeconds();
+  request.stream = ReadStreamOptions(body);
+  CheckToolChoice(body);
+  const bool logprobs = OptionalBool(body, "logprobs").value_or(false);
+  const std::optional<int64_t> top_logprobs = OptionalInt(body, "top_logprobs");
+  if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
+  if (logprobs) request.top_logprobs = CheckLogprobsCount(top_logprobs.value_or(0), "top_logprobs");
+  RequestSampling sampling = ReadSampling(body);
+  request.params = sampling.params;
+  request.params.logprobs = request.top_logprobs;
+  request.prompt_logprobs = request.params.prompt_logprobs;
+  const std::string prompt = context.RenderChat(ParseOrderedBody(text));
+  const bool add_special_tokens = OptionalBool(body, "add_special_tokens").value_or(false);
+  request.prompt_ids = context.RequireTokenizer("a chat conversation").Encode(prompt, add_special_tokens);
+  if (request.prompt_ids.empty()) BadRequest("the rendered conversation is empty", "messages");
+  request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
+                                                       sampling.max_tokens, std::nullopt, "messages");
+  ValidateSampling(request.params, context.engine().vocab_size());
+  return request;
+}
+
+json TokenJson(const Tokenizer* tokenizer, int32_t id, float logprob) {
+  const std::string raw = TokenRawBytes(tokenizer, id);
+  json bytes = json::array();
+  for (unsigned char c : raw) bytes.push_back(static_cast<int>(c));
+  return {{"token", TokenText(tokenizer, id)}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+}
+
+// Chat logprobs of tokens [from, to) of `output`: [{token, logprob, bytes, top_logprobs}].
+json LogprobsContent(const Tokenizer* tokenizer, const RequestOutput& output, size_t from, int num_top) {
+  json content = json::array();
+  for (size_t t = from; t < output.token_ids.size(); ++t) {
+    const TokenLogprobs& entry = output.logprobs.at(t);
+    json item = TokenJson(tokenizer, output.token_ids[t], LogprobOf(entry, output.token_ids[t]));
+    json top = json::array();
+    for (size_t i = 0; i < entry.size() && i < static_cast<size_t>(num_top); ++i) {
+      top.push_back(TokenJson(tokenizer, entry[i].first, entry[i].second));
+    }
+    item["top_logprobs"] = std::move(top);
+    content.push_back(std::move(item));
+  }
+  return content;
+}
+
+json ChunkBase(const ChatRequest& request, const char* object) {
+  return {{"id", request.request_id}, {"object", object}, {"created", request.created}, {"model", request.model}};
+}
+
+json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
+  json response = ChunkBase(request, "chat.completion");
+  json logprobs = nullptr;
+  if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, 0, *request.top_logprobs)}};
+  response["choices"] = json::array({{{"index", 0},
+                                      {"message", {{"role", "assistant"}, {"content", out.text}, {"tool_calls", json::array()}}},
+                                      {"logprobs", std::move(logprobs)},
+                                      {"finish_reason", out.finish_reason},
+                                      {"stop_reason", StopReasonJson(out, request.params)}}});
+  response["usage"] = UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()),
+                                static_cast<int64_t>(out.token_ids.size()));
+  response["prompt_logprobs"] =
+      request.prompt_logprobs ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs) : json(nullptr);
+  return response;
+}
+
+// The role chunk first, then one content delta per engine output that adds text or
+// tokens; the last carries the finish_reason.
+class ChatStream : public EventStream {
+ public:
+  ChatStream(ChatRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
+      : request_(std::move(request)), group_(std::move(group)), tokenizer_(tokenizer) {}
+
+  bool Next(std::chrono::milliseconds timeout, std::string& events) override {
+    if (done_) return false;
+    if (!role_sent_) {
+      events += Chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      role_sent_ = true;
+    }
+    std::optional<RequestOutput> output;
+    try {
+      output = group_->Next(timeout);
+    } catch (const OpenAIError& e) {
+      events += SseEvent(e.ToJson()) + kSseDone;
+      done_ = true;
+      return false;
+    }
+    if (!output) return true;
+    AddDelta(*output, events);
+    if (!output->finished) return true;
+    if (request_.stream.include_usage) {
+      json usage = ChunkBase(request_, "chat.completion.chunk");
+      usage["choices"] = json::array();
+      usage["usage"] = UsageJson(static_cast<int64_t>(output->prompt_token_ids.size()),
+                                 static_cast<int64_t>(output->token_ids.size()));
+      events += SseEvent(usage);
+    }
+    events += kSseDone;
+    done_ = true;
+    return false;
+  }
+
+ private:
+  std::string Chunk(json delta, json logprobs, json finish_reason) const {
+    json chunk = ChunkBase(request_, "chat.completion.chunk");
+    chunk["choices"] = json::array({{{"index", 0},
+                                     {"delta", std::move(delta)},
+                                     {"logprobs", std::move(logprobs)},
+                                     {"finish_reason", std::move(finish_reason)}}});
+    return SseEvent(chunk);
+  }
+
+  void AddDelta(const RequestOutput& output, std::string& events) {
+    const bool new_tokens = output.token_ids.size() > num_tokens_sent_;
+    json logprobs = nullptr;
+    if (request_.top_logprobs) {
+      logprobs = {{"content", LogprobsContent(tokenizer_, output, num_tokens_sent_, *request_.top_logprobs)}};
+    }
+    num_tokens_sent_ = output.token_ids.size();
+    if (output.new_text.empty() && !output.finished && !(request_.top_logprobs && new_tokens)) return;
+    json delta = output.new_text.empty() ? json::object() : json{{"content", output.new_text}};
+    events += Chunk(std::move(delta), std::move(logprobs), output.finished ? json(output.finish_reason) : json(nullptr));
+  }
+
+  ChatRequest request_;
+  std::unique_ptr<RequestGroup> group_;
+  const Tokenizer* tokenizer_;
+  size_t num_tokens_sent_ = 0;
+  bool role_sent_ = false;
+  bool done_ = false;
+};
+
+}  // namespace
+
+ApiResponse ServingChat::Create(const std::string& body) const {
+  ChatRequest request = ReadRequest(body, context_);
+  std::vector<AsyncLLMEngine::NewRequest> engine_requests;
+  engine_requests.push_back({request.request_id, request.prompt_ids, request.params});
+  auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
+  const Tokenizer* tokenizer = context_.engine().tokenizer();
+  if (request.stream.stream) {
+    return {200, nullptr, std::make_shared<ChatStream>(std::move(request), std::move(group), tokenizer)};
+  }
+  return {200, ResponseJson(request, group->WaitAll().front(), tokenizer), nullptr};
+}
+
+}  // namespace vllm::openai

@@ -1,0 +1,21 @@
+// POST /v1/completions (vLLM's OpenAIServingCompletion): a prompt (a string, a list of
+// token ids, or a list of those: one choice each) -> text_completion, or with stream
+// an SSE stream of text_completion chunks.
+#pragma once
+
+#include <string>
+
+#include "serving_engine.h"
+
+namespace vllm::openai {
+
+class ServingCompletion {
+ public:
+  explicit ServingCompletion(const ServingContext& context) : context_(context) {}
+  ApiResponse Create(const std::string& body) const;
+
+ private:
+  const ServingContext& context_;
+};
+
+}  // namespace vllm::openai

@@ -1,0 +1,279 @@
+#include "serving_engine.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace vllm::openai {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// A message's content as the template sees it: a string (text parts joined by "\n",
+// as vLLM does for string-format templates) or null.
+ordered_json FlattenContent(const ordered_json& content, size_t index) {
+  const std::string where = "messages[" + std::to_string(index) + "].content";
+  if (content.is_string() || content.is_null()) return content;
+  if (!content.is_array()) BadRequest(where + " must be a string, a list of content parts or null", "messages");
+  std::string text;
+  for (size_t p = 0; p < content.size(); ++p) {
+    const ordered_json& part = content[p];
+    const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                 ? part["type"].get<std::string>()
+                                 : std::string();
+    if (type != "text" || !part.contains("text") || !part["text"].is_string()) {
+      BadRequest(where + "[" + std::to_string(p) + "] must be {\"type\": \"text\", \"text\": \"...\"}" +
+                     (type.empty() || type == "text" ? "" : " (content parts of type '" + type + "' are not supported)"),
+                 "messages");
+    }
+    text += (p ? "\n" : "") + part["text"].get<std::string>();
+  }
+  return text;
+}
+
+// Tool-call arguments arrive as JSON text (OpenAI's format); templates iterate over
+// them as a mapping, so text that parses as an object is handed over parsed (as vLLM does).
+void ParseToolCallArguments(ordered_json& message) {
+  if (!message.contains("tool_calls") || !message["tool_calls"].is_array()) return;
+  for (ordered_json& call : message["tool_calls"]) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    ordered_json& function = call["function"];
+    if (!function.contains("arguments") || !function["arguments"].is_string()) continue;
+    ordered_json parsed = ordered_json::parse(function["arguments"].get<std::string>(), nullptr, false);
+    if (parsed.is_object()) function["arguments"] = std::move(parsed);
+  }
+}
+
+ordered_json NormalizeMessages(const ordered_json& body) {
+  if (!body.contains("messages") || body["messages"].is_null()) BadRequest("'messages' is required", "messages");
+  const ordered_json& messages = body["messages"];
+  if (!messages.is_array() || messages.empty()) BadRequest("'messages' must be a non-empty list of messages", "messages");
+  ordered_json normalized = ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ordered_json& message = messages[i];
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
+      BadRequest("messages[" + std::to_string(i) + "] must be an object with a string 'role'", "messages");
+    }
+    ordered_json copy = message;
+    if (copy.contains("content")) copy["content"] = FlattenContent(copy["content"], i);
+    ParseToolCallArguments(copy);
+    normalized.push_back(std::move(copy));
+  }
+  return normalized;
+}
+
+ordered_json OptionalOrdered(const ordered_json& body, const char* field, bool (ordered_json::*is_type)() const noexcept,
+                             const char* expected) {
+  if (!body.contains(field) || body[field].is_null()) return nullptr;
+  if (!(body[field].*is_type)()) BadRequest(std::string("'") + field + "' must be " + expected, field);
+  return body[field];
+}
+
+std::string ReadTemplateSource(const std::string& chat_template) {
+  std::ifstream file(chat_template);
+  if (!file) return chat_template;  // vLLM's --chat-template: a file or the template itself
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::string DumpJson(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string SseEvent(const json& data) { return "data: " + DumpJson(data) + "\n\n"; }
+
+RequestGroup::RequestGroup(AsyncLLMEngine& engine, std::vector<AsyncLLMEngine::NewRequest> requests)
+    : engine_(engine), queue_(std::make_shared<OutputQueue>()) {
+  for (const auto& r : requests) request_ids_.push_back(r.request_id);
+  finished_.assign(request_ids_.size(), false);
+  try {
+    engine_.AddRequests(std::move(requests), queue_);
+  } catch (const std::invalid_argument& e) {
+    num_finished_ = request_ids_.size();  // none of them runs
+    throw OpenAIError(400, e.what());
+  } catch (const std::exception& e) {
+    num_finished_ = request_ids_.size();
+    throw OpenAIError(500, e.what());
+  }
+}
+
+RequestGroup::~RequestGroup() {
+  std::vector<std::string> unfinished;
+  for (size_t i = 0; i < request_ids_.size(); ++i) {
+    if (!finished_[i]) unfinished.push_back(request_ids_[i]);
+  }
+  if (!unfinished.empty() && num_finished_ < request_ids_.size()) engine_.Abort(std::move(unfinished));
+}
+
+std::optional<RequestOutput> RequestGroup::Next(std::chrono::milliseconds timeout) {
+  std::optional<StreamItem> item = queue_->Pop(timeout);
+  if (!item) return std::nullopt;
+  const size_t index = IndexOf(item->output.request_id);
+  if (item->error || item->output.finished) {
+    if (!finished_[index]) ++num_finished_;
+    finished_[index] = true;
+  }
+  if (item->error) throw OpenAIError(500, *item->error);
+  return std::move(item->output);
+}
+
+std::vector<RequestOutput> RequestGroup::WaitAll() {
+  std::vector<RequestOutput> outputs(request_ids_.size());
+  while (!finished()) {
+    std::optional<RequestOutput> output = Next(std::chrono::seconds(1));
+    if (output && output->finished) outputs[IndexOf(output->request_id)] = std::move(*output);
+  }
+  return outputs;
+}
+
+size_t RequestGroup::IndexOf(const std::string& request_id) const {
+  return static_cast<size_t>(std::find(request_ids_.begin(), request_ids_.end(), request_id) - request_ids_.begin());
+}
+
+ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names,
+                               const std::string& chat_template)
+    : engine_(engine), served_model_names_(std::move(served_model_names)) {
+  const Tokenizer* tokenizer = engine.tokenizer();
+  std::string source = chat_template.empty() ? std::string() : ReadTemplateSource(chat_template);
+  if (source.empty() && tokenizer) source = tokenizer->chat_template();
+  if (source.empty()) return;
+  chat_template_.emplace(source);
+  if (tokenizer && tokenizer->bos_token_id()) template_tokens_.bos_token = tokenizer->bos_token();
+  if (tokenizer && tokenizer->eos_token_id()) template_tokens_.eos_token = tokenizer->eos_token();
+  if (tokenizer && tokenizer->pad_token_id()) template_tokens_.pad_token = tokenizer->pad_token();
+}
+
+std::string ServingContext::CheckModel(const json& body) const {
+  const std::optional<std::string> model = OptionalString(body, "model");
+  if (!model) return served_model_names_.front();
+  if (std::find(served_model_names_.begin(), served_model_names_.end(), *model) == served_model_names_.end()) {
+    throw OpenAIError(404, "The model `" + *model + "` does not exist. This server serves `" +
+                               served_model_names_.front() + "` (GET /v1/models lists the names).",
+                      "model");
+  }
+  return *model;
+}
+
+const Tokenizer& ServingContext::RequireTokenizer(const std::string& what) const {
+  if (engine_.tokenizer() == nullptr) {
+    throw OpenAIError(400, what + " needs a tokenizer, and the model " + engine_.config().model +
+                               " has none (tokenizer.json or GGUF tokenizer metadata): send token ids, or start the "
+                               "server with --tokenizer PATH");
+  }
+  return *engine_.tokenizer();
+}
+
+std::string ServingContext::RenderChat(const ordered_json& body) const {
+  const ordered_json messages = NormalizeMessages(body);
+  RequireTokenizer("a chat conversation");
+  if (!chat_template_) {
+    throw OpenAIError(400, "the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
+                           "or GGUF tokenizer.chat_template): start the server with --chat-template FILE");
+  }
+  const ordered_json tools = OptionalOrdered(body, "tools", &ordered_json::is_array, "a list of tools");
+  const ordered_json kwargs = OptionalOrdered(body, "chat_template_kwargs", &ordered_json::is_object, "an object");
+  const ordered_json generation =
+      OptionalOrdered(body, "add_generation_prompt", &ordered_json::is_boolean, "true or false");
+  const ordered_json continue_final =
+      OptionalOrdered(body, "continue_final_message", &ordered_json::is_boolean, "true or false");
+  if (continue_final.is_boolean() && continue_final.get<bool>()) {
+    BadRequest("continue_final_message is not supported by vllm-cpp", "continue_final_message");
+  }
+  try {
+    return chat_template_->Render(messages, tools, generation.is_null() || generation.get<bool>(), kwargs,
+                                  template_tokens_);
+  } catch (const ChatTemplateError& e) {
+    throw OpenAIError(400, e.kind() == ChatTemplateError::Kind::kRaised ? e.detail() : std::string(e.what()),
+                      "messages");
+  }
+}
+
+int64_t ServingContext::ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested,
+                                         std::optional<int64_t> fallback, const std::string& prompt_name) const {
+  const int64_t max_len = engine_.max_model_len();
+  const std::string limit = "This model's maximum context length is " + std::to_string(max_len) + " tokens. ";
+  if (num_prompt_tokens >= max_len) {
+    throw OpenAIError(400,
+                      limit + "However, you requested " + std::to_string(num_prompt_tokens) + " tokens in the " +
+                          prompt_name + " (the " + prompt_name + " and at least one generated token must fit). " +
+                          "Please reduce the length of the " + prompt_name + ".",
+                      prompt_name);
+  }
+  const int64_t left = max_len - num_prompt_tokens;
+  if (!requested) return std::min(fallback.value_or(left), left);
+  if (*requested < 1) BadRequest("max_tokens must be >= 1, got " + std::to_string(*requested), "max_tokens");
+  if (*requested > left) {
+    throw OpenAIError(400,
+                      limit + "However, you requested " + std::to_string(num_prompt_tokens + *requested) +
+                          " tokens (" + std::to_string(num_prompt_tokens) + " in the " + prompt_name + ", " +
+                          std::to_string(*requested) + " in the completion). Please reduce the length of the " +
+                          prompt_name + " or completion.",
+                      "max_tokens");
+  }
+  return *requested;
+}
+
+std::string TokenText(const Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr) return "token_id:" + std::to_string(id);
+  if (!tokenizer->HasToken(id)) return "";
+  const int32_t ids[] = {id};
+  return tokenizer->Decode(ids);
+}
+
+std::string TokenRawBytes(const Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr || !tokenizer->HasToken(id)) return TokenText(tokenizer, id);
+  return std::string(tokenizer->TokenBytes(id));
+}
+
+float LogprobOf(const TokenLogprobs& entry, int32_t id) {
+  for (const auto& [token, logprob] : entry) {
+    if (token == id) return logprob;
+  }
+  return -std::numeric_limits<float>::infinity();
+}
+
+json UsageJson(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"completion_tokens", completion_tokens}};
+}
+
+json StopReasonJson(const RequestOutput& output, const SamplingParams& params) {
+  if (!output.stop_reason.empty()) return output.stop_reason;
+  if (output.finish_reason == "stop" && !output.token_ids.empty()) {
+    const int32_t last = output.token_ids.back();
+    if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), last) != params.stop_token_ids.end()) {
+      return last;
+    }
+  }
+  return nullptr;
+}
+
+json PromptLogprobsJson(const Tokenizer* tokenizer, const RequestOutput& output, int num_top) {
+  if (output.prompt_logprobs.empty()) return nullptr;
+  json positions = json::array();
+  for (size_t p = 0; p < output.prompt_logprobs.size(); ++p) {
+    if (!output.prompt_logprobs[p]) {
+      positions.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprobs& entry = *output.prompt_logprobs[p];
+    json position = json::object();
+    for (size_t rank = 0; rank < entry.size(); ++rank) {
+      const auto& [id, logprob] = entry[rank];
+      // Entries are the top K by rank, then the prompt token when it is not among them
+      // (its rank is not known).
+      const bool ranked = rank < static_cast<size_t>(num_top);
+      position[std::to_string(id)] = {{"logprob", logprob},
+                                      {"rank", ranked ? json(rank + 1) : json(nullptr)},
+                                      {"decoded_token", TokenText(tokenizer, id)}};
+    }
+    positions.push_back(std::move(position));
+  }
+  return positions;
+}
+
+}  // namespace vllm::openai

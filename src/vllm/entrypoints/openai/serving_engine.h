@@ -1,0 +1,111 @@
+// What the OpenAI endpoints share (vLLM's OpenAIServing): the engine, the served model
+// names, the chat template, prompt length checks, and the requests of one HTTP request
+// (RequestGroup), whose outputs an endpoint turns into one JSON response or an SSE stream.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vllm/engine/async_llm_engine.h"
+#include "vllm/entrypoints/openai/protocol.h"
+#include "vllm/tokenizer/chat_template.h"
+
+namespace vllm::openai {
+
+// A server-sent event stream, produced a piece at a time by the HTTP layer's writer.
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  // Waits up to `timeout` for engine output and appends the events it makes
+  // ("data: {...}\n\n", at the end "data: [DONE]\n\n") to `events`. Returns false once
+  // the stream is complete. Destroying an unfinished stream aborts its requests.
+  virtual bool Next(std::chrono::milliseconds timeout, std::string& events) = 0;
+};
+
+// What an endpoint answers: a JSON body, or (stream set) an SSE stream.
+struct ApiResponse {
+  int status = 200;
+  nlohmann::json body;
+  std::shared_ptr<EventStream> stream;
+};
+
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+std::string SseEvent(const nlohmann::json& data);
+// JSON text; invalid UTF-8 (never produced by the detokenizer) is replaced, not thrown.
+std::string DumpJson(const nlohmann::json& value);
+
+// The engine requests made for one HTTP request (one per prompt), sharing an OutputQueue.
+class RequestGroup {
+ public:
+  // Submits the requests; a 400 with the engine's reason when it rejects one (then none runs).
+  RequestGroup(AsyncLLMEngine& engine, std::vector<AsyncLLMEngine::NewRequest> requests);
+  // Aborts the requests that have not finished: the client went away.
+  ~RequestGroup();
+  RequestGroup(const RequestGroup&) = delete;
+  RequestGroup& operator=(const RequestGroup&) = delete;
+
+  // The next output of any of the requests, nullopt when none came within `timeout`;
+  // a 500 when the engine failed a request.
+  std::optional<RequestOutput> Next(std::chrono::milliseconds timeout);
+  // The final output of every request, in the order given (waits for all).
+  std::vector<RequestOutput> WaitAll();
+  size_t IndexOf(const std::string& request_id) const;
+  size_t size() const { return request_ids_.size(); }
+  bool finished() const { return num_finished_ == request_ids_.size(); }
+
+ private:
+  AsyncLLMEngine& engine_;
+  std::shared_ptr<OutputQueue> queue_;
+  std::vector<std::string> request_ids_;
+  std::vector<bool> finished_;
+  size_t num_finished_ = 0;
+};
+
+class ServingContext {
+ public:
+  // `chat_template`: the template source to use; empty means the tokenizer's.
+  ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template);
+
+  AsyncLLMEngine& engine() const { return engine_; }
+  const std::vector<std::string>& served_model_names() const { return served_model_names_; }
+  // The model a request names, checked against the served names (absent: the first); a 404 otherwise.
+  std::string CheckModel(const nlohmann::json& body) const;
+  // The tokenizer, or a 400 saying that `what` needs one.
+  const Tokenizer& RequireTokenizer(const std::string& what) const;
+  // Renders a chat request (messages, tools, add_generation_prompt, chat_template_kwargs)
+  // with the chat template; 400s for malformed messages and template errors.
+  std::string RenderChat(const nlohmann::ordered_json& body) const;
+  // max_tokens for a prompt of `num_prompt_tokens`: `requested`, else `fallback` (none:
+  // all that is left of max_model_len) capped to what is left. A 400 in vLLM's words
+  // when the prompt or prompt + requested exceed max_model_len. `prompt_name` is
+  // "prompt" or "messages".
+  int64_t ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested,
+                           std::optional<int64_t> fallback, const std::string& prompt_name) const;
+
+ private:
+  AsyncLLMEngine& engine_;
+  std::vector<std::string> served_model_names_;
+  std::optional<ChatTemplate> chat_template_;
+  ChatTemplateTokens template_tokens_;
+};
+
+// A token's text for logprobs: the token decoded alone (vLLM's), "" for ids past the
+// tokenizer's vocabulary, "token_id:N" without a tokenizer.
+std::string TokenText(const Tokenizer* tokenizer, int32_t id);
+// The raw bytes of a token (chat logprobs' "bytes").
+std::string TokenRawBytes(const Tokenizer* tokenizer, int32_t id);
+// The logprob of `id` in an entry (the sampled or prompt token is always there).
+float LogprobOf(const TokenLogprobs& entry, int32_t id);
+nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens);
+// vLLM's stop_reason: the stop string, the stop token id, or null (EOS, length).
+nlohmann::json StopReasonJson(const RequestOutput& output, const SamplingParams& params);
+// vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]
+// for a request that asked for the top `num_top` per position.
+nlohmann::json PromptLogprobsJson(const Tokenizer* tokenizer, const RequestOutput& output, int num_top);
+
+}  // namespace vllm::openai

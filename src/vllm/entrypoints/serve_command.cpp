@@ -1,0 +1,104 @@
+// `vllm-cpp serve MODEL`: the OpenAI-compatible server (vLLM's `vllm serve`).
+//
+//   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
+//                        [--api-key KEY] [--chat-template FILE] [engine flags...]
+//
+// Loads the model, binds, prints one line saying where it listens, then logs one line
+// per request on stderr until SIGINT or SIGTERM, which stop it cleanly.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "vllm/entrypoints/cli_args.h"
+#include "vllm/entrypoints/commands.h"
+#include "vllm/entrypoints/engine_args.h"
+#include "vllm/entrypoints/openai/api_server.h"
+
+namespace vllm {
+namespace {
+
+void DeclareArgs(CliArgs& cli) {
+  cli.AddPositional("model", "HF checkpoint folder or .gguf file", false);
+  cli.AddOption("host", "address to listen on", "127.0.0.1");
+  cli.AddOption("port", "port to listen on (0: any free port, printed at start)", "8000");
+  cli.AddOption("served-model-name", "the model name clients send in \"model\" (default: the MODEL path)", "");
+  cli.AddOption("api-key", "require 'Authorization: Bearer KEY' on the /v1 routes", "");
+  cli.AddOption("chat-template", "chat template file (or the template itself) instead of the tokenizer's", "");
+  cli.AddFlag("disable-uvicorn-access-log", "do not log one line per request (vLLM's flag name)");
+  cli.AddFlag("help", "show this help");
+  AddEngineArgs(cli);
+}
+
+// SIGINT and SIGTERM are blocked in every thread (call before any thread starts) and
+// taken by one waiting thread (SignalWaiter), which stops the server: no work in a
+// signal handler.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a dead server
+  return signals;
+}
+
+class SignalWaiter {
+ public:
+  SignalWaiter(sigset_t signals, openai::ApiServer& server)
+      : signals_(signals), waiter_([this, &server] {
+          int signal_number = 0;
+          sigwait(&signals_, &signal_number);
+          server.Stop();
+        }) {}
+  // Wakes the waiter when no signal came (the server stopped otherwise); the server
+  // outlives this object.
+  ~SignalWaiter() {
+    pthread_kill(waiter_.native_handle(), SIGTERM);
+    waiter_.join();
+  }
+
+ private:
+  sigset_t signals_;
+  std::thread waiter_;
+};
+
+}  // namespace
+
+int RunServeCommand(const CommandArgs& args) {
+  CliArgs cli("serve");
+  DeclareArgs(cli);
+  cli.Parse(args);
+  if (cli.GetFlag("help")) {
+    std::printf("%s", cli.Help().c_str());
+    return 0;
+  }
+  if (!cli.WasGiven("model")) throw CliError("serve: give the MODEL to serve (an HF folder or a .gguf file)");
+  const sigset_t stop_signals = BlockStopSignals();
+  const std::string model = cli.GetString("model");
+  openai::ServerConfig server_config;
+  server_config.host = cli.GetString("host");
+  server_config.port = static_cast<int>(cli.GetInt("port"));
+  if (server_config.port < 0 || server_config.port > 65535) throw CliError("serve: --port must be in [0, 65535]");
+  if (!cli.GetString("served-model-name").empty()) server_config.served_model_names = {cli.GetString("served-model-name")};
+  server_config.api_key = cli.GetString("api-key");
+  server_config.chat_template = cli.GetString("chat-template");
+  server_config.access_log = !cli.GetFlag("disable-uvicorn-access-log");
+
+  auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model));
+  const EngineStats stats = engine->stats();
+  openai::ApiServer server(std::move(engine), server_config);
+  const int port = server.Bind();
+  std::fprintf(stderr, "vllm-cpp serve: %s on http://%s:%d (max_model_len %lld, %lld KV blocks)\n", model.c_str(),
+               server_config.host.c_str(), port, static_cast<long long>(stats.max_model_len),
+               static_cast<long long>(stats.num_kv_blocks));
+  {
+    SignalWaiter waiter(stop_signals, server);
+    server.Serve();
+  }
+  std::fprintf(stderr, "vllm-cpp serve: stopped\n");
+  return 0;
+}
+
+}  // namespace vllm
