@@ -153,6 +153,19 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
   EXPECT_EQ(error.detail(), "'dict object' has no attribute 'content'");
 }
 
+TEST(JinjaErrors, BuiltinsRejectArgumentsOfTheWrongType) {
+  // Found by fuzzing: each must be a render error naming the builtin, not a crash.
+  for (const char* source : {"{{ 'x'|indent(none) }}", "{{ 'x'|replace('a', 'b', 'c') }}", "{{ 1.5|round('x') }}",
+                             "{{ '{99999999999}'.format(1) }}", "{{ 'a b'.split(none, 'x') }}", "{{ range('a') }}",
+                             "{{ [1]|tojson(indent=[]) }}",
+                             "{{ dict(1) }}", "{{ '%c' % 'ab' }}", "{{ '%(k)s' % 1 }}", "{{ 5|first }}"}) {
+    SCOPED_TRACE(source);
+    EXPECT_EQ(RenderFailure(source).kind(), ChatTemplateError::Kind::kRender);
+  }
+  // An attribute path of digits too long for an index is a missing item, as in jinja2.
+  EXPECT_EQ(Render("{{ [1]|join(attribute='99999999999999999999') }}"), "");
+}
+
 TEST(JinjaLimits, RunawayRecursionAndOutputAreStopped) {
   const ChatTemplateError recursion = RenderFailure("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_NE(recursion.detail().find("nests deeper"), std::string::npos) << recursion.detail();

@@ -67,12 +67,22 @@ std::optional<Int> ParseInt(const std::string& text, int base) {
 
 std::vector<Value> Items(const Value& v) { return *Iterate(v); }
 
+// An integer argument clamped to [lo, hi]; errors name the filter and the parameter.
+Int IntParam(const Value& v, const char* filter, const char* param, Int lo, Int hi) {
+  if (!v.IsInt() && !v.IsBool()) {
+    throw RenderError(std::string(filter) + ": '" + param + "' must be an integer, not " + v.TypeName());
+  }
+  return std::clamp<Int>(v.AsInt(), lo, hi);
+}
+
 // Attribute lookup used by attribute= arguments: "a.b" and "0" address nested items.
 Value LookupPath(const Value& item, const Value& attribute) {
   if (!attribute.IsString()) return GetItem(item, attribute);
   Value current = item;
   for (const std::string& part : py::Split(attribute.AsString(), std::string("."), -1)) {
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    const bool numeric = !part.empty() && part.size() < 19 &&
+                         std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    if (numeric) {
       current = GetItem(current, Value::Integer(std::stoll(part)));
     } else {
       current = GetItem(current, Value::String(part));
@@ -195,8 +205,8 @@ Value Format(const Value& input, CallArgs& args) {
 
 Value Indent(const Value& input, CallArgs& args) {
   auto a = BindArgs("indent", args, {{"width", Value::Integer(4)}, {"first", Value::Bool(false)}, {"blank", Value::Bool(false)}});
-  const std::string indention = a[0].IsString() ? a[0].AsString()
-                                                : std::string(static_cast<size_t>(std::clamp<Int>(a[0].AsInt(), 0, 4096)), ' ');
+  const std::string indention =
+      a[0].IsString() ? a[0].AsString() : std::string(static_cast<size_t>(IntParam(a[0], "indent", "width", 0, 4096)), ' ');
   const std::vector<std::string> lines = py::SplitLines(ToStr(input) + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -295,7 +305,7 @@ Value MinMax(const Value& input, CallArgs& args) {
 
 Value Replace(const Value& input, CallArgs& args) {
   auto a = BindArgs("replace", args, {{"old"}, {"new"}, {"count", Value::None()}});
-  const int64_t count = a[2].IsNone() ? -1 : static_cast<int64_t>(a[2].AsInt());
+  const int64_t count = a[2].IsNone() ? -1 : static_cast<int64_t>(IntParam(a[2], "replace", "count", -1, Int(1) << 62));
   return Value::String(py::Replace(ToStr(input), ToStr(a[0]), ToStr(a[1]), count), input.IsMarkup());
 }
 
@@ -314,7 +324,7 @@ Value Reverse(const Value& input, CallArgs& args) {
 Value Round(const Value& input, CallArgs& args) {
   auto a = BindArgs("round", args, {{"precision", Value::Integer(0)}, {"method", Value::String("common")}});
   if (!input.IsNumber()) throw RenderError("round: expected a number, got " + input.TypeName());
-  const int precision = static_cast<int>(std::clamp<Int>(a[0].AsInt(), -300, 300));
+  const int precision = static_cast<int>(IntParam(a[0], "round", "precision", -300, 300));
   const std::string method = ToStr(a[1]);
   const double value = input.AsFloat();
   if (method == "common") {

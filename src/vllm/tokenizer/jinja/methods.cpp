@@ -149,6 +149,42 @@ Value PartitionMethod(const Value& self, CallArgs& args) {
   return Value::Tuple({StrResult(self, s.substr(0, at)), StrResult(self, sep), StrResult(self, s.substr(at + sep.size()))});
 }
 
+// center / ljust / rjust / zfill: pad to a width in code points.
+enum class Pad { kCenter, kLeftJustify, kRightJustify, kZeroFill };
+
+template <Pad kPad>
+Value PadMethod(const Value& self, CallArgs& args) {
+  const char* name = kPad == Pad::kCenter ? "center" : kPad == Pad::kLeftJustify ? "ljust" : kPad == Pad::kRightJustify ? "rjust" : "zfill";
+  auto a = kPad == Pad::kZeroFill ? BindArgs(name, args, {{"width"}})
+                                  : BindArgs(name, args, {{"width"}, {"fillchar", Value::String(" ")}});
+  const int64_t width = std::min<int64_t>(IntArg(a[0], name), 1 << 20);
+  const std::string fill = kPad == Pad::kZeroFill ? "0" : StrArg(a[1], name);
+  if (py::CodePointCount(fill) != 1) throw RenderError(std::string(name) + "() fill character must be exactly one character long");
+  const std::string& s = self.AsString();
+  const auto length = static_cast<int64_t>(py::CodePointCount(s));
+  if (width <= length) return self;
+  auto repeat = [&](int64_t n) {
+    std::string out;
+    for (int64_t i = 0; i < n; ++i) out += fill;
+    return out;
+  };
+  const int64_t total = width - length;
+  switch (kPad) {
+    case Pad::kLeftJustify: return StrResult(self, s + repeat(total));
+    case Pad::kRightJustify: return StrResult(self, repeat(total) + s);
+    case Pad::kCenter: {
+      // CPython: the extra fill goes left when the padding and the width are both odd.
+      const int64_t left = total / 2 + (total & width & 1);
+      return StrResult(self, repeat(left) + s + repeat(total - left));
+    }
+    case Pad::kZeroFill: {
+      const bool signed_text = !s.empty() && (s[0] == '+' || s[0] == '-');
+      return StrResult(self, signed_text ? s.substr(0, 1) + repeat(total) + s.substr(1) : repeat(total) + s);
+    }
+  }
+  return self;
+}
+
 Value FormatMethod(const Value& self, CallArgs& args) { return StrResult(self, BraceFormat(self.AsString(), args)); }
 
 Value DictGet(const Value& self, CallArgs& args) {
@@ -221,6 +257,10 @@ const std::map<std::string, Method, std::less<>>& StrMethods() {
       {"partition", PartitionMethod<false>},
       {"rpartition", PartitionMethod<true>},
       {"format", FormatMethod},
+      {"center", PadMethod<Pad::kCenter>},
+      {"ljust", PadMethod<Pad::kLeftJustify>},
+      {"rjust", PadMethod<Pad::kRightJustify>},
+      {"zfill", PadMethod<Pad::kZeroFill>},
   };
   return methods;
 }
@@ -240,8 +280,8 @@ const std::map<std::string, Method, std::less<>>& ListMethods() {
 // Python methods left out: present as attributes, failing with a clear error if called.
 bool IsOtherPythonMethod(const Value& receiver, std::string_view name) {
   static constexpr std::string_view kStr[] = {
-      "casefold", "center", "encode", "expandtabs", "format_map", "index", "isascii", "isdecimal", "isidentifier",
-      "isnumeric", "isprintable", "istitle", "ljust", "maketrans", "rindex", "rjust", "swapcase", "translate", "zfill"};
+      "casefold", "encode", "expandtabs", "format_map", "index", "isascii", "isdecimal", "isidentifier",
+      "isnumeric", "isprintable", "istitle", "maketrans", "rindex", "swapcase", "translate"};
   static constexpr std::string_view kDict[] = {"clear", "fromkeys", "pop", "popitem", "setdefault", "update"};
   static constexpr std::string_view kList[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
   auto contains = [&](const auto& names) { return std::find(std::begin(names), std::end(names), name) != std::end(names); };

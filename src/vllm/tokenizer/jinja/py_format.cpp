@@ -339,7 +339,7 @@ std::string BraceFormat(const std::string& format, const CallArgs& args) {
     }
     const Value* value = nullptr;
     if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
-      const size_t index = field.empty() ? auto_index++ : std::stoul(field);
+      const size_t index = field.empty() ? auto_index++ : field.size() > 9 ? args.positional.size() : std::stoul(field);
       if (index >= args.positional.size()) throw RenderError("Replacement index " + std::to_string(index) + " out of range");
       value = &args.positional[index];
     } else {

@@ -26,6 +26,11 @@ std::string Renderer::Run(const Body& body, const ValueDict& context) {
     throw ChatTemplateError(ChatTemplateError::Kind::kRender, current_line_, e.what());
   } catch (const std::bad_alloc&) {
     throw ChatTemplateError(ChatTemplateError::Kind::kRender, current_line_, "out of memory while rendering");
+  } catch (const std::exception& e) {
+    // A value of an unexpected type reaching a builtin: still an error of this
+    // template and these inputs, never a crash of the caller.
+    throw ChatTemplateError(ChatTemplateError::Kind::kRender, current_line_,
+                            std::string("internal error while rendering: ") + e.what());
   }
   return out;
 }
