@@ -1,10 +1,11 @@
-// Per-row functions of the norm and activation kernels, one table per instruction
-// set and activation dtype (f32, bf16, f16). norms.cpp and activations.cpp own the
-// ops (row addressing, threads, weights); the tables do one contiguous row each:
+// Per-row functions of the norm, activation and sampling kernels, one table per
+// instruction set (and, for norms and activations, per activation dtype: f32,
+// bf16, f16). norms.cpp, activations.cpp and sampling.cpp own the ops (row
+// addressing, threads, weights); the tables do one contiguous row each:
 //
-//   norms.cpp / activations.cpp        portable C++ rows (any CPU)
-//   norms_avx2.cpp / activations_avx2.cpp      8 lanes, scalar tails
-//   norms_avx512.cpp / activations_avx512.cpp  16 lanes, masked tails
+//   norms.cpp / activations.cpp / sampling.cpp   portable C++ rows (any CPU)
+//   *_avx2.cpp                                    8 lanes
+//   *_avx512.cpp                                  16 lanes, masked tails
 //
 // Every row function reads its whole input before writing an element it has read,
 // so `out` may be the same memory as an input where the op allows it. Weights are
@@ -41,6 +42,14 @@ struct ActivationRowKernels {
   void (*scale)(const void* x, float s, int64_t n, void* out);
 };
 
+// Rows of f32 logits (other dtypes are converted first).
+struct SamplingRowKernels {
+  // sum_i e^(x[i] - shift)
+  float (*sum_exp_shifted)(const float* x, int64_t n, float shift);
+  // The first index of the largest value; a NaN counts as larger than any number.
+  int64_t (*argmax)(const float* x, int64_t n);
+};
+
 // dtype is f32, bf16 or f16.
 const NormRowKernels& NormRowsPortable(DType dtype);
 const NormRowKernels& NormRowsAvx2(DType dtype);
@@ -48,5 +57,8 @@ const NormRowKernels& NormRowsAvx512(DType dtype);
 const ActivationRowKernels& ActivationRowsPortable(DType dtype);
 const ActivationRowKernels& ActivationRowsAvx2(DType dtype);
 const ActivationRowKernels& ActivationRowsAvx512(DType dtype);
+const SamplingRowKernels& SamplingRowsPortable();
+const SamplingRowKernels& SamplingRowsAvx2();
+const SamplingRowKernels& SamplingRowsAvx512();
 
 }  // namespace vt::cpu

@@ -1,22 +1,29 @@
 // CPU kernels for the sampling helpers LogSoftmax and Argmax.
 //
 // LogSoftmax: x [rows..., V] (any float dtype, strided rows), out same shape f32;
-// out = x - max - log(sum(exp(x - max))), all in f32. The sum runs over 16 partial
+// out = x - max - log(sum(exp(x - max))), all in f32, the sum over several partial
 // sums so that a 250k-entry vocabulary keeps its accuracy. out may be the same view
 // as an f32 x (each element is read before it is written).
 //
 // Argmax: x [R, V] float (strided rows), out [R] i32: the first index of the row's
 // largest value; a NaN counts as larger than any number (as torch.argmax), so the
 // first NaN wins if there is one.
+//
+// Rows are split across threads; non-f32 rows are converted to f32 first. The
+// exponentials and the argmax search run in the row functions of the active
+// instruction set (row_kernels.h; sampling_avx2.cpp / sampling_avx512.cpp): a libm
+// call per vocabulary entry would cost milliseconds per row.
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <string>
 #include <vector>
 
+#include "../cpu_features.h"
 #include "../cpu_util.h"
 #include "../thread_pool.h"
-#include "scalar_elems.h"
+#include "row_kernels.h"
 #include "vt/ops.h"
+#include "vt/reach.h"
 
 namespace vt::cpu {
 namespace {
@@ -34,63 +41,73 @@ float SumExpShifted(const float* x, int64_t n, float shift) {
   return sum;
 }
 
-void LogSoftmaxRow(const float* x, int64_t n, float* out) {
-  const float max_value = *std::max_element(x, x + n);
-  const float log_norm = max_value + std::log(SumExpShifted(x, n, max_value));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] - log_norm;
+int64_t Argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return i;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
 }
 
-void LogSoftmaxCpu(const LogSoftmaxArgs& a) {
-  const int64_t n = a.x.size(-1);
-  const DType dtype = a.x.dtype();
-  const Rows x_rows(a.x), out_rows(a.out);
-  ParallelFor(x_rows.count(), std::max<int64_t>(1, 16384 / n), [&](int64_t begin, int64_t end) {
+constexpr SamplingRowKernels kPortableRows = {&SumExpShifted, &Argmax};
+
+}  // namespace
+
+const SamplingRowKernels& SamplingRowsPortable() { return kPortableRows; }
+
+namespace {
+
+const SamplingRowKernels& ActiveSamplingRows(const char* kernel) {
+  const Isa isa = ActiveIsa();
+  reach::Hit(std::string(kernel) + "." + IsaName(isa));
+  switch (isa) {
+    case Isa::kAvx512: return SamplingRowsAvx512();
+    case Isa::kAvx2: return SamplingRowsAvx2();
+    default: return SamplingRowsPortable();
+  }
+}
+
+// Calls fn(row as f32) for every row r of x [rows..., V], converting non-f32 rows.
+template <typename Fn>
+void ForEachRowF32(const Tensor& x, int64_t grain, const Fn& fn) {
+  const int64_t n = x.size(-1);
+  const DType dtype = x.dtype();
+  const char* data = static_cast<const char*>(x.data());
+  const Rows rows(x);
+  ParallelFor(rows.count(), grain, [&](int64_t begin, int64_t end) {
     std::vector<float> converted(dtype == DType::kF32 ? 0 : static_cast<size_t>(n));
     for (int64_t r = begin; r < end; ++r) {
-      const char* x = ElementAddress(a.x.data(), dtype, x_rows.Offset(r));
-      float* out = a.out.data_ptr<float>() + out_rows.Offset(r);
+      const char* row = data + BytesFor(dtype, rows.Offset(r));
       if (dtype == DType::kF32) {
-        LogSoftmaxRow(reinterpret_cast<const float*>(x), n, out);
+        fn(r, reinterpret_cast<const float*>(row));
       } else {
-        LoadRow(x, dtype, n, converted.data());
-        LogSoftmaxRow(converted.data(), n, out);
+        LoadRow(row, dtype, n, converted.data());
+        fn(r, converted.data());
       }
     }
   });
 }
 
-template <typename T>
-int32_t ArgmaxRow(const T* x, int64_t n) {
-  int32_t best = 0;
-  float best_value = portable::ToF32(x[0]);
-  if (std::isnan(best_value)) return 0;
-  for (int64_t i = 1; i < n; ++i) {
-    const float v = portable::ToF32(x[i]);
-    if (std::isnan(v)) return static_cast<int32_t>(i);
-    if (v > best_value) {
-      best_value = v;
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
-}
-
-int32_t ArgmaxRow(const char* x, DType dtype, int64_t n) {
-  switch (dtype) {
-    case DType::kBF16: return ArgmaxRow(reinterpret_cast<const BFloat16*>(x), n);
-    case DType::kF16: return ArgmaxRow(reinterpret_cast<const Float16*>(x), n);
-    default: return ArgmaxRow(reinterpret_cast<const float*>(x), n);
-  }
+void LogSoftmaxCpu(const LogSoftmaxArgs& a) {
+  const SamplingRowKernels& rows_fn = ActiveSamplingRows("LogSoftmaxCpu");
+  const int64_t n = a.x.size(-1);
+  const Rows out_rows(a.out);
+  float* out = a.out.data_ptr<float>();
+  ForEachRowF32(a.x, std::max<int64_t>(1, 16384 / n), [&](int64_t r, const float* x) {
+    const float max_value = *std::max_element(x, x + n);
+    const float log_norm = max_value + std::log(rows_fn.sum_exp_shifted(x, n, max_value));
+    float* o = out + out_rows.Offset(r);
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] - log_norm;
+  });
 }
 
 void ArgmaxCpu(const ArgmaxArgs& a) {
-  const int64_t rows = a.x.size(0), n = a.x.size(1);
+  const SamplingRowKernels& rows_fn = ActiveSamplingRows("ArgmaxCpu");
+  const int64_t n = a.x.size(1);
   int32_t* out = a.out.data_ptr<int32_t>();
-  ParallelFor(rows, std::max<int64_t>(1, 65536 / n), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      out[r] = ArgmaxRow(ElementAddress(a.x.data(), a.x.dtype(), r * a.x.stride(0)), a.x.dtype(), n);
-    }
-  });
+  ForEachRowF32(a.x, std::max<int64_t>(1, 65536 / n),
+                [&](int64_t r, const float* x) { out[r] = static_cast<int32_t>(rows_fn.argmax(x, n)); });
 }
 
 }  // namespace
