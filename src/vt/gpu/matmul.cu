@@ -56,29 +56,17 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyWarpPerColumn(GemmParams
 }
 
 // kSkinnyVectorLoads: each lane takes 8 consecutive values per step, read as one
-// or two 16-byte loads of the (aligned) row, and issues the loads of
-// kChunksInFlight steps before using the first: decode GEMV is bound by how many
-// weight bytes are in flight, and one load per warp at a time leaves DRAM idle.
+// or two 16-byte loads of the (aligned) row.
 constexpr int kChunk = 8;
-constexpr int kChunksInFlight = 4;
 
 template <typename T>
-struct RawChunk {
-  uint4 vectors[kChunk * sizeof(T) / 16];
-};
-
-template <typename T>
-__device__ inline RawChunk<T> LoadRaw(const T* p) {
-  RawChunk<T> raw;
+__device__ inline void LoadChunk(const T* p, float (&out)[kChunk]) {
+  constexpr int kVectors = kChunk * sizeof(T) / 16;
+  uint4 raw[kVectors];
 #pragma unroll
-  for (size_t v = 0; v < sizeof(raw.vectors) / 16; ++v) raw.vectors[v] = reinterpret_cast<const uint4*>(p)[v];
-  return raw;
-}
-
-template <typename T>
-__device__ inline void Unpack(const RawChunk<T>& raw, float (&out)[kChunk]) {
+  for (int v = 0; v < kVectors; ++v) raw[v] = reinterpret_cast<const uint4*>(p)[v];
   T values[kChunk];
-  memcpy(values, raw.vectors, sizeof(values));
+  memcpy(values, raw, sizeof(values));
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) out[j] = ToFloat(values[j]);
 }
@@ -89,29 +77,17 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyVectorLoads(GemmParams<X
   const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (column >= p.n) return;  // whole warps leave together
   const W* w_row = static_cast<const W*>(p.w.data) + column * p.w.row_stride;
-  const int64_t step = static_cast<int64_t>(kWarpSize) * kChunk;
   float acc[kSkinnyMaxRows] = {};
-  for (int64_t base = static_cast<int64_t>(lane) * kChunk; base < p.k; base += kChunksInFlight * step) {
-    RawChunk<W> raw[kChunksInFlight] = {};
+  for (int64_t base = static_cast<int64_t>(lane) * kChunk; base < p.k; base += kWarpSize * kChunk) {
+    float w[kChunk];
+    LoadChunk(w_row + base, w);
 #pragma unroll
-    for (int c = 0; c < kChunksInFlight; ++c) {
-      if (base + c * step < p.k) raw[c] = LoadRaw(w_row + base + c * step);
-    }
+    for (int r = 0; r < kSkinnyMaxRows; ++r) {
+      if (r < p.m) {
+        float x[kChunk];
+        LoadChunk(p.x + r * p.x_row_stride + base, x);
 #pragma unroll
-    for (int c = 0; c < kChunksInFlight; ++c) {
-      const int64_t at = base + c * step;
-      if (at < p.k) {
-        float w[kChunk];
-        Unpack(raw[c], w);
-#pragma unroll
-        for (int r = 0; r < kSkinnyMaxRows; ++r) {
-          if (r < p.m) {
-            float x[kChunk];
-            Unpack(LoadRaw(p.x + r * p.x_row_stride + at), x);
-#pragma unroll
-            for (int j = 0; j < kChunk; ++j) acc[r] += w[j] * x[j];
-          }
-        }
+        for (int j = 0; j < kChunk; ++j) acc[r] += w[j] * x[j];
       }
     }
   }
