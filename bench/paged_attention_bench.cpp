@@ -13,8 +13,8 @@
 //                             visible (query head, position) pair) and tokens/s.
 //
 // Besides the wall-clock counters of bench::RunTimed, each benchmark reports
-// cpu_GB/s: the same bytes per second of process CPU time per thread, i.e. what
-// kThreads dedicated cores reach. On a shared machine, where other processes take
+// cpu_GB/s (and cpu_GFLOP/s): the same work per second of process CPU time per
+// thread, i.e. what kThreads dedicated cores reach. On a shared machine, where other processes take
 // turns on the cores, wall-clock GB/s understates the kernel and cpu_GB/s does not
 // (it cannot tell DRAM bandwidth lost to other processes, though).
 //
@@ -70,7 +70,10 @@ void RunTimedWithCpu(benchmark::State& state, double bytes, double flops, const 
   const double cpu_start = ProcessCpuSeconds();
   bench::RunTimed(state, bytes, flops, body);
   const double cpu_per_thread = (ProcessCpuSeconds() - cpu_start) / kThreads;
-  if (cpu_per_thread > 0) state.counters["cpu_GB/s"] = bytes * static_cast<double>(state.iterations()) / cpu_per_thread / 1e9;
+  if (cpu_per_thread <= 0) return;
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["cpu_GB/s"] = bytes * iterations / cpu_per_thread / 1e9;
+  if (flops > 0) state.counters["cpu_GFLOP/s"] = flops * iterations / cpu_per_thread / 1e9;
 }
 
 // `copies` independent batches of `batch` sequences of `context` positions each, in
