@@ -2,7 +2,9 @@
 //
 // Copy: dst = cast(src) for any pair of plain dtypes and any strides; rows of a
 // block dtype dequantize through vt::DequantizeRow. Work is split by rows of the
-// destination; a contiguous same-dtype pair is one memcpy per row.
+// destination; a contiguous same-dtype pair is one memcpy per row, a contiguous
+// pair of float dtypes converts through an f32 row.
+// Fill: the element's bytes are computed once and stored along each row.
 #include "../cpu_util.h"
 #include "../thread_pool.h"
 #include "vt/ops.h"
@@ -22,6 +24,7 @@ void CopyCpu(const CopyArgs& a) {
   const int64_t src_stride = src.stride(-1), dst_stride = dst.stride(-1);
   Rows src_rows(src), dst_rows(dst);
   const bool integer_pair = IsInteger(src.dtype()) && IsInteger(dst.dtype());
+  const bool float_pair = IsFloat(src.dtype()) && IsFloat(dst.dtype());
   ParallelFor(dst_rows.count(), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(n));
     for (int64_t r = begin; r < end; ++r) {
@@ -36,6 +39,9 @@ void CopyCpu(const CopyArgs& a) {
         }
       } else if (src.dtype() == dst.dtype() && src_stride == 1 && dst_stride == 1) {
         std::memcpy(d, s, static_cast<size_t>(BytesFor(dst.dtype(), n)));
+      } else if (float_pair && src_stride == 1 && dst_stride == 1) {
+        LoadRow(s, src.dtype(), n, row.data());
+        StoreRow(row.data(), n, d, dst.dtype());
       } else if (integer_pair) {
         for (int64_t i = 0; i < n; ++i) {
           int64_t v = LoadIndex(s, src.dtype(), i * src_stride);
@@ -51,22 +57,48 @@ void CopyCpu(const CopyArgs& a) {
   });
 }
 
+// The bytes of `value` stored as one element of `dtype` (integers exactly).
+uint64_t ElementBits(DType dtype, double value) {
+  uint64_t bits = 0;
+  if (dtype == DType::kI64) {
+    const int64_t v = static_cast<int64_t>(value);
+    std::memcpy(&bits, &v, sizeof(v));
+  } else if (dtype == DType::kI32) {
+    const int32_t v = static_cast<int32_t>(value);
+    std::memcpy(&bits, &v, sizeof(v));
+  } else {
+    StoreFloat(&bits, dtype, 0, static_cast<float>(value));
+  }
+  return bits;
+}
+
+// n elements of `elem_bytes` bytes each, `stride` elements apart, all set to `bits`.
+template <typename Bits>
+void FillRow(char* d, int64_t n, int64_t stride, uint64_t bits) {
+  Bits value;
+  std::memcpy(&value, &bits, sizeof(Bits));
+  Bits* out = reinterpret_cast<Bits*>(d);
+  for (int64_t i = 0; i < n; ++i) out[i * stride] = value;
+}
+
 void FillCpu(const FillArgs& a) {
   const Tensor& dst = a.dst;
+  const uint64_t bits = ElementBits(dst.dtype(), a.value);
+  const int64_t elem_bytes = BytesFor(dst.dtype(), 1);
   if (dst.ndim() == 0) {
-    StoreFloat(dst.data(), dst.dtype(), 0, static_cast<float>(a.value));
+    std::memcpy(dst.data(), &bits, static_cast<size_t>(elem_bytes));
     return;
   }
   const int64_t n = dst.size(-1), stride = dst.stride(-1);
   Rows rows(dst);
+  char* data = static_cast<char*>(dst.data());
   ParallelFor(rows.count(), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      char* d = ElementAddress(dst.data(), dst.dtype(), rows.Offset(r));
-      for (int64_t i = 0; i < n; ++i) {
-        // Integers are stored exactly (a double holds every int32 and ids up to 2^53).
-        if (dst.dtype() == DType::kI64) reinterpret_cast<int64_t*>(d)[i * stride] = static_cast<int64_t>(a.value);
-        else if (dst.dtype() == DType::kI32) reinterpret_cast<int32_t*>(d)[i * stride] = static_cast<int32_t>(a.value);
-        else StoreFloat(d, dst.dtype(), i * stride, static_cast<float>(a.value));
+      char* d = data + elem_bytes * rows.Offset(r);
+      switch (elem_bytes) {
+        case 2: FillRow<uint16_t>(d, n, stride, bits); break;
+        case 4: FillRow<uint32_t>(d, n, stride, bits); break;
+        default: FillRow<uint64_t>(d, n, stride, bits); break;
       }
     }
   });
