@@ -160,7 +160,7 @@ void SplitBf16Row(const float* x, int64_t k, uint16_t* hi, uint16_t* lo) {
 // (K-quant tiles keep an integer and an f32 accumulator per pair).
 constexpr int kFloatRows = 4, kFloatCols = 4;
 struct Int8Shape {
-  static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 2, kKQuantCols = 4;
+  static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
 };
 
 template <class Pairs>
