@@ -1,15 +1,18 @@
 // AVX-512 micro-kernels of the CPU PagedAttention (see paged_attention.h).
 //
+// A cache row is consumed in chunks: 16 values for f32 / f16; 32 for bf16, loaded
+// at once and split into their even and odd halves (see Chunks), so bf16 costs one
+// instruction per 16 values to widen.
 // scores: blocks of up to 4 query rows x 4 positions (1-2 rows x 8 positions) keep
-// up to 16 accumulators in registers, so each loaded (and converted) 16-element
-// chunk of a key feeds several FMAs and each q chunk 4 or more; the dot products
-// are then summed in one transposing tree.
-// accumulate: for each 16-element chunk of the head dim, up to 4 accumulator rows
-// stay in registers while the segment's values stream through, each value chunk
-// loaded and converted once per block of rows and multiplied by a broadcast weight.
+// up to 16 accumulators in registers, so each loaded chunk of a key feeds several
+// FMAs; the dot products are then summed in one transposing tree. While a block's
+// keys are in use, its values and the next block's keys are prefetched into L1.
+// accumulate: for each chunk of the head dim, up to 4 accumulator rows stay in
+// registers while the segment's values stream through, each value chunk loaded
+// once per block of rows and multiplied by a broadcast weight.
 // softmax_step: one masked 16-lane pass (max, exp, sum) per row.
-// Head-dim tails use masked loads (q and acc rows are zero-padded to 16), so every
-// head_dim takes this path.
+// Head-dim tails use masked loads (q and acc rows are zero-padded to kRowPad), so
+// every head_dim takes this path.
 #include <cmath>
 #include <type_traits>
 
