@@ -225,21 +225,25 @@ void QuantizeQ5_K(const float* x, int64_t n, uint8_t* blocks) {
   }
 }
 
+// Loops over (half, part, 16-value sub-block) so each inner loop has one scale and
+// fixed shifts (and vectorises).
 void DequantizeQ6_K(const uint8_t* blocks, int64_t n, float* out) {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, out += kSuperBlock) {
     BlockQ6_K block;
     std::memcpy(&block, blocks + b * sizeof(BlockQ6_K), sizeof(block));
     const float d = F16ToF32(block.d);
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = block.ql + 64 * h;
-      const uint8_t* qh = block.qh + 32 * h;
-      float* y = out + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int q[4] = {(ql[l] & 0x0f) | ((qh[l] & 3) << 4), (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4),
-                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
-        for (int part = 0; part < 4; ++part) {
-          const int i = 32 * part + l;
-          y[i] = d * block.scales[(128 * h + i) / 16] * (q[part] - 32);
+      for (int part = 0; part < 4; ++part) {
+        const uint8_t* ql = block.ql + 64 * h + 32 * (part % 2);
+        const uint8_t* qh = block.qh + 32 * h;
+        const int low_shift = part < 2 ? 0 : 4, high_shift = 2 * part;
+        for (int half16 = 0; half16 < 2; ++half16) {
+          const float scale = d * block.scales[8 * h + 2 * part + half16];
+          float* y = out + 128 * h + 32 * part + 16 * half16;
+          for (int l = 16 * half16; l < 16 * half16 + 16; ++l) {
+            const int q = ((ql[l] >> low_shift) & 0x0f) | (((qh[l] >> high_shift) & 3) << 4);
+            y[l - 16 * half16] = scale * (q - 32);
+          }
         }
       }
     }

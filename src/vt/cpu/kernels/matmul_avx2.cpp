@@ -120,6 +120,16 @@ struct Int8Shape {
   static constexpr int kBlock32Rows = 2, kBlock32Cols = 2, kKQuantRows = 2, kKQuantCols = 2;
 };
 
+// GEMV: one weight row per panel (read in address order); GEMM: register tiles.
+template <class Kernel>
+void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.m <= kGemvMaxRows) {
+    RunTiles<Kernel, kGemvMaxRows, 1>(p, n_begin, n_end);
+  } else {
+    RunTiles<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
+  }
+}
+
 }  // namespace
 
 // The AVX2 variant never reads x as bf16 pairs (bf16 weights convert to f32 instead).
@@ -128,21 +138,16 @@ XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRo
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kF32:
-      if (gemv)
-        RunTiles<FloatTiles<F32Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
-      else
-        RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
-      return;
+    case DType::kF32: RunFloatTiles<FloatTiles<F32Weights>>(p, n_begin, n_end); return;
     case DType::kF16:
       if (gemv)
-        RunTiles<FloatTiles<F16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
+        RunFloatTiles<FloatTiles<F16Weights>>(p, n_begin, n_end);
       else
         RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     case DType::kBF16:
       if (gemv)
-        RunTiles<FloatTiles<Bf16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
+        RunFloatTiles<FloatTiles<Bf16Weights>>(p, n_begin, n_end);
       else
         RunConvertedPanels<Bf16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;

@@ -163,6 +163,33 @@ struct Int8Shape {
   static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
 };
 
+// GEMV: one weight row per panel (read in address order); GEMM: register tiles.
+template <class Kernel>
+void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.m <= kGemvMaxRows) {
+    RunTiles<Kernel, kGemvMaxRows, 1>(p, n_begin, n_end);
+  } else {
+    RunTiles<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
+  }
+}
+
+// GEMM over block weights: each panel of RN weight rows is dequantized once
+// (vt::DequantizeRow, then rounded to bf16), then swept by vdpbf16ps tiles against
+// x rounded to bf16.
+void RunBf16DequantizedPanels(const Problem& p, int64_t n_begin, int64_t n_end) {
+  std::vector<float> row(static_cast<size_t>(p.k));
+  std::vector<uint16_t> buffer(static_cast<size_t>(kFloatCols * p.k));  // [kFloatCols, K] bf16
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kFloatCols) {
+    const int64_t cols = std::min<int64_t>(kFloatCols, n_end - n0);
+    for (int64_t c = 0; c < cols; ++c) {
+      DequantizeRow(p.WeightRow(n0 + c), p.w_dtype, p.k, row.data());
+      SplitBf16Row(row.data(), p.k, buffer.data() + c * p.k, nullptr);
+    }
+    const WeightPanel panel{reinterpret_cast<const char*>(buffer.data()), p.k * 2};
+    RunPanel<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n0, cols, panel);
+  }
+}
+
 template <class Pairs>
 void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
   if (p.m <= kGemvMaxRows) {
@@ -177,33 +204,24 @@ void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
 XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
 
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kF32:
-      if (gemv)
-        RunTiles<FloatTiles<F32Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
-      else
-        RunTiles<FloatTiles<F32Weights>, kFloatRows, kFloatCols>(p, n_begin, n_end);
-      return;
+    case DType::kF32: RunFloatTiles<FloatTiles<F32Weights>>(p, n_begin, n_end); return;
     case DType::kF16:
-      if (gemv)
-        RunTiles<FloatTiles<F16Weights>, kGemvMaxRows, 1>(p, n_begin, n_end);
+      if (p.m <= kGemvMaxRows)
+        RunFloatTiles<FloatTiles<F16Weights>>(p, n_begin, n_end);
       else
         RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     case DType::kBF16:
-      if (p.x.bf16_lo != nullptr) {
-        if (gemv)
-          RunTiles<Bf16DotTiles<true>, kGemvMaxRows, 1>(p, n_begin, n_end);
-        else
-          RunTiles<Bf16DotTiles<true>, kFloatRows, kFloatCols>(p, n_begin, n_end);
-      } else {
-        if (gemv)
-          RunTiles<Bf16DotTiles<false>, kGemvMaxRows, 1>(p, n_begin, n_end);
-        else
-          RunTiles<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n_begin, n_end);
-      }
+      if (p.x.bf16_lo != nullptr)
+        RunFloatTiles<Bf16DotTiles<true>>(p, n_begin, n_end);
+      else
+        RunFloatTiles<Bf16DotTiles<false>>(p, n_begin, n_end);
       return;
+    default: break;
+  }
+  if (p.x.format == XFormat::kBf16) return RunBf16DequantizedPanels(p, n_begin, n_end);
+  switch (p.w_dtype) {
     case DType::kQ4_K: RunKQuantTiles512<Q4KPairs>(p, n_begin, n_end); return;
     case DType::kQ5_K: RunKQuantTiles512<Q5KPairs>(p, n_begin, n_end); return;
     case DType::kQ6_K: RunKQuantTiles512<Q6KPairs>(p, n_begin, n_end); return;

@@ -23,9 +23,11 @@ inline constexpr int64_t kGemvMaxRows = 4;
 //   kF32:      f32 rows (float weights; every weight dtype on the portable path)
 //   kBf16Pair: x ~= hi + lo, two bf16 rows (lo absent when x is bf16): vdpbf16ps
 //              against bf16 weights keeps 16 mantissa bits of x
+//   kBf16:     x rounded to bf16 (hi only): the GEMM path of block weights, whose
+//              panels are dequantized to bf16 (their own rounding is coarser)
 //   kQ8x32:    per 32 values int8 q, f32 d and int32 sum(q): Q4_0 / Q8_0 weights
 //   kQ8x256:   per 256 values int8 q, f32 d and int16 sums of 16 q: K-quant weights
-enum class XFormat { kF32, kBf16Pair, kQ8x32, kQ8x256 };
+enum class XFormat { kF32, kBf16Pair, kBf16, kQ8x32, kQ8x256 };
 
 struct PreparedX {
   PreparedX() = default;
@@ -36,7 +38,7 @@ struct PreparedX {
   XFormat format = XFormat::kF32;
   const float* f32 = nullptr;  // kF32: [M, f32_stride], x itself when it is f32 with unit stride
   int64_t f32_stride = 0;
-  const uint16_t* bf16_hi = nullptr;  // kBf16Pair: [M, K] each; bf16_lo null when x is bf16
+  const uint16_t* bf16_hi = nullptr;  // kBf16Pair / kBf16: [M, K] each; bf16_lo null for kBf16 or bf16 x
   const uint16_t* bf16_lo = nullptr;
   const int8_t* q = nullptr;       // kQ8x32 / kQ8x256: [M, K]
   const float* d = nullptr;        // [M, K / block]
@@ -88,6 +90,13 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
 void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
+
+// From this many rows of x, block weights on AVX-512 with BF16 take the bf16 GEMM:
+// each weight panel is dequantized once (about 0.2 ns per value) and then feeds
+// vdpbf16ps, which does twice the multiply-adds per instruction of the integer
+// tiles once their per-block scaling is counted. Below it the dequantization would
+// cost more than it saves.
+inline constexpr int64_t kBf16PanelMinRows = 32;
 
 // Weight rows per work item, so parallel chunks start on a register-tile boundary.
 inline constexpr int64_t kRowsPerWorkItem = 8;

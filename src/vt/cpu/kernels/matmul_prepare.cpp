@@ -59,6 +59,7 @@ void AllocateStorage(XFormat format, DType x_dtype, size_t size, PreparedX* out)
   switch (format) {
     case XFormat::kF32: out->f32_storage.resize(size); break;
     case XFormat::kBf16Pair: out->bf16_storage.resize(x_dtype == DType::kBF16 ? size : 2 * size); break;
+    case XFormat::kBf16: out->bf16_storage.resize(size); break;
     case XFormat::kQ8x32:
       out->q_storage.resize(size);
       out->d_storage.resize(size / 32);
@@ -82,6 +83,7 @@ void PrepareRow(const float* row, int64_t r, int64_t k, size_t size, XFormat for
       ops.bf16_pair(row, k, hi, x_is_bf16 ? nullptr : hi + size);
       break;
     }
+    case XFormat::kBf16: ops.bf16_pair(row, k, out->bf16_storage.data() + r * k, nullptr); break;
     case XFormat::kQ8x32:
       ops.q8x32(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
                 out->sums_storage.data() + r * (k / 32));
@@ -123,9 +125,9 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
   });
   out->f32 = out->f32_storage.data();
   out->f32_stride = k;
-  if (format == XFormat::kBf16Pair) {
+  if (format == XFormat::kBf16Pair || format == XFormat::kBf16) {
     out->bf16_hi = out->bf16_storage.data();
-    out->bf16_lo = x_dtype == DType::kBF16 ? nullptr : out->bf16_storage.data() + size;
+    out->bf16_lo = format == XFormat::kBf16 || x_dtype == DType::kBF16 ? nullptr : out->bf16_storage.data() + size;
   }
   out->q = out->q_storage.data();
   out->d = out->d_storage.data();
