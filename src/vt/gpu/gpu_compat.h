@@ -27,7 +27,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#define VT_GPU_CUDA 1
 #define VT_GPU_DEVICE kCUDA
 #endif
 
@@ -37,7 +36,6 @@ namespace vt::gpu {
 inline constexpr DeviceType kGpuDeviceType = DeviceType::kROCM;
 using gpuError_t = hipError_t;
 using gpuStream_t = hipStream_t;
-using gpuEvent_t = hipEvent_t;
 using bf16_t = hip_bfloat16;
 using f16_t = __half;
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
@@ -47,11 +45,9 @@ inline constexpr auto gpuMemcpyDeviceToDevice = hipMemcpyDeviceToDevice;
 inline constexpr auto gpuStreamNonBlocking = hipStreamNonBlocking;
 #define gpuGetDeviceCount hipGetDeviceCount
 #define gpuSetDevice hipSetDevice
-#define gpuGetDevice hipGetDevice
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMemcpyAsync hipMemcpyAsync
-#define gpuMemsetAsync hipMemsetAsync
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuStreamCreateWithFlags hipStreamCreateWithFlags
 #define gpuStreamSynchronize hipStreamSynchronize
@@ -65,7 +61,6 @@ inline constexpr auto gpuStreamNonBlocking = hipStreamNonBlocking;
 inline constexpr DeviceType kGpuDeviceType = DeviceType::kCUDA;
 using gpuError_t = cudaError_t;
 using gpuStream_t = cudaStream_t;
-using gpuEvent_t = cudaEvent_t;
 using bf16_t = __nv_bfloat16;
 using f16_t = __half;
 inline constexpr gpuError_t gpuSuccess = cudaSuccess;
@@ -75,11 +70,9 @@ inline constexpr auto gpuMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
 inline constexpr auto gpuStreamNonBlocking = cudaStreamNonBlocking;
 #define gpuGetDeviceCount cudaGetDeviceCount
 #define gpuSetDevice cudaSetDevice
-#define gpuGetDevice cudaGetDevice
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMemcpyAsync cudaMemcpyAsync
-#define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
 #define gpuStreamSynchronize cudaStreamSynchronize
