@@ -37,6 +37,11 @@ const char* ModelFamilyName(ModelFamily family);  // "qwen3.5", "qwen3.5-moe", "
 enum class LayerType { kFullAttention, kLinearAttention };
 const char* LayerTypeName(LayerType type);  // "full_attention" / "linear_attention" (HF's words)
 
+// Limits far beyond any real model: parsers refuse larger counts as corrupt before
+// sizing anything by them.
+inline constexpr int64_t kMaxNumLayers = 1 << 16;
+inline constexpr int64_t kMaxNumExperts = 1 << 16;
+
 // Receives warnings (e.g. a GGUF without rope.dimension_count). Empty: print to stderr.
 using WarningSink = std::function<void(const std::string&)>;
 

@@ -150,9 +150,10 @@ ModelConfig ModelConfigFromGguf(const GgufFile& file, const WarningSink& warn) {
   const int64_t blocks = m.GetInt(a + ".block_count");
   const int64_t nextn = m.FindInt(a + ".nextn_predict_layers").value_or(0);
   c.num_hidden_layers = blocks - nextn;
-  if (nextn < 0 || c.num_hidden_layers <= 0) {
+  if (nextn < 0 || c.num_hidden_layers <= 0 || c.num_hidden_layers > kMaxNumLayers) {
     throw vt::Error(file.path() + ": " + a + ".block_count " + std::to_string(blocks) + " minus " + a +
-                    ".nextn_predict_layers " + std::to_string(nextn) + " leaves no main layers");
+                    ".nextn_predict_layers " + std::to_string(nextn) + " leaves " +
+                    std::to_string(c.num_hidden_layers) + " main layers, expected 1.." + std::to_string(kMaxNumLayers));
   }
   c.max_position_embeddings = m.GetInt(a + ".context_length");
   c.rms_norm_eps = static_cast<float>(m.GetFloat(a + ".attention.layer_norm_rms_epsilon"));

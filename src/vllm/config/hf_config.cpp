@@ -105,7 +105,10 @@ void ReadRope(const Fields& f, ModelConfig& c) {
     return f.Number(key, fallback);
   };
   if (rope) {
-    std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+    std::string type = "default";
+    for (const char* key : {"type", "rope_type"}) {
+      if (rope->contains(key) && (*rope)[key].is_string()) type = (*rope)[key].get<std::string>();
+    }
     if (type != "default" && type != "mrope") {
       throw vt::Error(f.source() + ": rope type '" + type + "' is not supported (only plain RoPE: 'default')");
     }
@@ -118,6 +121,10 @@ void ReadRope(const Fields& f, ModelConfig& c) {
 
 void ReadLayerTypes(const Fields& f, ModelConfig& c) {
   c.layer_types.clear();
+  if (c.num_hidden_layers < 0 || c.num_hidden_layers > kMaxNumLayers) {
+    throw vt::Error(f.source() + ": num_hidden_layers = " + std::to_string(c.num_hidden_layers) + ", expected 0.." +
+                    std::to_string(kMaxNumLayers));
+  }
   if (const json* types = f.Find("layer_types")) {
     if (!types->is_array()) f.Wrong("layer_types", *types, "a list of layer type names");
     for (const json& t : *types) {

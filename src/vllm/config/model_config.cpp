@@ -72,9 +72,32 @@ void ValidateFeedForward(const ModelConfig& c, const std::string& source) {
           Field("shared_expert_intermediate_size", c.shared_expert_intermediate_size) + ", expected > 0");
 }
 
+// Far beyond any real model; a larger value is a corrupt or hostile file, refused
+// before anything is sized by it.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+
+void ValidateSizes(const ModelConfig& c, const std::string& source) {
+  const std::pair<const char*, int64_t> dims[] = {
+      {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size}, {"intermediate_size", c.intermediate_size},
+      {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim}, {"linear_num_key_heads", c.linear_num_key_heads},
+      {"linear_num_value_heads", c.linear_num_value_heads}, {"linear_key_head_dim", c.linear_key_head_dim},
+      {"linear_value_head_dim", c.linear_value_head_dim}, {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+      {"moe_intermediate_size", c.moe_intermediate_size},
+      {"shared_expert_intermediate_size", c.shared_expert_intermediate_size}};
+  for (const auto& [name, value] : dims) {
+    Require(value >= 0 && value < kMaxDim, source, Field(name, value) + ", expected 0 <= value < 2^31");
+  }
+  Require(c.num_hidden_layers <= kMaxNumLayers, source,
+          Field("num_hidden_layers", c.num_hidden_layers) + ", expected at most " + std::to_string(kMaxNumLayers));
+  Require(c.num_experts >= 0 && c.num_experts <= kMaxNumExperts, source,
+          Field("num_experts", c.num_experts) + ", expected 0.." + std::to_string(kMaxNumExperts));
+}
+
 }  // namespace
 
 void ValidateModelConfig(const ModelConfig& c, const std::string& source) {
+  ValidateSizes(c, source);
   Require(c.vocab_size > 0, source, Field("vocab_size", c.vocab_size) + ", expected > 0");
   Require(c.hidden_size > 0, source, Field("hidden_size", c.hidden_size) + ", expected > 0");
   Require(c.num_hidden_layers > 0, source, Field("num_hidden_layers", c.num_hidden_layers) + ", expected > 0");

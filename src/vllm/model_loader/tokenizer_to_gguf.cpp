@@ -100,6 +100,26 @@ std::optional<std::string> ChatTemplate(const std::filesystem::path& folder, con
   return text.str();
 }
 
+void AddTokenizerKeys(const json& tokenizer, const json& config, const std::string& folder,
+                      const std::string& pre_tokenizer, int64_t vocab_size, GgufMetadata& m) {
+  const std::string source = folder + "/tokenizer.json";
+  Vocab vocab = ReadVocab(tokenizer, vocab_size, source);
+  m.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  m.Set("tokenizer.ggml.pre", GgufValue::String(pre_tokenizer));
+  m.Set("tokenizer.ggml.tokens", GgufValue::StringArray(vocab.tokens));
+  m.Set("tokenizer.ggml.token_type", GgufValue::IntArray(GgufType::kInt32, vocab.types));
+  m.Set("tokenizer.ggml.merges", GgufValue::StringArray(ReadMerges(tokenizer.at("model"))));
+  const std::pair<const char*, const char*> ids[] = {{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                                     {"eos_token", "tokenizer.ggml.eos_token_id"},
+                                                     {"pad_token", "tokenizer.ggml.padding_token_id"}};
+  for (const auto& [config_key, gguf_key] : ids) {
+    if (auto id = SpecialTokenId(config, config_key, vocab)) m.Set(gguf_key, GgufValue::U32(static_cast<uint32_t>(*id)));
+  }
+  const json& add_bos = config.contains("add_bos_token") ? config["add_bos_token"] : json(false);
+  m.Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(add_bos.is_boolean() && add_bos.get<bool>()));
+  if (auto tmpl = ChatTemplate(folder, config)) m.Set("tokenizer.chat_template", GgufValue::String(*tmpl));
+}
+
 }  // namespace
 
 bool AddHfTokenizerToGguf(const std::string& hf_folder, const std::string& pre_tokenizer, int64_t vocab_size,
@@ -107,30 +127,13 @@ bool AddHfTokenizerToGguf(const std::string& hf_folder, const std::string& pre_t
   namespace fs = std::filesystem;
   const fs::path tokenizer_path = fs::path(hf_folder) / "tokenizer.json";
   if (!fs::exists(tokenizer_path)) return false;
-  const json tokenizer = ReadJson(tokenizer_path);
-  Vocab vocab;
-  std::vector<std::string> merges;
-  try {
-    vocab = ReadVocab(tokenizer, vocab_size, tokenizer_path.string());
-    merges = ReadMerges(tokenizer.at("model"));
-  } catch (const json::exception& e) {
-    throw vt::Error(tokenizer_path.string() + ": unexpected structure: " + e.what());
-  }
   const fs::path config_path = fs::path(hf_folder) / "tokenizer_config.json";
-  const json config = fs::exists(config_path) ? ReadJson(config_path) : json::object();
-  m.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
-  m.Set("tokenizer.ggml.pre", GgufValue::String(pre_tokenizer));
-  m.Set("tokenizer.ggml.tokens", GgufValue::StringArray(vocab.tokens));
-  m.Set("tokenizer.ggml.token_type", GgufValue::IntArray(GgufType::kInt32, vocab.types));
-  m.Set("tokenizer.ggml.merges", GgufValue::StringArray(std::move(merges)));
-  const std::pair<const char*, const char*> ids[] = {{"bos_token", "tokenizer.ggml.bos_token_id"},
-                                                     {"eos_token", "tokenizer.ggml.eos_token_id"},
-                                                     {"pad_token", "tokenizer.ggml.padding_token_id"}};
-  for (const auto& [config_key, gguf_key] : ids) {
-    if (auto id = SpecialTokenId(config, config_key, vocab)) m.Set(gguf_key, GgufValue::U32(static_cast<uint32_t>(*id)));
+  try {
+    AddTokenizerKeys(ReadJson(tokenizer_path), fs::exists(config_path) ? ReadJson(config_path) : json::object(),
+                     hf_folder, pre_tokenizer, vocab_size, m);
+  } catch (const json::exception& e) {
+    throw vt::Error(tokenizer_path.string() + " / tokenizer_config.json: unexpected structure: " + e.what());
   }
-  m.Set("tokenizer.ggml.add_bos_token", GgufValue::Bool(config.value("add_bos_token", false)));
-  if (auto tmpl = ChatTemplate(hf_folder, config)) m.Set("tokenizer.chat_template", GgufValue::String(*tmpl));
   return true;
 }
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "loader_test_util.h"
+#include "testing/op_testing.h"
 #include "vllm/model_loader/gdn_value_heads.h"
 #include "vllm/model_loader/gguf_reader.h"
 #include "vllm/model_loader/model_loader.h"
@@ -137,6 +139,76 @@ TEST(QuantizedGgufFallbackTest, RowsWithoutWholeBlocksFallBack) {
   testing::WriteHfFolder(dir.File("hf2"), testing::DenseConfig(odd), {.dtype = vt::DType::kF32});
   testing::WriteGgufFromHf(dir.File("hf2"), dir.File("q.gguf"), GgufOutType::kQ8_0);
   EXPECT_EQ(LoadGgufFile(dir.File("q.gguf")).weights.Get("layers.0.mlp.down_proj.weight").dtype(), vt::DType::kF16);
+}
+
+// Relative to the largest reference value: the quantized kernels may also quantize
+// the activations (Q8 blocks), a ~1% effect; a wrong block layout is an O(1) error.
+::testing::AssertionResult CloseToReference(const vt::Tensor& got, const vt::Tensor& reference) {
+  const std::vector<float> a = got.ToFloatVector(), b = reference.ToFloatVector();
+  float scale = 0, worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::fabs(b[i]));
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+  }
+  if (worst <= 0.03f * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max error " << worst << " vs reference scale " << scale;
+}
+
+vt::Tensor Dequantized(const vt::Tensor& t) {
+  vt::Tensor f = vt::Tensor::Empty(t.shape(), vt::DType::kF32);
+  f.CopyFrom(t);
+  return f;
+}
+
+TEST_P(QuantizedGgufTest, LoadedWeightsGoStraightIntoTheOps) {
+  const QuantCase c = GetParam();
+  const LoadedModel m = LoadGgufFile(testing::BuildDenseGguf(testing::KQuantDenseDims(), c.outtype));
+  std::mt19937 rng(9);
+  const vt::Tensor& w = m.weights.Get("layers.3.self_attn.q_proj.weight");  // [N, K] in blocks
+  ASSERT_EQ(w.dtype(), c.dtype);
+  const vt::Tensor x = vt::testing::RandomTensor({3, w.size(1)}, vt::DType::kF32, vt::kCpu, rng);
+  vt::Tensor out = vt::Tensor::Empty({3, w.size(0)}, vt::DType::kF32), ref = vt::Tensor::Empty({3, w.size(0)}, vt::DType::kF32);
+  vt::MatMul({.x = x, .w = w, .out = out});
+  vt::MatMul({.x = x, .w = Dequantized(w), .out = ref});
+  EXPECT_TRUE(CloseToReference(out, ref));
+
+  const vt::Tensor& table = m.weights.Get("embed_tokens.weight");
+  const vt::Tensor ids = vt::Tensor::FromVector(std::vector<int32_t>{0, 7, 63}, {3});
+  vt::Tensor rows = vt::Tensor::Empty({3, table.size(1)}, vt::DType::kF32);
+  vt::GatherRows({.table = table, .ids = ids, .out = rows});
+  const vt::Tensor full = Dequantized(table);
+  EXPECT_EQ(rows.Select(0, 1).ToFloatVector(), full.Select(0, 7).ToFloatVector());
+  EXPECT_EQ(rows.Select(0, 2).ToFloatVector(), full.Select(0, 63).ToFloatVector());
+}
+
+// MoE experts as loaded (HF fused gate_up views with a free expert stride, GGUF Q8_0
+// blocks) are accepted by vt::MoeExperts and compute what contiguous f32 copies do.
+TEST(MoeWeightsTest, ExpertViewsAndBlocksFeedMoeExperts) {
+  testing::TempDir dir;
+  const ModelConfig config = testing::MoeConfig(testing::MoeDims{});
+  testing::WriteHfFolder(dir.File("hf"), config, {.dtype = vt::DType::kF32, .fused_experts = true});
+  testing::WriteGgufFromHf(dir.File("hf"), dir.File("q.gguf"), GgufOutType::kQ8_0);
+  const LoadedModel hf = LoadHfFolder(dir.File("hf"));
+  const LoadedModel q = LoadGgufFile(dir.File("q.gguf"));
+  std::mt19937 rng(4);
+  const vt::Tensor x = vt::testing::RandomTensor({5, config.hidden_size}, vt::DType::kF32, vt::kCpu, rng);
+  const vt::Tensor ids = vt::Tensor::FromVector(std::vector<int32_t>{0, 3, 1, 2, 2, 0, 3, 1, 1, 2}, {5, 2});
+  const vt::Tensor weights = vt::testing::RandomTensor({5, 2}, vt::DType::kF32, vt::kCpu, rng, 0.1f, 1.0f);
+  auto run = [&](const LoadedModel& m, bool contiguous) {
+    auto get = [&](const char* name) {
+      const vt::Tensor& t = m.weights.Get(std::string("layers.1.mlp.experts.") + name);
+      return contiguous ? Dequantized(t) : t;
+    };
+    vt::Tensor out = vt::Tensor::Empty({5, config.hidden_size}, vt::DType::kF32);
+    vt::MoeExperts({.x = x, .w_gate = get("gate_proj"), .w_up = get("up_proj"), .w_down = get("down_proj"),
+                    .topk_weights = weights, .topk_ids = ids, .out = out});
+    return out;
+  };
+  ASSERT_FALSE(hf.weights.Get("layers.1.mlp.experts.gate_proj").is_contiguous());
+  const vt::Tensor reference = run(hf, true);
+  EXPECT_EQ(run(hf, false).ToFloatVector(), reference.ToFloatVector());
+  EXPECT_TRUE(CloseToReference(run(q, true), reference));  // Q8_0 weights, dequantized
+  EXPECT_TRUE(CloseToReference(run(q, false), run(q, true)));
 }
 
 }  // namespace
