@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -17,8 +18,10 @@ FilterFunction FindFilter(std::string_view name);
 TestFunction FindTest(std::string_view name);
 
 // The globals every render starts with: namespace, range, dict, raise_exception,
-// strftime_now.
-ValueDict GlobalFunctions();
+// strftime_now. Every namespace() made is recorded in `created_namespaces`: a
+// namespace may hold itself, and the renderer empties them all at the end of the
+// render so that no reference cycle outlives it.
+ValueDict GlobalFunctions(std::vector<std::weak_ptr<Namespace>>& created_namespaces);
 
 // One parameter of a Python signature; no default means required.
 struct Param {

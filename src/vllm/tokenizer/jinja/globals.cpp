@@ -78,10 +78,12 @@ Value StrftimeNow(CallArgs& args) {
 
 }  // namespace
 
-ValueDict GlobalFunctions() {
+ValueDict GlobalFunctions(std::vector<std::weak_ptr<Namespace>>& created_namespaces) {
   ValueDict globals;
-  globals.Set("namespace", Value::Function("namespace", [](CallArgs& args) {
-    return Value::NewNamespace(DictFromArgs("namespace", args));
+  globals.Set("namespace", Value::Function("namespace", [&created_namespaces](CallArgs& args) {
+    Value ns = Value::NewNamespace(DictFromArgs("namespace", args));
+    created_namespaces.push_back(ns.SharedNamespace());
+    return ns;
   }));
   globals.Set("dict", Value::Function("dict", [](CallArgs& args) { return Value::Dict(DictFromArgs("dict", args)); }));
   globals.Set("range", Value::Function("range", Range));

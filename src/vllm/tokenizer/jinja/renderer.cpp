@@ -13,8 +13,17 @@ const Value* Scope::Find(std::string_view name) const {
 }
 
 std::string Renderer::Run(const Body& body, const ValueDict& context) {
+  // Empties every namespace when the render ends, however it ends (see GlobalFunctions).
+  struct NamespaceReleaser {
+    ~NamespaceReleaser() {
+      for (const std::weak_ptr<Namespace>& weak : namespaces) {
+        if (const std::shared_ptr<Namespace> ns = weak.lock()) ns->attributes = ValueDict();
+      }
+    }
+    std::vector<std::weak_ptr<Namespace>>& namespaces;
+  } releaser{namespaces_};
   auto globals = std::make_shared<Scope>(nullptr);
-  globals->vars = GlobalFunctions();
+  globals->vars = GlobalFunctions(namespaces_);
   auto top = std::make_shared<Scope>(globals);
   for (const auto& [name, value] : context.items()) top->vars.Set(name, value);
   std::string out;

@@ -207,8 +207,16 @@ std::string Repr(const Value& value) {
       }
       return out + "}";
     }
-    case Value::Kind::kNamespace:
-      return "<Namespace " + Repr(Value::Dict(value.AsNamespace().attributes)) + ">";
+    case Value::Kind::kNamespace: {
+      // A namespace can hold itself (set ns.me = ns): print the inner one as {...}, as Python does.
+      thread_local std::vector<const Namespace*> in_progress;
+      const Namespace* ns = &value.AsNamespace();
+      if (std::find(in_progress.begin(), in_progress.end(), ns) != in_progress.end()) return "<Namespace {...}>";
+      in_progress.push_back(ns);
+      std::string out = "<Namespace " + Repr(Value::Dict(ns->attributes)) + ">";
+      in_progress.pop_back();
+      return out;
+    }
     case Value::Kind::kLoop: {
       const LoopInfo& loop = value.AsLoop();
       return "<LoopContext " + std::to_string(loop.index0 + 1) + "/" + std::to_string(loop.items->size()) + ">";

@@ -108,6 +108,7 @@ class Value {
   std::shared_ptr<const ValueList> SharedList() const { return std::get<ListPtr>(data_); }
   const ValueDict& AsDict() const { return *std::get<DictPtr>(data_); }
   Namespace& AsNamespace() const { return *std::get<NamespacePtr>(data_); }
+  std::shared_ptr<Namespace> SharedNamespace() const { return std::get<NamespacePtr>(data_); }
   const LoopInfo& AsLoop() const { return *std::get<LoopPtr>(data_); }
   const Callable& AsCallable() const { return *std::get<CallablePtr>(data_); }
   // What was undefined, as jinja2 words it ("'x' is undefined").
