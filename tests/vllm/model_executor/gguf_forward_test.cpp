@@ -43,25 +43,6 @@ using testing::ReferenceModel;
 constexpr double kSameWeightsRelTol = 1e-5;
 constexpr double kHfRelTol = 1e-4;
 
-bool IsMatrixKind(WeightKind kind) {
-  return kind == WeightKind::kMatrix || kind == WeightKind::kEmbedding || kind == WeightKind::kExperts;
-}
-
-// `model` with every matrix (projections, embeddings, experts) in `dtype`, as the
-// converter stores them for a float outtype (so both sides also take the same
-// MatMul kernels).
-LoadedModel WithMatricesIn(const LoadedModel& model, vt::DType dtype) {
-  LoadedModel out = model;
-  for (const WeightSpec& spec : ModelWeightSpecs(model.config)) {
-    const vt::Tensor& w = model.weights.Get(spec.name);
-    if (!IsMatrixKind(spec.kind) || w.dtype() == dtype) continue;
-    vt::Tensor rounded = vt::Tensor::Empty(w.shape(), dtype, vt::kCpu);
-    rounded.CopyFrom(w);
-    out.weights.Replace(spec.name, rounded);
-  }
-  return out;
-}
-
 std::vector<std::vector<int32_t>> AllPrompts(const ReferenceModel& ref) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : ref.prompts) prompts.push_back(p.prompt_ids);
@@ -85,7 +66,7 @@ std::map<std::string, double> MatrixRoundingErrors(const LoadedModel& gguf, cons
   }
   std::map<std::string, double> errors;
   for (const WeightSpec& spec : ModelWeightSpecs(hf.config)) {
-    if (!IsMatrixKind(spec.kind)) continue;
+    if (!testing::IsMatrixKind(spec.kind)) continue;
     const std::vector<float> q = gguf.weights.Get(spec.name).ToFloatVector();
     const std::vector<float> w = reference.Get(spec.name).ToFloatVector();
     double err = 0, norm = 0;
@@ -96,49 +77,6 @@ std::map<std::string, double> MatrixRoundingErrors(const LoadedModel& gguf, cons
     errors[spec.name] = std::sqrt(err / norm);
   }
   return errors;
-}
-
-// `model` with each matrix w replaced by f32 w + N(0, (rel_rms[name] * rms(w))^2).
-LoadedModel WithMatrixNoise(const LoadedModel& model, const std::map<std::string, double>& rel_rms, uint32_t seed) {
-  LoadedModel out = model;
-  std::mt19937 rng(seed);
-  for (const auto& [name, rel] : rel_rms) {
-    const vt::Tensor& original = model.weights.Get(name);
-    std::vector<float> w = original.ToFloatVector();
-    double sum_sq = 0;
-    for (float v : w) sum_sq += double{v} * v;
-    std::normal_distribution<double> noise(0.0, rel * std::sqrt(sum_sq / static_cast<double>(w.size())));
-    for (float& v : w) v = static_cast<float>(v + noise(rng));
-    out.weights.Replace(name, vt::Tensor::FromVector(w, original.shape()));
-  }
-  return out;
-}
-
-struct PromptLogitErrors {
-  double rel_rms = 0;  // sqrt(sum (got - ref)^2 / sum ref^2) over every prompt position
-  testing::LogitsError rows;
-};
-
-// Prompt logits of `loaded` (all prompts in one batch) against `ref_logits[i]`
-// [len_i, vocab] of prompt i.
-PromptLogitErrors MeasurePromptLogits(const LoadedModel& loaded, const std::vector<std::vector<int32_t>>& prompts,
-                                      const std::vector<const float*>& ref_logits) {
-  const std::unique_ptr<Model> model = testing::CreateModel(loaded, {});
-  const GenerateResult run = GenerateGreedy(*model, prompts, 1, {});
-  const int64_t V = model->vocab_size();
-  PromptLogitErrors e;
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const int64_t rows = static_cast<int64_t>(prompts[i].size());
-    const float* got = run.requests[i].prompt_logits.data();
-    e.rows.Add(got, ref_logits[i], rows, V);
-    for (int64_t j = 0; j < rows * V; ++j) {
-      err += (double{got[j]} - ref_logits[i][j]) * (double{got[j]} - ref_logits[i][j]);
-      norm += double{ref_logits[i][j]} * ref_logits[i][j];
-    }
-  }
-  e.rel_rms = std::sqrt(err / norm);
-  return e;
 }
 
 // Quantized outtypes cannot match HF to 1e-4: every weight is rounded to 8 (Q8_0)
@@ -161,10 +99,10 @@ void ExpectQuantizedErrorsExplained(const LoadedModel& gguf, const LoadedModel& 
                                     const std::vector<std::vector<int32_t>>& prompts,
                                     const std::vector<const float*>& ref_logits, const std::string& key) {
   const std::map<std::string, double> rounding = MatrixRoundingErrors(gguf, hf);
-  const PromptLogitErrors noise = MeasurePromptLogits(WithMatrixNoise(hf, rounding, 7), prompts, ref_logits);
-  const PromptLogitErrors dequant =
-      MeasurePromptLogits(WithMatricesIn(gguf, vt::DType::kF32), prompts, ref_logits);
-  const PromptLogitErrors kernel = MeasurePromptLogits(gguf, prompts, ref_logits);
+  const testing::PromptLogitErrors noise = testing::MeasurePromptLogits(testing::WithMatrixNoise(hf, rounding, 7), prompts, ref_logits);
+  const testing::PromptLogitErrors dequant =
+      testing::MeasurePromptLogits(testing::WithMatricesIn(gguf, vt::DType::kF32), prompts, ref_logits);
+  const testing::PromptLogitErrors kernel = testing::MeasurePromptLogits(gguf, prompts, ref_logits);
   EXPECT_LE(dequant.rel_rms, 2 * noise.rel_rms) << "dequantized weights " << dequant.rows.ToString();
   EXPECT_LE(kernel.rel_rms, 2 * dequant.rel_rms) << "quantized kernels " << kernel.rows.ToString();
   EXPECT_LE(kernel.rows.argmax_mismatches, 2 * noise.rows.argmax_mismatches + 2) << kernel.rows.ToString();
@@ -210,7 +148,7 @@ TEST_P(GgufForwardTest, FloatOutTypesGiveTheLogitsOfTheirRoundedWeights) {
     const LoadedModel gguf = Converted(outtype);
     const GenerateResult got = RunPrompts(gguf, ref_, 24);
     const bool lossless = dtype == vt::DType::kF32 || dtype == checkpoint;
-    const GenerateResult same_weights = RunPrompts(WithMatricesIn(hf_, dtype), ref_, 24);
+    const GenerateResult same_weights = RunPrompts(testing::WithMatricesIn(hf_, dtype), ref_, 24);
     const testing::RunErrors e = testing::CompareRuns(got, same_weights);
     EXPECT_LE(e.prompt.max_rel, kSameWeightsRelTol) << e.prompt.ToString();
     EXPECT_LE(e.decode.max_rel, kSameWeightsRelTol) << e.decode.ToString();
@@ -275,7 +213,7 @@ TEST(GgufKQuantTest, AllQ4KModelTracksTheWeightError) {
     ConvertHfToGguf(dir.File("hf"), path, {.outtype = outtype, .copy_tokenizer = false});
     const LoadedModel gguf = LoadModel(path);
     for (const WeightSpec& spec : ModelWeightSpecs(gguf.config)) {
-      if (!IsMatrixKind(spec.kind)) continue;
+      if (!testing::IsMatrixKind(spec.kind)) continue;
       EXPECT_EQ(gguf.weights.Get(spec.name).dtype(), dtype) << spec.name;
     }
     ExpectQuantizedErrorsExplained(gguf, hf, prompts, ref_logits, GgufOutTypeName(outtype));
@@ -317,7 +255,7 @@ TEST(GgufFixtureTest, RotaryWidthZeroMeansNoRotation) {
   testing::WriteGgufFromHf(dir.File("hf"), dir.File("norope.gguf"), GgufOutType::kF16,
                            [](GgufWriter& w) { w.metadata().Remove("qwen35.rope.dimension_count"); });
   const LoadedModel gguf = LoadModel(dir.File("norope.gguf"), {.on_warning = [](const std::string&) {}});
-  const LoadedModel rotating = WithMatricesIn(LoadModel(dir.File("hf")), vt::DType::kF16);
+  const LoadedModel rotating = testing::WithMatricesIn(LoadModel(dir.File("hf")), vt::DType::kF16);
   LoadedModel not_rotating = rotating;
   not_rotating.config.rotary_dim = 0;
   const std::vector<std::vector<int32_t>> prompts = {{3, 17, 5, 29, 0, 11, 8, 21, 30, 2, 9, 14}};

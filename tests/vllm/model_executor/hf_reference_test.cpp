@@ -16,6 +16,7 @@
 //     9.2e-4 absolute, above the decode errors this allows on the rows concerned.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -129,6 +130,42 @@ TEST_P(HfReferenceTest, MixedBatchesOfAllPromptsMatchHf) {
       ExpectMatchesHf(e, "budget " + std::to_string(budget));
       Record(device.ToString() + "_mixed_" + std::to_string(budget), e);
     }
+  }
+}
+
+// bf16 activations and KV cache (groundwork for GPU runs held to HF's f32
+// references). Every op output is rounded to 8 mantissa bits, a relative error of
+// u = 2^-9 / sqrt(3) rms, and these random-weight models amplify errors 5-30x into
+// their logits, so the bound is relative to each model's own sensitivity: the f32
+// run with every weight matrix perturbed by Gaussian noise of relative rms u (one
+// rounding per matrix). The bf16 path rounds at 2-3x as many places per layer as
+// there are matrices (projection outputs, norms, activations, gates, the GDN and
+// attention outputs), so in quadrature its error should be ~1.5-2.5x the control's
+// (measured on the CPU: 1.0-2.7x); the bound is 4x. Relative RMS over every logit of
+// every prompt position (teacher-forced); greedy paths are not compared, since a
+// bf16 run may pick a different token where HF's top two are within its error.
+TEST_P(HfReferenceTest, Bf16ActivationsTrackOneRoundingPerOp) {
+  const LoadedReference& r = Reference(GetParam());
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<const float*> ref_logits;
+  for (const auto& p : r.ref.prompts) {
+    prompts.push_back(p.prompt_ids);
+    ref_logits.push_back(p.logits.data());
+  }
+  const double u = std::ldexp(1.0, -9) / std::sqrt(3.0);
+  const testing::PromptLogitErrors noise = testing::MeasurePromptLogits(
+      testing::WithMatrixNoise(r.loaded, testing::UniformNoiseLevels(r.loaded, u), 1), prompts, ref_logits);
+  for (vt::Device device : vt::testing::TestDevices()) {
+    SCOPED_TRACE(device.ToString());
+    const testing::PromptLogitErrors bf16 = testing::MeasurePromptLogits(
+        r.loaded, prompts, ref_logits, {.device = device, .activation_dtype = vt::DType::kBF16});
+    EXPECT_LE(bf16.rel_rms, 4 * noise.rel_rms) << bf16.rows.ToString();
+    const std::string key = device.ToString() + "_bf16_";
+    RecordProperty(key + "rel_rms", std::to_string(bf16.rel_rms));
+    RecordProperty(key + "noise_control_rel_rms", std::to_string(noise.rel_rms));
+    RecordProperty(key + "max_rel", std::to_string(bf16.rows.max_rel));
+    RecordProperty(key + "argmax_agreement",
+                   std::to_string(1.0 - static_cast<double>(bf16.rows.argmax_mismatches) / bf16.rows.rows));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "vllm/model_loader/safetensors.h"
 #include "vt/error.h"
@@ -130,6 +131,65 @@ RunErrors CompareRuns(const GenerateResult& got, const GenerateResult& ref) {
     if (g.output_ids != x.output_ids) ++e.greedy_mismatches;
   }
   return e;
+}
+
+PromptLogitErrors MeasurePromptLogits(const LoadedModel& loaded, const std::vector<std::vector<int32_t>>& prompts,
+                                      const std::vector<const float*>& ref_logits, const HarnessOptions& options) {
+  const std::unique_ptr<Model> model = CreateModel(loaded, options);
+  const GenerateResult run = GenerateGreedy(*model, prompts, 1, options);
+  const int64_t V = model->vocab_size();
+  PromptLogitErrors e;
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t rows = static_cast<int64_t>(prompts[i].size());
+    const float* got = run.requests[i].prompt_logits.data();
+    e.rows.Add(got, ref_logits[i], rows, V);
+    for (int64_t j = 0; j < rows * V; ++j) {
+      err += (double{got[j]} - ref_logits[i][j]) * (double{got[j]} - ref_logits[i][j]);
+      norm += double{ref_logits[i][j]} * ref_logits[i][j];
+    }
+  }
+  e.rel_rms = std::sqrt(err / norm);
+  return e;
+}
+
+bool IsMatrixKind(WeightKind kind) {
+  return kind == WeightKind::kMatrix || kind == WeightKind::kEmbedding || kind == WeightKind::kExperts;
+}
+
+LoadedModel WithMatricesIn(const LoadedModel& model, vt::DType dtype) {
+  LoadedModel out = model;
+  for (const WeightSpec& spec : ModelWeightSpecs(model.config)) {
+    const vt::Tensor& w = model.weights.Get(spec.name);
+    if (!IsMatrixKind(spec.kind) || w.dtype() == dtype) continue;
+    vt::Tensor converted = vt::Tensor::Empty(w.shape(), dtype, vt::kCpu);
+    converted.CopyFrom(w);
+    out.weights.Replace(spec.name, converted);
+  }
+  return out;
+}
+
+LoadedModel WithMatrixNoise(const LoadedModel& model, const std::map<std::string, double>& rel_rms, uint32_t seed) {
+  LoadedModel out = model;
+  std::mt19937 rng(seed);
+  for (const auto& [name, rel] : rel_rms) {
+    const vt::Tensor& original = model.weights.Get(name);
+    std::vector<float> w = original.ToFloatVector();
+    double sum_sq = 0;
+    for (float v : w) sum_sq += double{v} * v;
+    std::normal_distribution<double> noise(0.0, rel * std::sqrt(sum_sq / static_cast<double>(w.size())));
+    for (float& v : w) v = static_cast<float>(v + noise(rng));
+    out.weights.Replace(name, vt::Tensor::FromVector(w, original.shape()));
+  }
+  return out;
+}
+
+std::map<std::string, double> UniformNoiseLevels(const LoadedModel& model, double level) {
+  std::map<std::string, double> levels;
+  for (const WeightSpec& spec : ModelWeightSpecs(model.config)) {
+    if (IsMatrixKind(spec.kind)) levels[spec.name] = level;
+  }
+  return levels;
 }
 
 int64_t Argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }

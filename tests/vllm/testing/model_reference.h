@@ -12,9 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "vllm/model_loader/model_loader.h"
+#include "vllm/model_loader/weight_names.h"
 #include "vllm/testing/engine_harness.h"
 
 namespace vllm::testing {
@@ -66,6 +69,25 @@ struct RunErrors {
 RunErrors CompareRun(const ReferenceModel& ref, const std::vector<int>& which, const GenerateResult& run);
 // Two runs of the same prompts (e.g. a GGUF against its HF folder); `ref` is the reference side.
 RunErrors CompareRuns(const GenerateResult& got, const GenerateResult& ref);
+
+struct PromptLogitErrors {
+  double rel_rms = 0;  // sqrt(sum (got - ref)^2 / sum ref^2) over every logit of every prompt position
+  LogitsError rows;
+};
+// Prompt logits of `loaded` (all prompts in one batch, on the CPU, f32 activations
+// unless `options` says otherwise) against ref_logits[i] [len_i, vocab] of prompt i.
+PromptLogitErrors MeasurePromptLogits(const LoadedModel& loaded, const std::vector<std::vector<int32_t>>& prompts,
+                                      const std::vector<const float*>& ref_logits, const HarnessOptions& options = {});
+
+// Weights that are matrices (projections, embeddings, experts), the ones a GGUF
+// outtype quantizes or casts.
+bool IsMatrixKind(WeightKind kind);
+// `model` with every matrix in `dtype` (cast, or dequantized for dtype f32).
+LoadedModel WithMatricesIn(const LoadedModel& model, vt::DType dtype);
+// `model` with each named matrix w replaced by f32 w + N(0, (rel_rms[name] * rms(w))^2).
+LoadedModel WithMatrixNoise(const LoadedModel& model, const std::map<std::string, double>& rel_rms, uint32_t seed);
+// rel_rms for every matrix of `model`: `level`.
+std::map<std::string, double> UniformNoiseLevels(const LoadedModel& model, double level);
 
 // Index of the largest value (first on ties).
 int64_t Argmax(const float* row, int64_t n);
