@@ -35,12 +35,7 @@ Value Renderer::Eval(const Expr& expr, Scope& scope) {
       const Value object = Eval(*ops[0], scope);
       return GetItem(object, Eval(*ops[1], scope));
     }
-    case ExprKind::kSlice: {
-      const Value object = Eval(*ops[0], scope);
-      auto bound = [&](const ExprPtr& e) { return e ? Eval(*e, scope) : Value::None(); };
-      const Value start = bound(ops[1]), stop = bound(ops[2]), step = bound(ops[3]);
-      return Slice(object, start, stop, step);
-    }
+    case ExprKind::kSlice: return EvalSlice(expr, scope);
     case ExprKind::kCall: {
       const Value callee = Eval(*ops[0], scope);
       CallArgs args = EvalArgs(expr.call, scope);
@@ -66,12 +61,7 @@ Value Renderer::Eval(const Expr& expr, Scope& scope) {
       Value lhs = Eval(*ops[0], scope);
       return lhs.Truthy() ? lhs : Eval(*ops[1], scope);
     }
-    case ExprKind::kConcat: {
-      std::string out;
-      for (const ExprPtr& part : ops) out += ToStr(Eval(*part, scope));
-      if (out.size() > kMaxValueSize) throw RenderError("string concatenation result too large");
-      return Value::String(std::move(out));
-    }
+    case ExprKind::kConcat: return EvalConcat(expr, scope);
     case ExprKind::kCompare: return EvalCompare(expr, scope);
     case ExprKind::kCondExpr: {
       if (Eval(*ops[1], scope).Truthy()) return Eval(*ops[0], scope);
@@ -81,6 +71,23 @@ Value Renderer::Eval(const Expr& expr, Scope& scope) {
     }
   }
   return Value();
+}
+
+Value Renderer::EvalSlice(const Expr& expr, Scope& scope) {
+  const Value object = Eval(*expr.operands[0], scope);
+  auto bound = [&](const ExprPtr& e) { return e ? Eval(*e, scope) : Value::None(); };
+  const Value start = bound(expr.operands[1]), stop = bound(expr.operands[2]), step = bound(expr.operands[3]);
+  return Slice(object, start, stop, step);
+}
+
+// a ~ b ~ c: the str() of each, joined (no Markup escaping: autoescape is off).
+Value Renderer::EvalConcat(const Expr& expr, Scope& scope) {
+  std::string out;
+  for (const ExprPtr& part : expr.operands) {
+    out += ToStr(Eval(*part, scope));
+    if (out.size() > kMaxValueSize) throw RenderError("string concatenation result too large");
+  }
+  return Value::String(std::move(out));
 }
 
 Value Renderer::EvalCollection(const Expr& expr, Scope& scope) {

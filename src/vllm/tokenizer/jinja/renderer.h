@@ -58,6 +58,8 @@ class Renderer {
   Value EvalTest(const Expr& expr, Scope& scope);
   Value EvalCompare(const Expr& expr, Scope& scope);
   Value EvalCollection(const Expr& expr, Scope& scope);
+  Value EvalSlice(const Expr& expr, Scope& scope);
+  Value EvalConcat(const Expr& expr, Scope& scope);
   CallArgs EvalArgs(const CallSite& call, Scope& scope);
   void Step(int line);
 
