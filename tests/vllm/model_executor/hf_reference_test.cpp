@@ -112,23 +112,38 @@ TEST_P(HfReferenceTest, ChunkedPromptThenDecodesMatchHf) {
 
 // All five prompts at once under a small token budget: steps mix single-token
 // decodes with prompt chunks of varying sizes, sequences of different lengths
-// share each batch, and the block tables span many 4-token pages.
+// share each batch, and the block tables span many 4-token pages. Two more
+// configurations: at most 2 running sequences (state slots and pages are reused by
+// later requests, so stale state would show), and a cache too small for all five
+// (requests are preempted and recomputed).
 TEST_P(HfReferenceTest, MixedBatchesOfAllPromptsMatchHf) {
   const LoadedReference& r = Reference(GetParam());
   const std::vector<int> order = {4, 0, 3, 1, 2};
   std::vector<std::vector<int32_t>> prompts;
   for (int i : order) prompts.push_back(r.ref.prompts[i].prompt_ids);
+  struct Case {
+    int64_t budget, max_num_seqs, num_blocks;
+    const char* what;
+  };
   for (vt::Device device : vt::testing::TestDevices()) {
     SCOPED_TRACE(device.ToString());
     const std::unique_ptr<Model> model = testing::CreateModel(r.loaded, {.device = device});
-    for (int64_t budget : {13, 48}) {
-      const HarnessOptions options{.device = device, .block_size = 4, .max_num_batched_tokens = budget};
+    for (const Case& c : {Case{13, 16, 0, "budget 13"}, Case{48, 16, 0, "budget 48"},
+                          Case{16, 2, 0, "2 running sequences"}, Case{32, 16, 48, "48 pages"}}) {
+      const HarnessOptions options{.device = device,
+                                   .block_size = 4,
+                                   .max_num_batched_tokens = c.budget,
+                                   .max_num_seqs = c.max_num_seqs,
+                                   .num_blocks = c.num_blocks};
       const auto run = GenerateGreedy(*model, prompts, 24, options);
-      EXPECT_GT(run.stats.num_mixed_steps, 0);
-      EXPECT_GE(run.stats.max_seqs_in_step, 3);
+      EXPECT_GT(run.stats.num_mixed_steps, 0) << c.what;
+      EXPECT_GE(run.stats.max_seqs_in_step, std::min<int64_t>(c.max_num_seqs, 3)) << c.what;
+      if (c.num_blocks > 0) {
+        EXPECT_GT(run.stats.num_preemptions, 0) << c.what;
+      }
       const testing::RunErrors e = testing::CompareRun(r.ref, order, run);
-      ExpectMatchesHf(e, "budget " + std::to_string(budget));
-      Record(device.ToString() + "_mixed_" + std::to_string(budget), e);
+      ExpectMatchesHf(e, c.what);
+      Record(device.ToString() + "_mixed_" + std::to_string(c.budget), e);
     }
   }
 }
