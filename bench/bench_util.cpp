@@ -20,6 +20,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a DRAM bandwidth measurement stands for the benchmarks that follow it.
+constexpr std::chrono::seconds kDramRefreshPeriod{10};
+
 // "32768K" / "2M" / "512" -> bytes; 0 when unreadable.
 int64_t ParseCacheSize(const std::string& text) {
   if (text.empty()) return 0;
@@ -73,23 +76,35 @@ double TimedReadPassSeconds(const uint64_t* words, int64_t count, int num_thread
   return seconds;
 }
 
+// The buffer the DRAM measurement sums, 8x the last-level cache (at least 256 MiB),
+// allocated and written once (written, not just allocated, so every page is backed
+// by its own physical memory).
+const std::vector<uint64_t>& DramTestBuffer() {
+  static const std::vector<uint64_t> words = [] {
+    const int64_t bytes = std::max<int64_t>(int64_t{256} << 20, 8 * LastLevelCacheBytes());
+    std::vector<uint64_t> w(static_cast<size_t>(bytes / 8));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    return w;
+  }();
+  return words;
+}
+
 double MeasureDramReadBandwidthGBs(int num_threads) {
-  const int64_t bytes = std::max<int64_t>(int64_t{256} << 20, 8 * LastLevelCacheBytes());
-  const int64_t count = bytes / 8;
-  std::unique_ptr<uint64_t[]> words(new uint64_t[static_cast<size_t>(count)]);
-  // Written (not just allocated) so every page is backed by its own physical memory.
-  for (int64_t i = 0; i < count; ++i) words[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+  const std::vector<uint64_t>& words = DramTestBuffer();
+  const auto count = static_cast<int64_t>(words.size());
   uint64_t sink = 0;
   // The median pass, not the best: on a shared machine single passes sometimes run
   // far above what the memory system sustains, and kernels are timed over many.
   constexpr int kPasses = 9;
   std::vector<double> seconds;
-  for (int pass = 0; pass < kPasses; ++pass)
-    seconds.push_back(TimedReadPassSeconds(words.get(), count, num_threads, &sink));
+  for (int pass = 0; pass < kPasses; ++pass) {
+    seconds.push_back(TimedReadPassSeconds(words.data(), count, num_threads, &sink));
+  }
   std::nth_element(seconds.begin(), seconds.begin() + kPasses / 2, seconds.end());
-  const double gbs = static_cast<double>(bytes) / seconds[kPasses / 2] / 1e9;
+  const double gbs = static_cast<double>(count * 8) / seconds[kPasses / 2] / 1e9;
   std::fprintf(stderr, "DRAM read bandwidth: %.2f GB/s (%d threads, median of %d sums over %lld MiB; checksum %llx)\n",
-               gbs, num_threads, kPasses, static_cast<long long>(bytes >> 20), static_cast<unsigned long long>(sink));
+               gbs, num_threads, kPasses, static_cast<long long>((count * 8) >> 20),
+               static_cast<unsigned long long>(sink));
   return gbs;
 }
 
@@ -110,13 +125,20 @@ int64_t CopiesToExceedCache(int64_t bytes_per_copy) {
 }
 
 double DramReadBandwidthGBs(int num_threads) {
+  struct Measurement {
+    double gbs;
+    Clock::time_point when;
+  };
   static std::mutex mutex;
-  static std::map<int, double> measured;
+  static std::map<int, Measurement> measured;
   std::lock_guard<std::mutex> lock(mutex);
   num_threads = std::max(1, num_threads);
   auto it = measured.find(num_threads);
-  if (it == measured.end()) it = measured.emplace(num_threads, MeasureDramReadBandwidthGBs(num_threads)).first;
-  return it->second;
+  const auto now = Clock::now();
+  if (it == measured.end() || now - it->second.when > kDramRefreshPeriod) {
+    measured[num_threads] = {MeasureDramReadBandwidthGBs(num_threads), Clock::now()};
+  }
+  return measured[num_threads].gbs;
 }
 
 std::string FormatBandwidth(double achieved_gbs, double dram_gbs) {

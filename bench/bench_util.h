@@ -35,8 +35,10 @@ int64_t CopiesToExceedCache(int64_t bytes_per_copy);
 
 // DRAM read bandwidth in GB/s (1e9 bytes/s) with `num_threads` threads: the median
 // of several passes of a multi-threaded sum over a buffer of 8x the last-level cache
-// (at least 256 MiB). Measured once per thread count per process, then cached;
-// the first call prints one line to stderr describing the measurement.
+// (at least 256 MiB). Measured again when the last measurement for this thread
+// count is more than 10 s old (a shared machine's bandwidth drifts over a run), so a
+// benchmark is compared with the bandwidth of its own moment; each measurement
+// prints one line to stderr.
 double DramReadBandwidthGBs(int num_threads);
 
 // "12.34 GB/s = 0.71 of DRAM (17.38 GB/s)".
