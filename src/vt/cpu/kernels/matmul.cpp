@@ -106,9 +106,13 @@ void RunPreparedMatMuls(const std::vector<PreparedMatMul>& matmuls) {
     work_bytes += p.n * BytesFor(p.w_dtype, p.k) * std::max<int64_t>(1, p.m / 8);
   }
   // A chunk holds at least ~64 KiB of weights (or a whole item when x has many
-  // rows), so scheduling stays cheap next to the streaming.
+  // rows), so scheduling stays cheap next to the streaming. Below 2 MiB of work each
+  // thread takes one contiguous share instead: a call that short is bound by the
+  // DRAM latency of starting each stream (measured: Q8_0 [512, 1024], 2 threads,
+  // 31 -> 25 us).
   const int64_t total = first_item.back();
-  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) * total / std::max<int64_t>(work_bytes, 1));
+  int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) * total / std::max<int64_t>(work_bytes, 1));
+  if (work_bytes < (int64_t{2} << 20)) grain = std::max<int64_t>(grain, (total + NumThreads() - 1) / NumThreads());
   ParallelFor(total, grain, [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < matmuls.size(); ++i) {
       const int64_t lo = std::max(begin, first_item[i]), hi = std::min(end, first_item[i + 1]);
