@@ -2,23 +2,25 @@
 // (tests/data/models, tools/oracle), through the engine's real path: LoadModel ->
 // ModelRegistry::Create -> AllocateCaches -> Scheduler -> ModelRunner ->
 // ModelRegistry::Forward, f32 activations on every test device (and on the CPU at
-// every instruction-set level).
+// every instruction-set level for whole prompts).
 //
 // Tolerances (errors measured per logits row, see model_reference.h):
 //   prompt logits: max|got - ref| / max|ref| <= 1e-4 for every row of every prompt.
-//     Both sides compute in f32; the measured worst row is a few 1e-6 (see the
-//     report), so 1e-4 leaves margin for other summation orders (GPU kernels).
+//     Both sides compute in f32; measured worst rows are 2e-6 (Qwen3) to 3e-5
+//     (bf16 weights, head_dim 256), which leaves room for other summation orders.
 //   decode logits: the same 1e-4. HF's own cached decode and its full forward
 //     differ by up to 2.4e-4 absolute on rows whose max|logit| is 6-12 (oracle
 //     notes), i.e. up to ~4e-5 relative: two correct f32 implementations of the
-//     recurrent GDN path disagree by that much, and 1e-4 is 2.5x that.
+//     recurrent GDN path disagree by that much, and 1e-4 is 2.5x that (measured
+//     here: at most 5e-5).
 //   greedy ids: identical. The smallest top-1/top-2 gap along any greedy path is
-//     9.2e-4 absolute, above the decode errors this allows on the rows concerned.
+//     9.2e-4 absolute, above the decode errors measured (at most 4e-4 absolute).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "testing/op_testing.h"
@@ -110,12 +112,23 @@ TEST_P(HfReferenceTest, ChunkedPromptThenDecodesMatchHf) {
   }
 }
 
+// The distinct sizes of the chunks that computed prompt tokens, over all requests.
+std::set<int64_t> PromptChunkSizes(const testing::GenerateResult& run) {
+  std::set<int64_t> sizes;
+  for (const testing::RequestTrace& t : run.requests) {
+    for (int64_t size : t.PromptChunkSizes()) sizes.insert(size);
+  }
+  return sizes;
+}
+
 // All five prompts at once under a small token budget: steps mix single-token
 // decodes with prompt chunks of varying sizes, sequences of different lengths
-// share each batch, and the block tables span many 4-token pages. Two more
+// share each batch, and the block tables span many 4-token pages. More
 // configurations: at most 2 running sequences (state slots and pages are reused by
-// later requests, so stale state would show), and a cache too small for all five
-// (requests are preempted and recomputed).
+// later requests, so stale state would show); a cache too small for all five
+// (requests are preempted and recomputed); and plain requests without prompt
+// logprobs (logits for the last token of each sequence only: only the decode
+// logits and the greedy ids are compared).
 TEST_P(HfReferenceTest, MixedBatchesOfAllPromptsMatchHf) {
   const LoadedReference& r = Reference(GetParam());
   const std::vector<int> order = {4, 0, 3, 1, 2};
@@ -123,26 +136,39 @@ TEST_P(HfReferenceTest, MixedBatchesOfAllPromptsMatchHf) {
   for (int i : order) prompts.push_back(r.ref.prompts[i].prompt_ids);
   struct Case {
     int64_t budget, max_num_seqs, num_blocks;
+    bool prompt_logits;
     const char* what;
   };
+  const Case cases[] = {{13, 16, 0, true, "budget 13"},
+                        {48, 16, 0, true, "budget 48"},
+                        {16, 2, 0, true, "2 running sequences"},
+                        {32, 16, 48, true, "48 pages"},
+                        {24, 16, 0, false, "last-token logits only"}};
   for (vt::Device device : vt::testing::TestDevices()) {
     SCOPED_TRACE(device.ToString());
     const std::unique_ptr<Model> model = testing::CreateModel(r.loaded, {.device = device});
-    for (const Case& c : {Case{13, 16, 0, "budget 13"}, Case{48, 16, 0, "budget 48"},
-                          Case{16, 2, 0, "2 running sequences"}, Case{32, 16, 48, "48 pages"}}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.what);
       const HarnessOptions options{.device = device,
                                    .block_size = 4,
                                    .max_num_batched_tokens = c.budget,
                                    .max_num_seqs = c.max_num_seqs,
-                                   .num_blocks = c.num_blocks};
+                                   .num_blocks = c.num_blocks,
+                                   .prompt_logits = c.prompt_logits};
       const auto run = GenerateGreedy(*model, prompts, 24, options);
-      EXPECT_GT(run.stats.num_mixed_steps, 0) << c.what;
-      EXPECT_GE(run.stats.max_seqs_in_step, std::min<int64_t>(c.max_num_seqs, 3)) << c.what;
+      EXPECT_GT(run.stats.num_mixed_steps, 0);
+      EXPECT_GE(run.stats.max_seqs_in_step, std::min<int64_t>(c.max_num_seqs, 3));
+      EXPECT_GE(PromptChunkSizes(run).size(), 3u);
       if (c.num_blocks > 0) {
-        EXPECT_GT(run.stats.num_preemptions, 0) << c.what;
+        EXPECT_GT(run.stats.num_preemptions, 0);
       }
       const testing::RunErrors e = testing::CompareRun(r.ref, order, run);
-      ExpectMatchesHf(e, c.what);
+      if (c.prompt_logits) {
+        ExpectMatchesHf(e, c.what);
+      } else {
+        EXPECT_LE(e.decode.max_rel, kDecodeRelTol) << "decode logits: " << e.decode.ToString();
+        EXPECT_EQ(e.greedy_mismatches, 0);
+      }
       Record(device.ToString() + "_mixed_" + std::to_string(c.budget), e);
     }
   }

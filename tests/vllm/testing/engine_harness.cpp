@@ -39,6 +39,16 @@ void RecordLogits(const SchedulerOutput& output, const StepLogits& step, int64_t
 
 }  // namespace
 
+std::vector<int64_t> RequestTrace::PromptChunkSizes() const {
+  std::vector<int64_t> sizes;
+  int64_t done = 0;
+  for (size_t i = 0; i < chunk_sizes.size() && done < static_cast<int64_t>(prompt_ids.size()); ++i) {
+    sizes.push_back(chunk_sizes[i]);
+    done += chunk_sizes[i];
+  }
+  return sizes;
+}
+
 std::unique_ptr<Model> CreateModel(const LoadedModel& loaded, const HarnessOptions& options) {
   return ModelRegistry::Create(loaded, ModelOptions{options.device, options.activation_dtype});
 }
@@ -81,7 +91,7 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
     params.temperature = 0;
     params.max_tokens = max_tokens;
     params.ignore_eos = true;
-    params.prompt_logprobs = 0;  // makes the runner compute logits at every prompt position
+    if (options.prompt_logits) params.prompt_logprobs = 0;
     scheduler.add_request(std::make_unique<Request>(id, prompts[i], params, std::vector<int32_t>{},
                                                     static_cast<int64_t>(i)));
   }

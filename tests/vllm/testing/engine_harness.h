@@ -27,6 +27,9 @@ struct HarnessOptions {
   int64_t max_num_batched_tokens = 4096;  // the scheduler's token budget per step
   int64_t max_num_seqs = 16;
   int64_t num_blocks = 0;  // KV pages incl. the null block; 0 = enough for all requests at once
+  // Ask for prompt logprobs, so the runner computes logits at every prompt
+  // position; false: only the rows that sample (what a plain request computes).
+  bool prompt_logits = true;
 };
 
 // The model of `loaded` on options.device with options.activation_dtype.
@@ -40,6 +43,8 @@ struct RequestTrace {
   std::vector<float> decode_logits;
   std::vector<int32_t> output_ids;
   std::vector<int64_t> chunk_sizes;  // tokens scheduled for this request, step by step
+  // The sizes of the chunks that computed prompt tokens (the first num_prompt tokens).
+  std::vector<int64_t> PromptChunkSizes() const;
 };
 
 struct GenerateStats {
