@@ -1,0 +1,145 @@
+// Many clients at once: simultaneous greedy streams each get what they would get alone,
+// and clients that close their connection mid-stream have their requests aborted, their
+// KV pages returned, and nobody else disturbed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <latch>
+
+#include "server_fixture.h"
+
+namespace vllm {
+namespace {
+
+using nlohmann::json;
+using testing::Greedy;
+using testing::SseEvents;
+using testing::TestServer;
+
+struct Streamed {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::string finish_reason;
+};
+
+// The text, token ids and finish reason of a completions or chat SSE body.
+Streamed Concatenate(const std::string& body) {
+  Streamed out;
+  for (const json& event : SseEvents(body)) {
+    if (event["choices"].empty()) continue;
+    const json& choice = event["choices"][0];
+    out.text += choice.contains("delta") ? choice["delta"].value("content", "") : choice["text"].get<std::string>();
+    if (choice.contains("token_ids")) {
+      for (int32_t id : choice["token_ids"].get<std::vector<int32_t>>()) out.ids.push_back(id);
+    }
+    if (!choice["finish_reason"].is_null()) out.finish_reason = choice["finish_reason"];
+  }
+  return out;
+}
+
+json Request(int i, int max_tokens) {
+  const std::string prompt = "request " + std::to_string(i) + " " + std::string(static_cast<size_t>(i % 7), 'a');
+  if (i % 2) {
+    return Greedy({{"messages", json::array({{{"role", "user"}, {"content", prompt}}})}, {"return_token_ids", true}},
+                  max_tokens);
+  }
+  return Greedy({{"prompt", prompt}, {"return_token_ids", true}}, max_tokens);
+}
+
+const char* PathOf(const json& body) { return body.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
+
+std::vector<int32_t> IdsOf(const json& response) {
+  return response["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+}
+
+TEST(ApiServerConcurrencyTest, SimultaneousStreamsEqualRunningEachAlone) {
+  TestServer server;
+  constexpr int kStreams = 32;
+  std::vector<json> alone;
+  for (int i = 0; i < kStreams; ++i) alone.push_back(server.PostOk(PathOf(Request(i, 16)), Request(i, 16)));
+
+  std::vector<Streamed> together(kStreams);
+  std::latch start(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      json body = Request(i, 16);
+      body["stream"] = true;
+      start.arrive_and_wait();  // all at once
+      httplib::Result res = server.Post(PathOf(body), body);
+      ASSERT_TRUE(res) << "stream " << i;
+      ASSERT_EQ(res->status, 200) << res->body;
+      together[i] = Concatenate(res->body);
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(together[i].ids, IdsOf(alone[i])) << "stream " << i;
+    const json& choice = alone[i]["choices"][0];
+    EXPECT_EQ(together[i].text, choice.contains("message") ? choice["message"]["content"] : choice["text"]) << i;
+    EXPECT_EQ(together[i].finish_reason, "length") << "stream " << i;
+  }
+  ASSERT_TRUE(server.WaitUntilIdle());
+  EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0);
+}
+
+// POSTs a streaming request and closes the connection after `num_chunks` chunks.
+void LeaveAfter(const TestServer& server, const json& body, int num_chunks) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = PathOf(body);
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  int64_t newlines = 0;
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    newlines += std::count(data, data + size, '\n');
+    return newlines / 2 < num_chunks;  // each event is one line of JSON and a blank line
+  };
+  httplib::Client client = server.Client();
+  httplib::Result res = client.send(req);
+  EXPECT_EQ(res.error(), httplib::Error::Canceled) << "the stream ended before the client left";
+}
+
+TEST(ApiServerConcurrencyTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTheirPages) {
+  EngineConfig config = testing::ServerEngineConfig();
+  config.max_model_len = 2048;
+  config.num_gpu_blocks_override = 1024;
+  TestServer server(config);
+  constexpr int kLeaving = 6;
+  constexpr int kMaxTokens = 2000;  // far more than can be generated before the clients leave
+  const json stay = Request(100, 40);
+  const json stay_alone = server.PostOk(PathOf(stay), stay);
+
+  std::latch start(kLeaving + 1);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kLeaving; ++i) {
+    clients.emplace_back([&, i] {
+      json body = Request(i, kMaxTokens);
+      body["stream"] = true;
+      start.arrive_and_wait();
+      LeaveAfter(server, body, 3);
+    });
+  }
+  Streamed stayed;
+  clients.emplace_back([&] {
+    json body = stay;
+    body["stream"] = true;
+    start.arrive_and_wait();
+    httplib::Result res = server.Post(PathOf(body), body);
+    ASSERT_TRUE(res);
+    stayed = Concatenate(res->body);
+  });
+  for (std::thread& client : clients) client.join();
+
+  ASSERT_TRUE(server.WaitUntilIdle());
+  EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0) << "pages of the aborted requests leaked";
+  EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"abort\""), kLeaving);
+  EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"length\""), 2);
+  EXPECT_LT(server.Metric("vllm:generation_tokens_total"), kLeaving * kMaxTokens);
+  EXPECT_EQ(stayed.ids, IdsOf(stay_alone)) << "a disconnect disturbed another request";
+  // The server goes on serving.
+  EXPECT_EQ(IdsOf(server.PostOk(PathOf(stay), stay)), IdsOf(stay_alone));
+}
+
+}  // namespace
+}  // namespace vllm

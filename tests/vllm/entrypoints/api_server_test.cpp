@@ -1,0 +1,315 @@
+// The OpenAI server end to end over loopback HTTP: response shapes, streaming (deltas
+// concatenate to the non-streamed result), usage, stop conditions, logprobs, echo,
+// prompt forms, seeds, tokenization, models and metrics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "server_fixture.h"
+#include "vllm/version.h"
+
+namespace vllm {
+namespace {
+
+using nlohmann::json;
+using testing::Greedy;
+using testing::SseEvents;
+using testing::TestServer;
+
+const json kChat = json::array({{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hello"}}});
+
+std::vector<int32_t> Ids(const json& ids) { return ids.get<std::vector<int32_t>>(); }
+
+TEST(ApiServerTest, HealthVersionAndModels) {
+  TestServer server;
+  httplib::Result health = server.Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  httplib::Result version = server.Client().Get("/version");
+  ASSERT_TRUE(version);
+  EXPECT_EQ(json::parse(version->body)["version"], Version());
+  httplib::Result models = server.Client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  const json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], "test-model");
+  EXPECT_EQ(list["data"][0]["object"], "model");
+  EXPECT_EQ(list["data"][0]["max_model_len"], 256);
+}
+
+TEST(ApiServerTest, CompletionIsShapedLikeOpenAIs) {
+  TestServer server;
+  const json tokens = server.PostOk("/tokenize", {{"prompt", "hello world"}});
+  const json res = server.PostOk("/v1/completions", Greedy({{"model", "test-model"}, {"prompt", "hello world"}}, 5));
+  EXPECT_EQ(res["id"].get<std::string>().rfind("cmpl-", 0), 0u) << res;
+  EXPECT_EQ(res["object"], "text_completion");
+  EXPECT_EQ(res["model"], "test-model");
+  EXPECT_GT(res["created"].get<int64_t>(), 1'600'000'000);
+  ASSERT_EQ(res["choices"].size(), 1u);
+  const json& choice = res["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_TRUE(choice["text"].is_string());
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_TRUE(choice["stop_reason"].is_null());
+  EXPECT_EQ(res["usage"]["prompt_tokens"], tokens["count"]);
+  EXPECT_EQ(res["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(res["usage"]["total_tokens"], tokens["count"].get<int>() + 5);
+}
+
+TEST(ApiServerTest, StreamedCompletionConcatenatesToTheNonStreamedOne) {
+  TestServer server;
+  const json body = Greedy({{"prompt", "abc def"}, {"return_token_ids", true}}, 20);
+  const json whole = server.PostOk("/v1/completions", body);
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  streamed_body["stream_options"] = {{"include_usage", true}};
+  httplib::Result res = server.Post("/v1/completions", streamed_body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<json> events = SseEvents(res->body);
+  ASSERT_GE(events.size(), 2u);
+  std::string text;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    ASSERT_EQ(events[i]["choices"].size(), 1u) << events[i];
+    const json& choice = events[i]["choices"][0];
+    EXPECT_EQ(events[i]["object"], "text_completion");
+    EXPECT_EQ(events[i]["id"], events[0]["id"]);
+    text += choice["text"].get<std::string>();
+    for (int32_t id : Ids(choice["token_ids"])) ids.push_back(id);
+    const bool last = i + 2 == events.size();
+    EXPECT_EQ(choice["finish_reason"], last ? json("length") : json(nullptr)) << i;
+  }
+  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(ids, Ids(whole["choices"][0]["token_ids"]));
+  EXPECT_EQ(events[0]["choices"][0]["prompt_token_ids"], whole["choices"][0]["prompt_token_ids"]);
+  // The usage chunk comes last, with no choices.
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events.back()["usage"], whole["usage"]);
+}
+
+TEST(ApiServerTest, StreamedChatConcatenatesToTheNonStreamedOne) {
+  TestServer server;
+  const json body = Greedy({{"messages", kChat}, {"return_token_ids", true}}, 16);
+  const json whole = server.PostOk("/v1/chat/completions", body);
+  EXPECT_EQ(whole["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 16);
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  httplib::Result res = server.Post("/v1/chat/completions", streamed_body);
+  ASSERT_TRUE(res);
+  const std::vector<json> events = SseEvents(res->body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(events[0]["prompt_token_ids"], whole["prompt_token_ids"]);
+  std::string text;
+  std::vector<int32_t> ids;
+  for (size_t i = 1; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
+    const json& choice = events[i]["choices"][0];
+    text += choice["delta"].value("content", "");
+    for (int32_t id : Ids(choice["token_ids"])) ids.push_back(id);
+    EXPECT_EQ(choice["finish_reason"], i + 1 == events.size() ? json("length") : json(nullptr)) << i;
+  }
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(ids, Ids(whole["choices"][0]["token_ids"]));
+}
+
+TEST(ApiServerTest, ChatPromptIsTheRenderedTemplate) {
+  TestServer server;
+  const json rendered = server.PostOk("/tokenize", {{"messages", kChat}});
+  // <|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n
+  const json expected = server.PostOk(
+      "/tokenize", {{"prompt", "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n"
+                               "<|im_start|>assistant\n"}});
+  EXPECT_EQ(rendered["tokens"], expected["tokens"]);
+  const json chat = server.PostOk("/v1/chat/completions", Greedy({{"messages", kChat}}, 2));
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], rendered["count"]);
+  // chat_template_kwargs reach the template: enable_thinking=false adds an empty think block.
+  const json no_thinking =
+      server.PostOk("/tokenize", {{"messages", kChat}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(no_thinking["count"].get<int>(), rendered["count"].get<int>() + 6);  // <think> \n\n </think> \n\n
+  // Content given as text parts is the same conversation.
+  json parts = kChat;
+  parts[1]["content"] = json::array({{{"type", "text"}, {"text", "hello"}}});
+  EXPECT_EQ(server.PostOk("/tokenize", {{"messages", parts}})["tokens"], rendered["tokens"]);
+}
+
+TEST(ApiServerTest, PromptsAsTextIdsAndBatches) {
+  TestServer server;
+  const json ids = server.PostOk("/tokenize", {{"prompt", "ab cd"}})["tokens"];
+  auto token_ids = [&](const json& prompt) {
+    return server.PostOk("/v1/completions", Greedy({{"prompt", prompt}, {"return_token_ids", true}}, 6));
+  };
+  const json from_text = token_ids("ab cd");
+  const json from_ids = token_ids(ids);
+  EXPECT_EQ(from_text["choices"][0]["token_ids"], from_ids["choices"][0]["token_ids"]);
+  const json other = token_ids("x");
+  const json batch = token_ids(json::array({"ab cd", "x"}));
+  ASSERT_EQ(batch["choices"].size(), 2u);
+  EXPECT_EQ(batch["choices"][0]["index"], 0);
+  EXPECT_EQ(batch["choices"][1]["index"], 1);
+  EXPECT_EQ(batch["choices"][0]["token_ids"], from_text["choices"][0]["token_ids"]);
+  EXPECT_EQ(batch["choices"][1]["token_ids"], other["choices"][0]["token_ids"]);
+  EXPECT_EQ(batch["usage"]["completion_tokens"], 12);
+  const json id_batch = token_ids(json::array({ids, other["choices"][0]["prompt_token_ids"]}));
+  EXPECT_EQ(id_batch["choices"][1]["token_ids"], other["choices"][0]["token_ids"]);
+}
+
+TEST(ApiServerTest, StopStringsAndStopTokensEndTheCompletion) {
+  TestServer server;
+  const json body = Greedy({{"prompt", "hello"}, {"return_token_ids", true}}, 24);
+  const json free = server.PostOk("/v1/completions", body)["choices"][0];
+  const std::string text = free["text"];
+  // A whole character from the middle of the text as the stop string.
+  size_t mid = text.size() / 2;
+  while (mid > 0 && (static_cast<unsigned char>(text[mid]) & 0xc0) == 0x80) --mid;
+  size_t end = mid + 1;
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) ++end;
+  const std::string stop = text.substr(mid, end - mid);
+  json with_stop = body;
+  with_stop["stop"] = json::array({stop});
+  const json stopped = server.PostOk("/v1/completions", with_stop)["choices"][0];
+  EXPECT_EQ(stopped["finish_reason"], "stop");
+  EXPECT_EQ(stopped["stop_reason"], stop);
+  EXPECT_EQ(stopped["text"], text.substr(0, text.find(stop)));
+  with_stop["include_stop_str_in_output"] = true;
+  EXPECT_EQ(server.PostOk("/v1/completions", with_stop)["choices"][0]["text"], text.substr(0, text.find(stop) + stop.size()));
+
+  const std::vector<int32_t> free_ids = Ids(free["token_ids"]);
+  const int32_t stop_id = free_ids[5];
+  json with_stop_id = body;
+  with_stop_id["stop_token_ids"] = json::array({stop_id});
+  const json by_id = server.PostOk("/v1/completions", with_stop_id)["choices"][0];
+  const size_t first = std::find(free_ids.begin(), free_ids.end(), stop_id) - free_ids.begin();
+  EXPECT_EQ(by_id["finish_reason"], "stop");
+  EXPECT_EQ(by_id["stop_reason"], stop_id);
+  EXPECT_EQ(Ids(by_id["token_ids"]), std::vector<int32_t>(free_ids.begin(), free_ids.begin() + first + 1));
+}
+
+// Greedy tokens are the argmax of the raw logits, so each one's logprob is the top one.
+TEST(ApiServerTest, CompletionLogprobsInOpenAIsFormat) {
+  TestServer server;
+  const json res = server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"logprobs", 3}}, 8));
+  const json& logprobs = res["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), 8u) << logprobs;
+  ASSERT_EQ(logprobs["token_logprobs"].size(), 8u);
+  ASSERT_EQ(logprobs["top_logprobs"].size(), 8u);
+  ASSERT_EQ(logprobs["text_offset"].size(), 8u);
+  EXPECT_EQ(logprobs["text_offset"][0], 0);
+  for (size_t t = 0; t < 8; ++t) {
+    const float logprob = logprobs["token_logprobs"][t];
+    const json& top = logprobs["top_logprobs"][t];
+    EXPECT_LE(logprob, 0);
+    EXPECT_GE(top.size(), 1u);
+    EXPECT_LE(top.size(), 4u);  // top 3 plus the sampled token (equal texts share a key)
+    EXPECT_TRUE(top.contains(logprobs["tokens"][t].get<std::string>()));
+    double mass = 0, best = -INFINITY;
+    for (const auto& [token, lp] : top.items()) {
+      mass += std::exp(lp.get<double>());
+      best = std::max(best, lp.get<double>());
+    }
+    EXPECT_LE(mass, 1 + 1e-5);
+    EXPECT_FLOAT_EQ(logprob, best);
+    if (t > 0) {
+      EXPECT_GE(logprobs["text_offset"][t], logprobs["text_offset"][t - 1]);
+    }
+  }
+}
+
+TEST(ApiServerTest, EchoReturnsThePromptWithItsLogprobs) {
+  TestServer server;
+  const json prompt = server.PostOk("/tokenize", {{"prompt", "hello"}, {"return_token_strs", true}});
+  const json& prompt_ids = prompt["tokens"];
+  const json res =
+      server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"echo", true}, {"logprobs", 1}}, 4));
+  const json& choice = res["choices"][0];
+  EXPECT_EQ(choice["text"].get<std::string>().rfind("hello", 0), 0u);
+  const json& logprobs = choice["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), prompt_ids.size() + 4);
+  EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());  // nothing scores the first prompt token
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  for (size_t t = 1; t < logprobs["tokens"].size(); ++t) EXPECT_LE(logprobs["token_logprobs"][t].get<double>(), 0);
+  EXPECT_EQ(logprobs["tokens"][0], prompt["token_strs"][0]);  // ASCII: the spelling is the text
+}
+
+TEST(ApiServerTest, PromptLogprobsInVllmsFormat) {
+  TestServer server;
+  const json prompt_ids = server.PostOk("/tokenize", {{"prompt", "hello"}})["tokens"];
+  const json res = server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"prompt_logprobs", 2}}, 1));
+  const json& positions = res["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(positions.size(), prompt_ids.size());
+  EXPECT_TRUE(positions[0].is_null());
+  for (size_t p = 1; p < positions.size(); ++p) {
+    const std::string actual = std::to_string(prompt_ids[p].get<int>());
+    ASSERT_TRUE(positions[p].contains(actual)) << positions[p];
+    EXPECT_LE(positions[p].size(), 3u);
+    for (const auto& [id, entry] : positions[p].items()) {
+      EXPECT_LE(entry["logprob"].get<double>(), 0);
+      EXPECT_TRUE(entry.contains("rank") && entry.contains("decoded_token"));
+    }
+  }
+}
+
+TEST(ApiServerTest, ChatLogprobsInOpenAIsFormat) {
+  TestServer server;
+  const json res = server.PostOk("/v1/chat/completions",
+                                 Greedy({{"messages", kChat}, {"logprobs", true}, {"top_logprobs", 2}}, 6));
+  const json& content = res["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u);
+  for (const json& item : content) {
+    EXPECT_TRUE(item["token"].is_string());
+    EXPECT_LE(item["logprob"].get<double>(), 0);
+    EXPECT_TRUE(item["bytes"].is_array());
+    ASSERT_EQ(item["top_logprobs"].size(), 2u);
+    EXPECT_FLOAT_EQ(item["top_logprobs"][0]["logprob"].get<float>(), item["logprob"].get<float>());
+    EXPECT_GE(item["top_logprobs"][0]["logprob"].get<float>(), item["top_logprobs"][1]["logprob"].get<float>());
+  }
+  // logprobs without top_logprobs: each token with an empty top list.
+  const json plain = server.PostOk("/v1/chat/completions", Greedy({{"messages", kChat}, {"logprobs", true}}, 2));
+  EXPECT_TRUE(plain["choices"][0]["logprobs"]["content"][0]["top_logprobs"].empty());
+}
+
+TEST(ApiServerTest, SeededSamplingRepeats) {
+  TestServer server;
+  const json body = {{"prompt", "hello"}, {"max_tokens", 12}, {"temperature", 1.0}, {"top_k", 50},
+                     {"seed", 7},         {"ignore_eos", true}, {"return_token_ids", true}};
+  EXPECT_EQ(server.PostOk("/v1/completions", body)["choices"][0]["token_ids"],
+            server.PostOk("/v1/completions", body)["choices"][0]["token_ids"]);
+}
+
+TEST(ApiServerTest, TokenizeAndDetokenize) {
+  TestServer server;
+  const json tokens = server.PostOk("/tokenize", {{"prompt", "abc <|im_end|>"}, {"return_token_strs", true}});
+  EXPECT_EQ(tokens["count"], tokens["tokens"].size());
+  EXPECT_EQ(tokens["max_model_len"], 256);
+  EXPECT_EQ(tokens["tokens"].back(), 321);  // the special token written in the text
+  EXPECT_EQ(tokens["token_strs"].back(), "<|im_end|>");
+  EXPECT_EQ(server.PostOk("/detokenize", {{"tokens", tokens["tokens"]}})["prompt"], "abc <|im_end|>");
+}
+
+TEST(ApiServerTest, MetricsCountRequestsAndTokens) {
+  TestServer server;
+  const json res = server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}}, 5));
+  server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}}, 3));
+  ASSERT_TRUE(server.WaitUntilIdle());
+  const int prompt = res["usage"]["prompt_tokens"];
+  EXPECT_EQ(server.Metric("vllm:prompt_tokens_total"), 2 * prompt);
+  EXPECT_EQ(server.Metric("vllm:generation_tokens_total"), 8);
+  EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"length\""), 2);
+  EXPECT_EQ(server.Metric("vllm:time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(server.Metric("vllm:e2e_request_latency_seconds_count"), 2);
+  EXPECT_EQ(server.Metric("vllm:inter_token_latency_seconds_count"), 6);
+  EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(server.Metric("vllm:num_preemptions_total"), 0);
+  EXPECT_EQ(server.Metric("vllm:request_prompt_tokens_count", "model_name=\"test-model\""), 2);
+}
+
+}  // namespace
+}  // namespace vllm
