@@ -151,15 +151,15 @@ vt::Tensor DecoderModel::Forward(const ForwardBatch& batch, const ModelCaches& c
   if (layers_.empty()) {
     vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
   }
+  // The LM head runs in f32 whatever the activation dtype: the rows are gathered
+  // as f32 (exact for bf16/f16), so the logits are not rounded to 8 (bf16) mantissa
+  // bits, which at |logit| ~ 8 would be steps of 0.03 in every logprob.
   const int64_t N = batch.logits_indices.size(0);
-  vt::Tensor last = vt::Tensor::Empty({N, H}, dt, dev);
+  vt::Tensor last = vt::Tensor::Empty({N, H}, vt::DType::kF32, dev);  // [N, H]
   vt::GatherRows({.table = normed, .ids = batch.logits_indices, .out = last});
-  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, dt, dev);
+  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, dev);  // [N, V]
   vt::MatMul({.x = last, .w = lm_head_, .out = logits});
-  if (dt == vt::DType::kF32) return logits;
-  vt::Tensor f32 = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, dev);
-  vt::Copy({.src = logits, .dst = f32});
-  return f32;
+  return logits;
 }
 
 }  // namespace vllm
