@@ -6,18 +6,24 @@
 //                  Calls rotate over enough copies of the weights that the working
 //                  set is at least 4x the last-level cache, so every call streams
 //                  its weights from DRAM as a real decode step does.
+//   BM_PlainRead   a plain 2-thread sum over the same bytes with the same rotation:
+//                  the ceiling for a call of that size (short calls cannot reach
+//                  the 256 MiB reference read's bandwidth).
 //   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens; reported as GFLOP/s (2 M N K).
 //
 // Run: build-*/bin/vt_bench --benchmark_filter=MatMul (each benchmark repeats 5 times
 // and reports the median; the machine is shared, so compare medians, not single runs).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "vt/cpu/thread_pool.h"
 #include "vt/ops.h"
 #include "vt/quant.h"
 
@@ -94,6 +100,29 @@ void BM_MatMulGemv(benchmark::State& state, LayerShape shape, DType dtype) {
   });
 }
 
+// The ceiling for a call of this size: a plain 2-thread sum over the same bytes,
+// rotating over the same number of copies. A short call pays the DRAM latency of
+// starting its streams, which the 256 MiB reference read amortises.
+void BM_PlainRead(benchmark::State& state, LayerShape shape, DType dtype) {
+  SetNumThreads(kThreads);
+  const int64_t bytes = BytesFor(dtype, shape.n * shape.k);
+  const std::vector<Tensor> weights = WeightCopies(shape.n, shape.k, dtype, bench::CopiesToExceedCache(bytes));
+  constexpr int64_t kChunkBytes = 64 << 10;
+  std::atomic<uint64_t> sink{0};
+  size_t next = 0;
+  bench::RunTimed(state, static_cast<double>(bytes), 0, [&] {
+    const auto* words = static_cast<const uint64_t*>(weights[next].data());
+    const int64_t num_words = bytes / 8, per_chunk = kChunkBytes / 8;
+    cpu::ParallelFor((num_words + per_chunk - 1) / per_chunk, 1, [&](int64_t begin, int64_t end) {
+      uint64_t sum = 0;
+      for (int64_t i = begin * per_chunk; i < std::min(num_words, end * per_chunk); ++i) sum += words[i];
+      sink += sum;
+    });
+    next = (next + 1) % weights.size();
+  });
+  benchmark::DoNotOptimize(sink.load());
+}
+
 void BM_MatMulGemm(benchmark::State& state, LayerShape shape, DType dtype) {
   SetNumThreads(kThreads);
   const int64_t m = state.range(0);
@@ -113,6 +142,12 @@ void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitio
     for (const LayerShape& shape : kDecodeShapes) {
       const std::string name = std::string("BM_MatMulGemv/") + DTypeName(dtype) + "/" + shape.name;
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMulGemv, shape, dtype)->Apply(Repeated);
+    }
+  }
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K}) {
+    for (const LayerShape& shape : kDecodeShapes) {
+      const std::string name = std::string("BM_PlainRead/") + DTypeName(dtype) + "/" + shape.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_PlainRead, shape, dtype)->Apply(Repeated);
     }
   }
   for (DType dtype : kWeightDTypes) {
