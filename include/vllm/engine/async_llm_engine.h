@@ -83,8 +83,8 @@ class AsyncLLMEngine {
 
   // Starts the loop thread. `stat_logger` (may be null) must outlive this object.
   explicit AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger = nullptr);
-  // Stops the loop; requests still in flight get an error item.
-  ~AsyncLLMEngine();
+  // Shutdown().
+  virtual ~AsyncLLMEngine();
   AsyncLLMEngine(const AsyncLLMEngine&) = delete;
   AsyncLLMEngine& operator=(const AsyncLLMEngine&) = delete;
 
@@ -100,8 +100,18 @@ class AsyncLLMEngine {
   const EngineConfig& config() const { return config_; }
   int64_t max_model_len() const { return max_model_len_; }
   int64_t vocab_size() const { return vocab_size_; }
-  // The scheduler's state after the loop's last turn.
+  // The scheduler's state after the loop's last turn (the StatLogger has recorded that
+  // turn already).
   EngineStats stats() const;
+
+  // Stops the loop (idempotent); requests still in flight get an error item and later
+  // AddRequests calls throw.
+  void Shutdown();
+
+ protected:
+  // One engine step, on the loop thread. Virtual so that tests can make steps fail; a
+  // subclass that overrides it calls Shutdown() in its destructor.
+  virtual std::vector<RequestOutput> RunEngineStep(LLMEngine& engine) { return engine.Step(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -37,13 +37,15 @@ AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* st
   loop_ = std::thread([this] { Loop(); });
 }
 
-AsyncLLMEngine::~AsyncLLMEngine() {
+AsyncLLMEngine::~AsyncLLMEngine() { Shutdown(); }
+
+void AsyncLLMEngine::Shutdown() {
   {
     std::lock_guard lock(inbox_mutex_);
     stopping_ = true;
   }
   inbox_ready_.notify_one();
-  loop_.join();
+  if (loop_.joinable()) loop_.join();
 }
 
 void AsyncLLMEngine::AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue) {
@@ -135,7 +137,7 @@ void AsyncLLMEngine::Admit(Submission& submission) {
 void AsyncLLMEngine::StepOnce(IterationStats& iteration) {
   std::vector<RequestOutput> outputs;
   try {
-    outputs = engine_->Step();
+    outputs = RunEngineStep(*engine_);
   } catch (const std::exception& e) {
     FailAll(std::string("the engine failed while running this request: ") + e.what(), iteration);
     return;
@@ -187,13 +189,12 @@ void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration
   live_.clear();
 }
 
+// The logger first: whatever stats() shows, the logger has recorded too.
 void AsyncLLMEngine::PublishStats(const IterationStats& iteration) {
   EngineStats stats = engine_->stats();
-  {
-    std::lock_guard lock(stats_mutex_);
-    stats_ = stats;
-  }
   if (stat_logger_) stat_logger_->Record(stats, iteration);
+  std::lock_guard lock(stats_mutex_);
+  stats_ = stats;
 }
 
 }  // namespace vllm

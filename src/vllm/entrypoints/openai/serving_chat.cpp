@@ -12,6 +12,7 @@ struct ChatRequest {
   std::string model;
   int64_t created = 0;
   StreamOptions stream;
+  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids
   std::optional<int> top_logprobs;     // set when logprobs is true
   std::optional<int> prompt_logprobs;  // vLLM's extra field
   std::vector<int32_t> prompt_ids;
@@ -38,6 +39,7 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
   CheckToolChoice(body);
+  request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   const bool logprobs = OptionalBool(body, "logprobs").value_or(false);
   const std::optional<int64_t> top_logprobs = OptionalInt(body, "top_logprobs");
   if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
@@ -94,6 +96,10 @@ json ResponseJson(const ChatRequest& request, const RequestOutput& out, const To
                                       {"stop_reason", StopReasonJson(out, request.params)}}});
   response["usage"] = UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()),
                                 static_cast<int64_t>(out.token_ids.size()));
+  if (request.return_token_ids) {
+    response["prompt_token_ids"] = out.prompt_token_ids;
+    response["choices"][0]["token_ids"] = out.token_ids;
+  }
   response["prompt_logprobs"] =
       request.prompt_logprobs ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs) : json(nullptr);
   return response;
@@ -109,7 +115,9 @@ class ChatStream : public EventStream {
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
     if (done_) return false;
     if (!role_sent_) {
-      events += Chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      json role = Chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr);
+      if (request_.return_token_ids) role["prompt_token_ids"] = request_.prompt_ids;
+      events += SseEvent(role);
       role_sent_ = true;
     }
     std::optional<RequestOutput> output;
@@ -136,25 +144,32 @@ class ChatStream : public EventStream {
   }
 
  private:
-  std::string Chunk(json delta, json logprobs, json finish_reason) const {
+  // `token_ids`: null, or the chunk's new token ids (return_token_ids).
+  json Chunk(json delta, json logprobs, json finish_reason, const std::vector<int32_t>* token_ids) const {
     json chunk = ChunkBase(request_, "chat.completion.chunk");
-    chunk["choices"] = json::array({{{"index", 0},
-                                     {"delta", std::move(delta)},
-                                     {"logprobs", std::move(logprobs)},
-                                     {"finish_reason", std::move(finish_reason)}}});
-    return SseEvent(chunk);
+    json choice = {{"index", 0},
+                   {"delta", std::move(delta)},
+                   {"logprobs", std::move(logprobs)},
+                   {"finish_reason", std::move(finish_reason)}};
+    if (token_ids) choice["token_ids"] = *token_ids;
+    chunk["choices"] = json::array({std::move(choice)});
+    return chunk;
   }
 
   void AddDelta(const RequestOutput& output, std::string& events) {
-    const bool new_tokens = output.token_ids.size() > num_tokens_sent_;
+    const std::vector<int32_t> new_ids(output.token_ids.begin() + static_cast<ptrdiff_t>(num_tokens_sent_),
+                                       output.token_ids.end());
     json logprobs = nullptr;
     if (request_.top_logprobs) {
       logprobs = {{"content", LogprobsContent(tokenizer_, output, num_tokens_sent_, *request_.top_logprobs)}};
     }
     num_tokens_sent_ = output.token_ids.size();
-    if (output.new_text.empty() && !output.finished && !(request_.top_logprobs && new_tokens)) return;
+    const bool tokens_wanted = request_.top_logprobs || request_.return_token_ids;
+    if (output.new_text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
     json delta = output.new_text.empty() ? json::object() : json{{"content", output.new_text}};
-    events += Chunk(std::move(delta), std::move(logprobs), output.finished ? json(output.finish_reason) : json(nullptr));
+    events += SseEvent(Chunk(std::move(delta), std::move(logprobs),
+                             output.finished ? json(output.finish_reason) : json(nullptr),
+                             request_.return_token_ids ? &new_ids : nullptr));
   }
 
   ChatRequest request_;

@@ -19,6 +19,7 @@ struct CompletionRequest {
   int64_t created = 0;
   StreamOptions stream;
   bool echo = false;
+  bool return_token_ids = false;  // vLLM's extra: prompt_token_ids and token_ids in the choices
   std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
   std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
   std::vector<Prompt> prompts;
@@ -96,6 +97,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
   request.echo = OptionalBool(body, "echo").value_or(false);
+  request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   if (const auto suffix = OptionalString(body, "suffix"); suffix && !suffix->empty()) {
     BadRequest("suffix is not supported by vllm-cpp", "suffix");
   }
@@ -198,6 +200,10 @@ json ResponseJson(const CompletionRequest& request, const std::vector<RequestOut
                        {"prompt_logprobs", request.prompt_logprobs
                                                ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs)
                                                : json(nullptr)}});
+    if (request.return_token_ids) {
+      choices.back()["prompt_token_ids"] = out.prompt_token_ids;
+      choices.back()["token_ids"] = out.token_ids;
+    }
     prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
     completion_tokens += static_cast<int64_t>(out.token_ids.size());
   }
@@ -245,6 +251,7 @@ class CompletionStream : public EventStream {
     size_t num_tokens_sent = 0;
     bool echo_pending = false;
     CompletionLogprobs logprobs;
+    bool sent_any = false;
   };
 
   void AddChunk(const RequestOutput& output, std::string& events) {
@@ -259,22 +266,30 @@ class CompletionStream : public EventStream {
       }
       logprobs = choice.logprobs.Take();
     }
+    const bool first_chunk = choice.echo_pending || !choice.sent_any;
     if (choice.echo_pending) text = request_.prompts[index].text + text;
-    const bool new_tokens = output.token_ids.size() > choice.num_tokens_sent;
+    const std::vector<int32_t> new_ids(output.token_ids.begin() + static_cast<ptrdiff_t>(choice.num_tokens_sent),
+                                       output.token_ids.end());
     choice.echo_pending = false;
     choice.num_tokens_sent = output.token_ids.size();
     if (output.finished) {
       prompt_tokens_ += static_cast<int64_t>(output.prompt_token_ids.size());
       completion_tokens_ += static_cast<int64_t>(output.token_ids.size());
     }
-    if (text.empty() && !output.finished && !(request_.logprobs && new_tokens)) return;
+    const bool tokens_wanted = request_.logprobs || request_.return_token_ids;
+    if (text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
+    json item = {{"index", index},
+                 {"text", text},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", output.finished ? json(output.finish_reason) : json(nullptr)},
+                 {"stop_reason", output.finished ? StopReasonJson(output, request_.params[index]) : json(nullptr)}};
+    if (request_.return_token_ids) {
+      if (first_chunk) item["prompt_token_ids"] = output.prompt_token_ids;
+      item["token_ids"] = new_ids;
+    }
+    choice.sent_any = true;
     json chunk = ChunkBase(request_);
-    chunk["choices"] = json::array({{{"index", index},
-                                     {"text", text},
-                                     {"logprobs", std::move(logprobs)},
-                                     {"finish_reason", output.finished ? json(output.finish_reason) : json(nullptr)},
-                                     {"stop_reason", output.finished ? StopReasonJson(output, request_.params[index])
-                                                                     : json(nullptr)}}});
+    chunk["choices"] = json::array({std::move(item)});
     events += SseEvent(chunk);
   }
 
