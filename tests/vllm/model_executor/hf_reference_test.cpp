@@ -24,6 +24,7 @@
 #include <string>
 
 #include "testing/op_testing.h"
+#include "vt/cpu/cpu_features.h"
 #include "vllm/testing/engine_harness.h"
 #include "vllm/testing/model_reference.h"
 
@@ -86,7 +87,8 @@ TEST_P(HfReferenceTest, WholePromptThenDecodesMatchHf) {
       ExpectMatchesHf(e, "prompt " + std::to_string(i));
       all.Merge(e);
     }
-    Record(device.ToString(), all);
+    const bool cpu = device.type == vt::DeviceType::kCPU;
+    Record(device.ToString() + (cpu ? std::string("_") + vt::cpu::IsaName(vt::cpu::ActiveIsa()) : ""), all);
   });
 }
 
