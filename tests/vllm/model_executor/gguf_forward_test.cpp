@@ -88,23 +88,29 @@ std::map<std::string, double> MatrixRoundingErrors(const LoadedModel& gguf, cons
 //            RMS (the model's sensitivity to weight errors of that size);
 //   dequant: the GGUF's weights dequantized to f32 (the file's rounding alone);
 //   kernel:  the GGUF as users run it (quantized MatMul: integer dots against
-//            activations quantized to 8 bits per block).
+//            activations quantized to 8 bits per block), once with each prompt in
+//            one step (GEMM kernels) and once one token per step (GEMV kernels,
+//            which may quantize activations differently).
 // Requirements: dequant <= 2 x noise (the converter's rounding hurts no more than
 // random noise of its size; misplaced blocks, wrong scales or a wrong head order
-// would be far worse); kernel <= 2 x dequant (8-bit activations add an error of the
-// weights' relative size, ~sqrt(2) in quadrature; measured 1.2-1.6x); the kernel's
-// argmax differs from the reference's at no more than 2 x (noise run's) + 2
-// positions.
+// would be far worse); kernel <= 2 x dequant on both paths (8-bit activations add
+// an error of the weights' relative size, ~sqrt(2) in quadrature; measured
+// 1.0-1.6x); the kernel's argmax differs from the reference's at no more than
+// 2 x (noise run's) + 2 positions.
 void ExpectQuantizedErrorsExplained(const LoadedModel& gguf, const LoadedModel& hf,
                                     const std::vector<std::vector<int32_t>>& prompts,
                                     const std::vector<const float*>& ref_logits, const std::string& key) {
   const std::map<std::string, double> rounding = MatrixRoundingErrors(gguf, hf);
-  const testing::PromptLogitErrors noise = testing::MeasurePromptLogits(testing::WithMatrixNoise(hf, rounding, 7), prompts, ref_logits);
+  const testing::PromptLogitErrors noise =
+      testing::MeasurePromptLogits(testing::WithMatrixNoise(hf, rounding, 7), prompts, ref_logits);
   const testing::PromptLogitErrors dequant =
       testing::MeasurePromptLogits(testing::WithMatricesIn(gguf, vt::DType::kF32), prompts, ref_logits);
   const testing::PromptLogitErrors kernel = testing::MeasurePromptLogits(gguf, prompts, ref_logits);
+  const testing::PromptLogitErrors token_by_token =
+      testing::MeasurePromptLogits(gguf, prompts, ref_logits, {.max_num_batched_tokens = 1});
   EXPECT_LE(dequant.rel_rms, 2 * noise.rel_rms) << "dequantized weights " << dequant.rows.ToString();
   EXPECT_LE(kernel.rel_rms, 2 * dequant.rel_rms) << "quantized kernels " << kernel.rows.ToString();
+  EXPECT_LE(token_by_token.rel_rms, 2 * dequant.rel_rms) << "token by token " << token_by_token.rows.ToString();
   EXPECT_LE(kernel.rows.argmax_mismatches, 2 * noise.rows.argmax_mismatches + 2) << kernel.rows.ToString();
   const auto record = [&](const std::string& what, double value) {
     ::testing::Test::RecordProperty(key + "_" + what, std::to_string(value));
@@ -112,6 +118,7 @@ void ExpectQuantizedErrorsExplained(const LoadedModel& gguf, const LoadedModel& 
   record("noise_rel_rms", noise.rel_rms);
   record("dequant_rel_rms", dequant.rel_rms);
   record("kernel_rel_rms", kernel.rel_rms);
+  record("token_by_token_rel_rms", token_by_token.rel_rms);
   record("kernel_max_rel", kernel.rows.max_rel);
   record("kernel_argmax_agreement", 1.0 - static_cast<double>(kernel.rows.argmax_mismatches) / kernel.rows.rows);
   record("noise_argmax_agreement", 1.0 - static_cast<double>(noise.rows.argmax_mismatches) / noise.rows.rows);
