@@ -214,7 +214,8 @@ TEST(GgufKQuantTest, AllQ4KModelTracksTheWeightError) {
   const GenerateResult reference = GenerateGreedy(*testing::CreateModel(hf, {}), prompts, 1, {});
   const std::vector<const float*> ref_logits = {reference.requests[0].prompt_logits.data(),
                                                 reference.requests[1].prompt_logits.data()};
-  for (auto [outtype, dtype] : {std::pair{GgufOutType::kQ8_0, vt::DType::kQ8_0}, {GgufOutType::kQ4_K, vt::DType::kQ4_K}}) {
+  for (auto [outtype, dtype] :
+       {std::pair{GgufOutType::kQ8_0, vt::DType::kQ8_0}, {GgufOutType::kQ4_K, vt::DType::kQ4_K}}) {
     SCOPED_TRACE(GgufOutTypeName(outtype));
     const std::string path = dir.File(std::string(GgufOutTypeName(outtype)) + ".gguf");
     ConvertHfToGguf(dir.File("hf"), path, {.outtype = outtype, .copy_tokenizer = false});

@@ -54,10 +54,11 @@ MixedStep BuildMixedStep(bool r1_wants_prompt_logprobs) {
   greedy.temperature = 0;
   SamplingParams with_logprobs = greedy;
   if (r1_wants_prompt_logprobs) with_logprobs.prompt_logprobs = 2;
-  step.requests.push_back(std::make_unique<Request>("r0", std::vector<int32_t>(9, 1), greedy, std::vector<int32_t>{}, 0));
+  const std::vector<int32_t> no_eos;
+  step.requests.push_back(std::make_unique<Request>("r0", std::vector<int32_t>(9, 1), greedy, no_eos, 0));
   step.requests.push_back(
-      std::make_unique<Request>("r1", std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}, with_logprobs, std::vector<int32_t>{}, 1));
-  step.requests.push_back(std::make_unique<Request>("r2", std::vector<int32_t>(9, 2), greedy, std::vector<int32_t>{}, 2));
+      std::make_unique<Request>("r1", std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}, with_logprobs, no_eos, 1));
+  step.requests.push_back(std::make_unique<Request>("r2", std::vector<int32_t>(9, 2), greedy, no_eos, 2));
   step.requests[0]->AppendOutputToken(7);
   auto scheduled = [&](int i, std::vector<int32_t> tokens, int64_t computed, std::vector<int32_t> blocks, int32_t slot,
                        bool is_new, bool samples) {

@@ -21,7 +21,8 @@ GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights) : dims_(dims), w_(st
     throw vt::Error("gdn::GdnBlock: value heads (" + std::to_string(Hv) + ") must be a multiple of key heads (" +
                     std::to_string(dims.num_key_heads) + ")");
   }
-  check(w_.in_proj_qkv, "in_proj_qkv", {dims.conv_dim(), H}, "[2 * key_heads * key_dim + value_heads * value_dim, hidden]");
+  check(w_.in_proj_qkv, "in_proj_qkv", {dims.conv_dim(), H},
+        "[2 * key_heads * key_dim + value_heads * value_dim, hidden]");
   check(w_.in_proj_z, "in_proj_z", {dims.value_dim(), H}, "[value_heads * value_dim, hidden]");
   check(w_.in_proj_b, "in_proj_b", {Hv, H}, "[value_heads, hidden]");
   check(w_.in_proj_a, "in_proj_a", {Hv, H}, "[value_heads, hidden]");
