@@ -20,3 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# The `openai` npm client that drives the server in the openai_client test (which is
+# skipped without node, npm or the package).
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  npm ci --prefix "$(dirname "$0")/../tests/openai_client" --no-audit --no-fund --loglevel=error ||
+    echo "npm ci failed: the openai_client test will be skipped"
+fi

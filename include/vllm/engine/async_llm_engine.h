@@ -101,7 +101,7 @@ class AsyncLLMEngine {
   int64_t max_model_len() const { return max_model_len_; }
   int64_t vocab_size() const { return vocab_size_; }
   // The scheduler's state after the loop's last turn (the StatLogger has recorded that
-  // turn already).
+  // turn already). Outputs reach their queues after the turn's statistics.
   EngineStats stats() const;
 
   // Stops the loop (idempotent); requests still in flight get an error item and later
@@ -137,6 +137,9 @@ class AsyncLLMEngine {
   void Dispatch(RequestOutput output, IterationStats& iteration);
   void FailAll(const std::string& error, IterationStats& iteration);
   void PublishStats(const IterationStats& iteration);
+  // Hands the turn's items to their queues, after PublishStats: a consumer that sees
+  // its request finish also sees it counted in stats() and by the StatLogger.
+  void Deliver();
 
   std::unique_ptr<LLMEngine> engine_;
   StatLogger* stat_logger_;
@@ -155,6 +158,7 @@ class AsyncLLMEngine {
   EngineStats stats_;  // guarded by stats_mutex_
 
   std::unordered_map<std::string, LiveRequest> live_;  // the loop thread's alone
+  std::vector<std::pair<std::shared_ptr<OutputQueue>, StreamItem>> outbox_;  // the loop thread's alone
   std::thread loop_;
 };
 

@@ -92,12 +92,14 @@ void AsyncLLMEngine::Loop() {
     if (engine_->HasUnfinishedRequests()) StepOnce(iteration);
     has_work = engine_->HasUnfinishedRequests();
     PublishStats(iteration);
+    Deliver();
   }
   for (Submission* submission : submissions) {
     submission->admitted.set_exception(std::make_exception_ptr(std::runtime_error("the engine is shutting down")));
   }
   IterationStats iteration;
   FailAll("the engine is shutting down", iteration);
+  Deliver();
 }
 
 void AsyncLLMEngine::ProcessAborts(const std::vector<std::string>& request_ids, IterationStats& iteration) {
@@ -168,7 +170,7 @@ void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {
         {output.finish_reason, Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
     live_.erase(found);
   }
-  queue->Push({std::move(output), std::nullopt});
+  outbox_.emplace_back(std::move(queue), StreamItem{std::move(output), std::nullopt});
 }
 
 void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration) {
@@ -184,9 +186,14 @@ void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration
     StreamItem item;
     item.output.request_id = id;
     item.error = error;
-    r.queue->Push(std::move(item));
+    outbox_.emplace_back(r.queue, std::move(item));
   }
   live_.clear();
+}
+
+void AsyncLLMEngine::Deliver() {
+  for (auto& [queue, item] : outbox_) queue->Push(std::move(item));
+  outbox_.clear();
 }
 
 // The logger first: whatever stats() shows, the logger has recorded too.
