@@ -158,7 +158,9 @@ TEST(JinjaErrors, BuiltinsRejectArgumentsOfTheWrongType) {
   for (const char* source : {"{{ 'x'|indent(none) }}", "{{ 'x'|replace('a', 'b', 'c') }}", "{{ 1.5|round('x') }}",
                              "{{ '{99999999999}'.format(1) }}", "{{ 'a b'.split(none, 'x') }}", "{{ range('a') }}",
                              "{{ [1]|tojson(indent=[]) }}",
-                             "{{ dict(1) }}", "{{ '%c' % 'ab' }}", "{{ '%(k)s' % 1 }}", "{{ 5|first }}"}) {
+                             "{{ dict(1) }}", "{{ '%c' % 'ab' }}", "{{ '%(k)s' % 1 }}", "{{ 5|first }}",
+                             "{{ '%10000000000000000000000d' % 5 }}", "{{ '%.99999999999999f' % 1.5 }}",
+                             "{{ range(-(2 ** 126) * 2 + 1, 2 ** 126) }}", "{{ '%d' % 1e300 }}"}) {
     SCOPED_TRACE(source);
     EXPECT_EQ(RenderFailure(source).kind(), ChatTemplateError::Kind::kRender);
   }

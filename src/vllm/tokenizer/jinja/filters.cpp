@@ -100,7 +100,7 @@ Value Abs(const Value& input, CallArgs& args) {
   BindArgs("abs", args, {});
   if (input.IsFloat()) return Value::Float(std::fabs(input.AsFloat()));
   if (!input.IsNumber()) throw RenderError("bad operand type for abs(): '" + input.TypeName() + "'");
-  return Value::Integer(input.AsInt() < 0 ? -input.AsInt() : input.AsInt());
+  return input.AsInt() < 0 ? Negate(input) : Value::Integer(input.AsInt());
 }
 
 Value Attr(const Value& input, CallArgs& args) {

@@ -1,5 +1,6 @@
 // Global functions of the render environment and Python-style argument binding.
 #include <ctime>
+#include <limits>
 
 #include "builtins.h"
 #include "operations.h"
@@ -50,8 +51,14 @@ Value Range(CallArgs& args) {
   const Int stop = p.size() == 1 ? p[0].AsInt() : p[1].AsInt();
   const Int step = p.size() == 3 ? p[2].AsInt() : 1;
   if (step == 0) throw RenderError("range() arg 3 must not be zero");
-  const Int length = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                              : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // Number of items, computed without overflow: huge bounds are simply a range too big.
+  const bool ascending = step > 0;
+  Int span = 0;
+  const bool empty = ascending ? stop <= start : start <= stop;
+  const bool overflow = !empty && (ascending ? __builtin_sub_overflow(stop, start, &span)
+                                             : __builtin_sub_overflow(start, stop, &span));
+  const Int stride = ascending ? step : (step == std::numeric_limits<Int>::min() ? 0 : -step);
+  const Int length = empty ? 0 : (overflow || stride == 0) ? kMaxRange + 1 : (span - 1) / stride + 1;
   if (length > kMaxRange) {
     throw RenderError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }

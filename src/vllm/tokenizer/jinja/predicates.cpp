@@ -42,20 +42,14 @@ bool Callable(const Value& v, CallArgs& args) {
 
 bool SameAs(const Value& v, CallArgs& args) { return v.SameAs(OneArg("sameas", args)); }
 
-Int IntegerOf(const Value& v, std::string_view test) {
-  if (v.IsInt() || v.IsBool()) return v.AsInt();
-  if (v.IsFloat() && v.AsFloat() == static_cast<double>(static_cast<Int>(v.AsFloat()))) return static_cast<Int>(v.AsFloat());
-  throw RenderError("'" + std::string(test) + "' test needs an integer, got " + v.TypeName());
+// value % divisor == expected, with Python's % (floats and ints alike).
+bool ModuloIs(const Value& v, const Value& divisor, int expected) {
+  return Equals(BinaryOperation(BinaryOp::kMod, v, divisor), Value::Integer(expected));
 }
 
-bool Odd(const Value& v, CallArgs& args) { return BindArgs("odd", args, {}), IntegerOf(v, "odd") % 2 != 0; }
-bool Even(const Value& v, CallArgs& args) { return BindArgs("even", args, {}), IntegerOf(v, "even") % 2 == 0; }
-
-bool DivisibleBy(const Value& v, CallArgs& args) {
-  const Int divisor = IntegerOf(BindArgs("divisibleby", args, {{"num"}})[0], "divisibleby");
-  if (divisor == 0) throw RenderError("integer division or modulo by zero");
-  return IntegerOf(v, "divisibleby") % divisor == 0;
-}
+bool Odd(const Value& v, CallArgs& args) { return BindArgs("odd", args, {}), ModuloIs(v, Value::Integer(2), 1); }
+bool Even(const Value& v, CallArgs& args) { return BindArgs("even", args, {}), ModuloIs(v, Value::Integer(2), 0); }
+bool DivisibleBy(const Value& v, CallArgs& args) { return ModuloIs(v, BindArgs("divisibleby", args, {{"num"}})[0], 0); }
 
 bool Eq(const Value& v, CallArgs& args) { return Equals(v, OneArg("eq", args)); }
 bool Ne(const Value& v, CallArgs& args) { return !Equals(v, OneArg("ne", args)); }

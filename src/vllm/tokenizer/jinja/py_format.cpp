@@ -161,6 +161,9 @@ std::string FormatNumber(const Value& arg, const PercentSpec& spec) {
   const bool space = spec.flags.find(' ') != std::string::npos;
   std::string sign_prefix = plus ? "+" : space ? " " : "";
   if (spec.type == 'd' || spec.type == 'i' || spec.type == 'u') {
+    if (arg.IsFloat() && !(std::fabs(arg.AsFloat()) < 1e38)) {
+      throw RenderError(std::string("%") + spec.type + " format: cannot convert " + FloatRepr(arg.AsFloat()) + " to an integer");
+    }
     const Int i = arg.IsFloat() ? static_cast<Int>(std::trunc(arg.AsFloat())) : arg.AsInt();
     return Pad((i >= 0 ? sign_prefix : "") + IntToString(i), spec, true);
   }
@@ -222,15 +225,21 @@ PercentSpec ParsePercentSpec(const std::string& format, size_t& i) {
     i = close + 1;
   }
   while (!at_end() && std::string_view("-+ #0").find(format[i]) != std::string_view::npos) spec.flags += format[i++];
-  while (!at_end() && std::isdigit(static_cast<unsigned char>(format[i]))) spec.width = spec.width * 10 + (format[i++] - '0');
+  // Digits of the width or precision, refused past kMaxFormatWidth (before they can overflow).
+  auto read_number = [&] {
+    constexpr int kMaxFormatWidth = 4096;
+    int value = 0;
+    while (!at_end() && std::isdigit(static_cast<unsigned char>(format[i]))) {
+      value = value * 10 + (format[i++] - '0');
+      if (value > kMaxFormatWidth) throw RenderError("format width or precision too large");
+    }
+    return value;
+  };
+  spec.width = read_number();
   if (!at_end() && format[i] == '.') {
     ++i;
-    spec.precision = 0;
-    while (!at_end() && std::isdigit(static_cast<unsigned char>(format[i]))) {
-      spec.precision = spec.precision * 10 + (format[i++] - '0');
-    }
+    spec.precision = read_number();
   }
-  if (spec.width > 4096 || spec.precision > 4096) throw RenderError("format width or precision too large");
   if (at_end()) throw RenderError("incomplete format");
   spec.type = format[i++];
   return spec;
