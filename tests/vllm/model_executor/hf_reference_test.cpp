@@ -212,6 +212,30 @@ TEST_P(HfReferenceTest, Bf16ActivationsTrackOneRoundingPerOp) {
   }
 }
 
+// Attention-only models share full KV pages between requests with the same prefix
+// (prefix caching; hybrid models keep it off). A request that arrives after prompt
+// 4 has been computed finds its first 24 pages (96 tokens) cached, computes only
+// the last 4 prompt tokens, and still decodes HF's greedy path with HF's logits.
+TEST(HfPrefixCacheTest, Qwen3RequestOnCachedPagesMatchesHf) {
+  const LoadedReference& r = Reference("qwen3");
+  const std::vector<int32_t>& prompt = r.ref.prompts[4].prompt_ids;
+  for (vt::Device device : vt::testing::TestDevices()) {
+    SCOPED_TRACE(device.ToString());
+    const std::unique_ptr<Model> model = testing::CreateModel(r.loaded, {.device = device});
+    const HarnessOptions options{.device = device,
+                                 .block_size = 4,
+                                 .prompt_logits = false,
+                                 .enable_prefix_caching = true,
+                                 .arrival_steps = {0, 10}};
+    const auto run = GenerateGreedy(*model, {prompt, prompt}, 24, options);
+    EXPECT_EQ(run.requests[0].chunk_sizes.front(), 100);
+    EXPECT_EQ(run.requests[1].chunk_sizes.front(), 4);
+    const testing::RunErrors e = testing::CompareRun(r.ref, {4, 4}, run);
+    EXPECT_LE(e.decode.max_rel, kDecodeRelTol) << e.decode.ToString();
+    EXPECT_EQ(e.greedy_mismatches, 0);
+  }
+}
+
 std::string VariantName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param;
   for (char& c : name) {

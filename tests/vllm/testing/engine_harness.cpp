@@ -37,6 +37,26 @@ void RecordLogits(const SchedulerOutput& output, const StepLogits& step, int64_t
   }
 }
 
+// One engine step: forward, record, sample, feed the tokens back.
+void RunStep(ModelRunner& runner, Scheduler& scheduler, const SchedulerOutput& output, int64_t vocab,
+             const std::unordered_map<std::string, size_t>& index, GenerateResult& result) {
+  const StepLogits step = runner.ExecuteModel(output);
+  RecordLogits(output, step, vocab, index, result.requests);
+  const RunnerOutput ran = runner.SampleTokens(output, step);
+  std::unordered_map<std::string, int32_t> sampled;
+  for (const auto& [id, sample] : ran.sampled) sampled[id] = sample.token_id;
+  for (const RequestUpdate& update : scheduler.update_from_output(output, sampled)) {
+    std::vector<int32_t>& ids = result.requests[index.at(update.req_id)].output_ids;
+    ids.insert(ids.end(), update.new_token_ids.begin(), update.new_token_ids.end());
+  }
+  GenerateStats& stats = result.stats;
+  ++stats.num_steps;
+  if (output.num_decodes > 0 && static_cast<int64_t>(output.scheduled.size()) > output.num_decodes) {
+    ++stats.num_mixed_steps;
+  }
+  stats.max_seqs_in_step = std::max(stats.max_seqs_in_step, static_cast<int64_t>(output.scheduled.size()));
+}
+
 }  // namespace
 
 std::vector<int64_t> RequestTrace::PromptChunkSizes() const {
@@ -72,7 +92,7 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
                       {.block_size = static_cast<int32_t>(bs),
                        .num_blocks = static_cast<int32_t>(num_blocks),
                        .num_state_slots = static_cast<int32_t>(num_slots),
-                       .enable_prefix_caching = false});
+                       .enable_prefix_caching = options.enable_prefix_caching});
   ModelRunner runner(model, AllocateCaches(spec, num_blocks, bs, num_slots, options.activation_dtype, options.device),
                      bs, /*seed=*/0);
 
@@ -85,34 +105,26 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
     trace.prompt_logits.assign(prompts[i].size() * vocab, nan);
     trace.decode_logits.assign(max_tokens * vocab, nan);
     result.requests.push_back(std::move(trace));
-    const std::string id = "req" + std::to_string(i);
-    index[id] = i;
-    SamplingParams params;
-    params.temperature = 0;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    if (options.prompt_logits) params.prompt_logprobs = 0;
-    scheduler.add_request(std::make_unique<Request>(id, prompts[i], params, std::vector<int32_t>{},
-                                                    static_cast<int64_t>(i)));
+    index["req" + std::to_string(i)] = i;
   }
-  while (scheduler.has_unfinished_requests()) {
+  size_t num_submitted = 0;
+  for (int64_t step = 0; num_submitted < prompts.size() || scheduler.has_unfinished_requests(); ++step) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const int64_t arrival = options.arrival_steps.empty() ? 0 : options.arrival_steps.at(i);
+      if (arrival != step) continue;
+      SamplingParams params;
+      params.temperature = 0;
+      params.max_tokens = max_tokens;
+      params.ignore_eos = true;
+      if (options.prompt_logits) params.prompt_logprobs = 0;
+      scheduler.add_request(std::make_unique<Request>("req" + std::to_string(i), prompts[i], params,
+                                                      std::vector<int32_t>{}, static_cast<int64_t>(i)));
+      ++num_submitted;
+    }
+    if (!scheduler.has_unfinished_requests()) continue;  // waiting for a later arrival
     const SchedulerOutput output = scheduler.schedule();
     if (output.empty()) throw std::logic_error("GenerateGreedy: the scheduler scheduled nothing");
-    const StepLogits step = runner.ExecuteModel(output);
-    RecordLogits(output, step, vocab, index, result.requests);
-    const RunnerOutput ran = runner.SampleTokens(output, step);
-    std::unordered_map<std::string, int32_t> sampled;
-    for (const auto& [id, sample] : ran.sampled) sampled[id] = sample.token_id;
-    for (const RequestUpdate& update : scheduler.update_from_output(output, sampled)) {
-      std::vector<int32_t>& ids = result.requests[index.at(update.req_id)].output_ids;
-      ids.insert(ids.end(), update.new_token_ids.begin(), update.new_token_ids.end());
-    }
-    GenerateStats& stats = result.stats;
-    ++stats.num_steps;
-    if (output.num_decodes > 0 && static_cast<int64_t>(output.scheduled.size()) > output.num_decodes) {
-      ++stats.num_mixed_steps;
-    }
-    stats.max_seqs_in_step = std::max(stats.max_seqs_in_step, static_cast<int64_t>(output.scheduled.size()));
+    RunStep(runner, scheduler, output, vocab, index, result);
   }
   result.stats.num_preemptions = scheduler.num_preemptions();
   return result;

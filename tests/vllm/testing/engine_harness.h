@@ -30,6 +30,10 @@ struct HarnessOptions {
   // Ask for prompt logprobs, so the runner computes logits at every prompt
   // position; false: only the rows that sample (what a plain request computes).
   bool prompt_logits = true;
+  bool enable_prefix_caching = false;
+  // Per prompt, the step before which it is submitted (empty: all before step 0).
+  // A request that arrives later can hit the prefix cache of earlier ones.
+  std::vector<int64_t> arrival_steps;
 };
 
 // The model of `loaded` on options.device with options.activation_dtype.
@@ -59,8 +63,9 @@ struct GenerateResult {
   GenerateStats stats;
 };
 
-// Greedy generation of max_tokens tokens (EOS ignored) for every prompt, all
-// submitted at once in the given order; runs until every request has finished.
+// Greedy generation of max_tokens tokens (EOS ignored) for every prompt, submitted
+// in the given order (at once, or at options.arrival_steps); runs until every
+// request has finished.
 GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
                               int64_t max_tokens, const HarnessOptions& options);
 
