@@ -197,10 +197,11 @@ TEST_P(GgufForwardTest, QuantizedLogitsTrackTheWeightError) {
 }
 
 // Every matrix of this fixture (hidden 256, three GDN layers and one attention
-// layer) has rows of whole 256-value blocks, so its Q4_K file is Q4_K throughout.
+// layer) has rows of whole 256-value blocks, so its Q4_K file is Q4_K throughout
+// (and its Q8_0 and Q4_0 files are Q8_0 and Q4_0 throughout).
 // No HF data exists for it: the reference is the engine's f32 run of its HF
 // folder, which the tests above hold to HF.
-TEST(GgufKQuantTest, AllQ4KModelTracksTheWeightError) {
+TEST(GgufKQuantTest, FullyQuantizedModelsTrackTheWeightError) {
   testing::TempDir dir;
   const ModelConfig config = testing::DenseConfig(testing::KQuantDenseDims());
   testing::WriteHfFolder(dir.File("hf"), config, {.dtype = vt::DType::kF32, .seed = 3, .with_tokenizer = false});
@@ -214,8 +215,9 @@ TEST(GgufKQuantTest, AllQ4KModelTracksTheWeightError) {
   const GenerateResult reference = GenerateGreedy(*testing::CreateModel(hf, {}), prompts, 1, {});
   const std::vector<const float*> ref_logits = {reference.requests[0].prompt_logits.data(),
                                                 reference.requests[1].prompt_logits.data()};
-  for (auto [outtype, dtype] :
-       {std::pair{GgufOutType::kQ8_0, vt::DType::kQ8_0}, {GgufOutType::kQ4_K, vt::DType::kQ4_K}}) {
+  for (auto [outtype, dtype] : {std::pair{GgufOutType::kQ8_0, vt::DType::kQ8_0},
+                                {GgufOutType::kQ4_0, vt::DType::kQ4_0},
+                                {GgufOutType::kQ4_K, vt::DType::kQ4_K}}) {
     SCOPED_TRACE(GgufOutTypeName(outtype));
     const std::string path = dir.File(std::string(GgufOutTypeName(outtype)) + ".gguf");
     ConvertHfToGguf(dir.File("hf"), path, {.outtype = outtype, .copy_tokenizer = false});
