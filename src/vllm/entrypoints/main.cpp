@@ -20,7 +20,9 @@ constexpr Command kCommands[] = {
     {"selfcheck", "list backends, devices and op coverage; run a small check on each device",
      vllm::RunSelfCheckCommand},
     {"generate", "run prompts through the engine and print the completions", vllm::RunGenerateCommand},
+#ifdef VLLM_WITH_SERVER  // builds without cpp-httplib (CMake VT_BUILD_SERVER) have no server
     {"serve", "start the OpenAI-compatible server (completions, chat, tokenize, metrics)", vllm::RunServeCommand},
+#endif
     {"tokenize", "print the token ids of texts with a model's tokenizer", vllm::RunTokenizeCommand},
     {"info", "print a model's format, architecture, config, tensors, dtypes and bytes", vllm::RunInfoCommand},
     {"convert", "write an HF checkpoint folder as a GGUF file (--outtype f16, q8_0, q4_k, ...)", vllm::RunConvertCommand},
