@@ -18,6 +18,7 @@
 #include "matmul.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -82,7 +83,9 @@ void CublasMatMul(const MatMulArgs& a) {
 }
 
 void MatMulCuda(const MatMulArgs& a) {
-  const MatMulKernel kernel = ChooseMatMul(DescribeMatMul(a, CublasAccepts(a)));
+  const MatMulShape shape = DescribeMatMul(a, CublasAccepts(a));
+  const MatMulKernel kernel =
+      ApplySkinnyVariant(ChooseMatMul(shape), shape, tuning::Variant(kSkinnyVariantFamily));
   if (kernel == MatMulKernel::kVendorBlas) {
     CublasMatMul(a);
   } else {

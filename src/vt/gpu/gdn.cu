@@ -23,8 +23,21 @@
 // GdnChunkedPrefill runs the same token recurrence (mathematically identical to
 // the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
+//
+// GdnRecurrent variant "state_in_registers" (forced through vt::tuning, family
+// "gpu.gdn_recurrent", for Dk <= 128): blocks of 4 x 64 threads per (sequence, value
+// head, 64 value columns); thread (group, j) keeps rows [group R, group R + R) of
+// column j in registers (R = ceil(Dk / 4) <= 32). At decode (one token per
+// sequence, 64 blocks at batch 1) the default kernel is latency-bound on each
+// thread's Dk dependent state loads; here each thread issues R independent loads,
+// four times the threads share the work, and the two dot products over Dk are four
+// partial sums combined through shared memory.
+#include <string>
+
 #include "gpu_common.cuh"
 #include "vt/ops.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -224,6 +237,89 @@ __global__ void __launch_bounds__(kStateColumns) GdnTokenRecurrence(DeltaParams<
   }
 }
 
+constexpr int kRegisterGroups = 4;   // thread groups splitting the Dk rows of a column
+constexpr int kRegisterRows = 32;    // state rows per thread: Dk <= 128
+constexpr int64_t kRegisterStateMaxKeyDim = kRegisterGroups * kRegisterRows;
+
+template <typename T>
+__global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInRegisters(DeltaParams<T> p) {
+  __shared__ float q[kRegisterStateMaxKeyDim];
+  __shared__ float k[kRegisterStateMaxKeyDim];
+  __shared__ float partial[kRegisterGroups][kStateColumns];
+  const int64_t seq = blockIdx.x, head = blockIdx.y;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;  // uniform across the block
+  const int local = threadIdx.x % kStateColumns, group = threadIdx.x / kStateColumns;
+  const int64_t column = static_cast<int64_t>(blockIdx.z) * kStateColumns + local;
+  const bool active = column < p.value_dim;
+  const int64_t rows = (p.key_dim + kRegisterGroups - 1) / kRegisterGroups;
+  const int64_t first_row = group * rows;
+  const int64_t group_size = p.value_heads / p.key_heads;
+  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / group_size;
+  float* global_state = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim;
+  // Row first_row + r of this thread's column, for r < rows and rows inside Dk.
+  auto owns = [&](int r) { return active && r < rows && first_row + r < p.key_dim; };
+  float s[kRegisterRows];
+#pragma unroll
+  for (int r = 0; r < kRegisterRows; ++r) s[r] = owns(r) ? global_state[(first_row + r) * p.value_dim + column] : 0.0f;
+  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  for (int64_t t = begin; t < end; ++t) {
+    __syncthreads();  // the previous token's q, k and partial sums are no longer read
+    for (int64_t i = threadIdx.x; i < p.key_dim; i += blockDim.x) {
+      q[i] = ToFloat(p.q[t * p.q_strides[0] + key_head * p.q_strides[1] + i]);
+      k[i] = ToFloat(p.k[t * p.k_strides[0] + key_head * p.k_strides[1] + i]);
+    }
+    __syncthreads();
+    const float decay = expf(p.g[t * p.value_heads + head]);
+    const float beta = p.beta[t * p.value_heads + head];
+    float read = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRegisterRows; ++r) {
+      if (owns(r)) read += s[r] * k[first_row + r];
+    }
+    partial[group][local] = read;
+    __syncthreads();
+    read = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kRegisterGroups; ++g) read += partial[g][local];
+    const float v = active ? ToFloat(p.v[t * p.v_strides[0] + head * p.v_strides[1] + column]) : 0.0f;
+    const float delta = beta * (v - decay * read);
+    float o = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRegisterRows; ++r) {
+      if (owns(r)) {
+        s[r] = decay * s[r] + k[first_row + r] * delta;
+        o += s[r] * q[first_row + r];
+      }
+    }
+    __syncthreads();  // every thread has read the partial reads
+    partial[group][local] = o;
+    __syncthreads();
+    if (group == 0 && active) {
+      float total = 0.0f;
+#pragma unroll
+      for (int g = 0; g < kRegisterGroups; ++g) total += partial[g][local];
+      p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(total);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRegisterRows; ++r) {
+    if (owns(r)) global_state[(first_row + r) * p.value_dim + column] = s[r];
+  }
+}
+
+// The forced GdnRecurrent variant (see the top comment): "" or "state_in_registers".
+bool UseStateInRegisters(const char* op, int64_t key_dim) {
+  if (std::string(op) != "GdnRecurrent") return false;
+  const std::string variant = tuning::Variant("gpu.gdn_recurrent");
+  if (variant.empty()) return false;
+  if (variant != "state_in_registers") {
+    throw Error("vt::GdnRecurrent: unknown variant '" + variant +
+                "' forced for gpu.gdn_recurrent (known: state_in_registers)");
+  }
+  return key_dim <= kRegisterStateMaxKeyDim;
+}
+
 void GdnGpu(const char* op, const GdnArgs& a) {
   gpuStream_t stream = PrepareDevice(a.q.device());
   const int64_t key_dim = a.q.size(2), value_dim = a.v.size(2);
@@ -252,7 +348,10 @@ void GdnGpu(const char* op, const GdnArgs& a) {
                      value_dim,
                      a.states.size(0),
                      a.tiled_value_heads};
-    if (shared_state) {
+    if (UseStateInRegisters(op, key_dim)) {
+      reach::Hit("GdnGpu.state_in_registers");
+      GdnStateInRegisters<T><<<grid, kStateColumns * kRegisterGroups, 0, stream>>>(p);
+    } else if (shared_state) {
       GdnTokenRecurrence<T, true><<<grid, kStateColumns, shared_bytes, stream>>>(p);
     } else {
       // q_t and k_t alone may pass the 48 KB default for a very large Dk.

@@ -8,6 +8,7 @@
 //     covers several targets at once, so host code never uses kWarpSize: block sizes
 //     are multiples of 64, which suits every width;
 //   - shuffles: CUDA's __shfl_xor_sync / HIP 5.2's __shfl_xor behind ShuffleXor;
+//   - cache hints: LoadOnce16 (streaming loads on CUDA);
 //   - 16-bit floats: bf16_t and f16_t with ToFloat / FromFloat<T>.
 // Shared kernels use nothing else from either runtime: no cub, no *_sync
 // intrinsics, no __activemask / __ballot_sync.
@@ -108,6 +109,16 @@ __device__ inline int ShuffleXor(int value, int lane_mask) {
   return __shfl_xor(value, lane_mask);
 #else
   return __shfl_xor_sync(0xffffffffu, value, lane_mask);
+#endif
+}
+
+// A 16-byte load of data read once per kernel (decode weights): CUDA's streaming
+// hint (evict first) keeps it from displacing reused data in L1; HIP: a plain load.
+__device__ inline uint4 LoadOnce16(const uint4* p) {
+#if VT_GPU_HIP
+  return *p;
+#else
+  return __ldcs(p);
 #endif
 }
 

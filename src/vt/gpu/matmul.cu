@@ -10,6 +10,14 @@
 // w once, so each warp owns one output column, streams its weight row (16-byte
 // loads of 8 values per lane for aligned float rows; else one element per lane,
 // block formats decoded in registers) and keeps up to 8 row sums in registers.
+// kSkinnyLoadsInFlight: the same walk for 16-bit weights, tuned for bytes in flight.
+// Decode GEMV time is weight bytes over the bandwidth that the loads in flight can
+// sustain (Little's law: ~3 MB must be in flight on an H200). kSkinnyVectorLoads
+// takes 64 registers (8 runtime-guarded rows), so an SM holds 32 warps with one
+// 512-byte warp load each; this kernel fixes the row count at compile time (M = 1:
+// a few dozen registers, 64 warps per SM), issues 4 loads per lane before using
+// them (2 KB per warp), streams weights past L1 (x stays there), and sizes its grid
+// to the resident warps, each walking columns, so no block waits for a second wave.
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
@@ -100,6 +108,77 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyVectorLoads(GemmParams<X
   }
 }
 
+constexpr int kInFlightThreads = 256;
+constexpr int kLoadsInFlight = 4;      // 16-byte weight loads issued per lane before the first is used
+constexpr int kInFlightBlocksPerSm = 8;  // 2048 resident threads per SM (sm_80, sm_90)
+
+// acc[r] += dot(8 weights in `raw`, x[r, at .. at + 8)) for the kRows rows (m of them real).
+template <typename X, typename W, int kRows>
+__device__ inline void AccumulateChunk(const uint4& raw, const GemmParams<X>& p, int64_t at, float (&acc)[kRows]) {
+  W w[kChunk];
+  memcpy(w, &raw, sizeof(w));
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < p.m) {
+      float x[kChunk];
+      LoadChunk(p.x + r * p.x_row_stride + at, x);
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) acc[r] += ToFloat(w[j]) * x[j];
+    }
+  }
+}
+
+// W is f16 or bf16 (8 values per 16-byte vector), X any float type; m <= kRows;
+// rows 16-byte aligned.
+template <typename X, typename W, int kRows>
+__global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmParams<X> p) {
+  static_assert(sizeof(W) * kChunk == 16, "one 16-byte vector holds a chunk of weights");
+  const int lane = threadIdx.x % kWarpSize;
+  const int warps_per_block = blockDim.x / kWarpSize;
+  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
+  const int64_t vectors = p.k / kChunk;  // 16-byte vectors per weight row
+  const int64_t step = static_cast<int64_t>(kLoadsInFlight) * kWarpSize;
+  // Whole warps take the same columns, so the warp sums below see every lane.
+  for (int64_t column = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / kWarpSize; column < p.n;
+       column += num_warps) {
+    const uint4* w_row = reinterpret_cast<const uint4*>(static_cast<const W*>(p.w.data) + column * p.w.row_stride);
+    float acc[kRows] = {};
+    int64_t v = lane;
+    for (; v + step - kWarpSize < vectors; v += step) {
+      uint4 raw[kLoadsInFlight];
+#pragma unroll
+      for (int u = 0; u < kLoadsInFlight; ++u) raw[u] = LoadOnce16(w_row + v + u * kWarpSize);
+#pragma unroll
+      for (int u = 0; u < kLoadsInFlight; ++u) {
+        AccumulateChunk<X, W, kRows>(raw[u], p, (v + u * kWarpSize) * kChunk, acc);
+      }
+    }
+    for (; v < vectors; v += kWarpSize) AccumulateChunk<X, W, kRows>(LoadOnce16(w_row + v), p, v * kChunk, acc);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r < p.m) {
+        const float sum = WarpSum(acc[r]);
+        if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+      }
+    }
+  }
+}
+
+template <typename X, typename W>
+void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_t stream) {
+  const int warps_per_block = kInFlightThreads / WarpSize(device);
+  const unsigned needed = GridFor(p.n, warps_per_block, "MatMul");
+  const unsigned resident = static_cast<unsigned>(MultiprocessorCount(device)) * kInFlightBlocksPerSm;
+  const unsigned grid = needed < resident ? needed : resident;
+  if (p.m == 1) {
+    SkinnyLoadsInFlight<X, W, 1><<<grid, kInFlightThreads, 0, stream>>>(p);
+  } else if (p.m <= 4) {
+    SkinnyLoadsInFlight<X, W, 4><<<grid, kInFlightThreads, 0, stream>>>(p);
+  } else {
+    SkinnyLoadsInFlight<X, W, static_cast<int>(kSkinnyMaxRows)><<<grid, kInFlightThreads, 0, stream>>>(p);
+  }
+}
+
 constexpr int kTile = 64;       // output rows and columns per block
 constexpr int kTileK = 16;      // k depth staged per step
 constexpr int kTileThreads = 256;
@@ -171,6 +250,7 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   shape.weight_matches_x = a.w.dtype() == a.x.dtype();
   shape.vendor_blas_available = vendor_blas_available;
   shape.rows_16_byte_aligned = !shape.weight_is_block && RowsAligned(a.x) && RowsAligned(a.w);
+  shape.weight_is_16_bit = a.w.dtype() == DType::kF16 || a.w.dtype() == DType::kBF16;
   return shape;
 }
 
@@ -202,6 +282,16 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
         using W = decltype(w_tag);
         SkinnyVectorLoads<X, W><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);
       });
+    } else if (kernel == MatMulKernel::kSkinnyLoadsInFlight) {
+      reach::Hit("MatMulGpu.skinny_loads_in_flight");
+      if (a.w.dtype() == DType::kBF16) {
+        LaunchSkinnyLoadsInFlight<X, bf16_t>(p, a.out.device(), stream);
+      } else if (a.w.dtype() == DType::kF16) {
+        LaunchSkinnyLoadsInFlight<X, f16_t>(p, a.out.device(), stream);
+      } else {
+        throw Error("vt::MatMul on " + a.out.device().ToString() +
+                    ": internal error: the loads-in-flight kernel got w " + a.w.Describe());
+      }
     } else if (kernel == MatMulKernel::kSkinnyWarpPerColumn) {
       reach::Hit("MatMulGpu.skinny_warp_per_column");
       const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());

@@ -15,7 +15,7 @@ MatMulShape DescribeMatMul(const MatMulArgs& args, bool vendor_blas_available);
 // kernel multiplies as weights, on any backend).
 void RejectActivationBlockWeights(const char* op, const Tensor& w);
 
-// Runs kSkinnyWarpPerColumn or kTiledShared (throws for any other kernel).
+// Runs any of our kernels (throws for kVendorBlas).
 void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
 
 }  // namespace vt::gpu

@@ -8,6 +8,12 @@
 //   kSkinnyWarpPerColumn  other decode shapes (block-format weights, odd K or
 //                         unaligned rows): the same walk one element per lane,
 //                         decoding block formats in registers.
+//   kSkinnyLoadsInFlight  (only when forced, see ApplySkinnyVariant) decode shapes
+//                         with f16/bf16 weights (x any float dtype), rows aligned: the
+//                         vector-load walk with the row count a template constant
+//                         (few registers, so full occupancy), four 16-byte weight
+//                         loads in flight per lane, and a grid of the device's
+//                         resident warps walking the columns.
 //   kTiledShared          anything else: 64x64 output tiles, 16-deep k slices of x
 //                         and w staged in shared memory as f32 (block-format
 //                         weights decoded on the way in), 4x4 outputs per thread.
@@ -19,10 +25,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vt/error.h"
 
 namespace vt::gpu {
 
-enum class MatMulKernel { kSkinnyVectorLoads, kSkinnyWarpPerColumn, kTiledShared, kVendorBlas };
+enum class MatMulKernel { kSkinnyVectorLoads, kSkinnyWarpPerColumn, kSkinnyLoadsInFlight, kTiledShared, kVendorBlas };
 
 struct MatMulShape {
   int64_t m = 0, n = 0, k = 0;
@@ -30,6 +40,7 @@ struct MatMulShape {
   bool weight_matches_x = false;   // same float dtype as x (and out)
   bool vendor_blas_available = false;
   bool rows_16_byte_aligned = false;  // every row of x and w starts on 16 bytes and K fills whole 16-byte vectors
+  bool weight_is_16_bit = false;      // f16 or bf16 weights
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
@@ -46,6 +57,36 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
     return MatMulKernel::kVendorBlas;
   }
   return MatMulKernel::kTiledShared;
+}
+
+// The vt::tuning family whose override picks the decode (M <= kSkinnyMaxRows)
+// kernel, for benchmarks and tests that compare the variants in one process:
+//   "vector_loads"     kSkinnyVectorLoads (needs float weights and aligned rows)
+//   "warp_per_column"  kSkinnyWarpPerColumn (accepts every decode shape)
+//   "loads_in_flight"  kSkinnyLoadsInFlight (needs f16/bf16 weights and aligned rows)
+inline constexpr std::string_view kSkinnyVariantFamily = "gpu.matmul_skinny";
+
+// `chosen` (ChooseMatMul's kernel) replaced by the forced `variant` where the shape
+// is a decode shape the variant accepts; "" keeps `chosen`. Throws for an unknown name.
+inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s, std::string_view variant) {
+  if (variant.empty()) return chosen;
+  const bool float_aligned = !s.weight_is_block && s.rows_16_byte_aligned;
+  MatMulKernel forced;
+  bool accepted;
+  if (variant == "vector_loads") {
+    forced = MatMulKernel::kSkinnyVectorLoads;
+    accepted = float_aligned;
+  } else if (variant == "warp_per_column") {
+    forced = MatMulKernel::kSkinnyWarpPerColumn;
+    accepted = true;
+  } else if (variant == "loads_in_flight") {
+    forced = MatMulKernel::kSkinnyLoadsInFlight;
+    accepted = float_aligned && s.weight_is_16_bit;
+  } else {
+    throw Error("vt::MatMul: unknown variant '" + std::string(variant) + "' forced for " +
+                std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight)");
+  }
+  return s.m <= kSkinnyMaxRows && accepted ? forced : chosen;
 }
 
 }  // namespace vt::gpu

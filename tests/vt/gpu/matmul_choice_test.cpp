@@ -42,5 +42,41 @@ TEST(MatMulChoiceTest, WithoutAVendorLibraryNothingRoutesToIt) {
   }
 }
 
+// A forced skinny variant (vt::tuning family gpu.matmul_skinny) replaces the chosen
+// kernel only on decode shapes it accepts.
+TEST(MatMulChoiceTest, ForcedSkinnyVariantsApplyOnlyWhereTheyFit) {
+  MatMulShape bf16 = Dense(1, 4096, 4096, true);
+  bf16.weight_is_16_bit = true;
+  const MatMulKernel chosen = ChooseMatMul(bf16);
+  EXPECT_EQ(ApplySkinnyVariant(chosen, bf16, ""), chosen);
+  EXPECT_EQ(ApplySkinnyVariant(chosen, bf16, "loads_in_flight"), MatMulKernel::kSkinnyLoadsInFlight);
+  EXPECT_EQ(ApplySkinnyVariant(chosen, bf16, "warp_per_column"), MatMulKernel::kSkinnyWarpPerColumn);
+  EXPECT_EQ(ApplySkinnyVariant(chosen, bf16, "vector_loads"), MatMulKernel::kSkinnyVectorLoads);
+  MatMulShape eight = bf16;
+  eight.m = kSkinnyMaxRows;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(eight), eight, "loads_in_flight"), MatMulKernel::kSkinnyLoadsInFlight);
+
+  // Prefill shapes keep their kernel whatever is forced.
+  MatMulShape prefill = bf16;
+  prefill.m = kSkinnyMaxRows + 1;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(prefill), prefill, "loads_in_flight"), ChooseMatMul(prefill));
+  // 16-bit weights with f32 x (the LM head) take it; f32 weights and unaligned rows do not.
+  MatMulShape f32_x = bf16;
+  f32_x.weight_matches_x = false;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(f32_x), f32_x, "loads_in_flight"), MatMulKernel::kSkinnyLoadsInFlight);
+  MatMulShape f32 = Dense(1, 4096, 4096, true);
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(f32), f32, "loads_in_flight"), MatMulKernel::kSkinnyVectorLoads);
+  MatMulShape unaligned = bf16;
+  unaligned.rows_16_byte_aligned = false;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(unaligned), unaligned, "loads_in_flight"),
+            MatMulKernel::kSkinnyWarpPerColumn);
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(unaligned), unaligned, "vector_loads"),
+            MatMulKernel::kSkinnyWarpPerColumn);
+  // Block weights take only the element-wise walk.
+  const MatMulShape block{1, 4096, 4096, true, false, true, false};
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(block), block, "loads_in_flight"), MatMulKernel::kSkinnyWarpPerColumn);
+  EXPECT_THROW(ApplySkinnyVariant(chosen, bf16, "fastest"), Error);
+}
+
 }  // namespace
 }  // namespace vt::gpu

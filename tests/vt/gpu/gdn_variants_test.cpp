@@ -1,0 +1,133 @@
+// The GdnRecurrent kernel that vt::tuning can force on a GPU (family
+// gpu.gdn_recurrent, variant state_in_registers: src/vt/gpu/gdn.cu) against the CPU
+// kernel (itself checked against a double-precision reference in
+// tests/vt/ops/gdn_test.cpp) on the same inputs: decode batches (one token per
+// sequence, slots out of order) and a varlen batch (several tokens per sequence),
+// Dk 128 / 64 / 100 (rows not a multiple of the 4 thread groups), Dv 128 and 70
+// (a partial 64-column block), grouped and tiled value heads, f32 and bf16. Dk 192
+// is past the variant's 128 rows: the default kernel runs. Skips itself without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testing/op_testing.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
+
+namespace vt {
+namespace {
+
+using testing::RandomTensor;
+
+constexpr const char* kFamily = "gpu.gdn_recurrent";
+
+class ForcedGdnVariant {
+ public:
+  explicit ForcedGdnVariant(const std::string& variant) { tuning::SetVariant(kFamily, variant); }
+  ~ForcedGdnVariant() { tuning::SetVariant(kFamily, ""); }
+};
+
+std::vector<Device> Gpus() {
+  std::vector<Device> gpus;
+  for (Device d : testing::TestDevices()) {
+    if (d.type != DeviceType::kCPU) gpus.push_back(d);
+  }
+  return gpus;
+}
+
+struct Case {
+  std::vector<int32_t> tokens_per_seq;
+  std::vector<int32_t> slots;
+  int64_t dk, dv;
+  bool tiled;
+  DType dtype;
+};
+
+// Runs GdnRecurrent on the CPU and (with the variant forced) on `device` from the
+// same inputs; expects equal outputs and final states.
+void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19937& rng) {
+  const int64_t hk = 2, hv = 4, slots = 3;
+  int64_t tokens = 0;
+  std::vector<int32_t> query_start_loc = {0};
+  for (int32_t n : c.tokens_per_seq) query_start_loc.push_back(static_cast<int32_t>(tokens += n));
+  const int64_t batch = static_cast<int64_t>(c.slots.size());
+  // Keys of norm ~1 and queries of norm ~1/sqrt(Dk), as the model feeds them, keep
+  // the state bounded; g < 0 and beta in (0, 1).
+  const float key_scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+  const Tensor q = RandomTensor({tokens, hk, c.dk}, c.dtype, kCpu, rng, -key_scale, key_scale);
+  const Tensor k = RandomTensor({tokens, hk, c.dk}, c.dtype, kCpu, rng, -key_scale, key_scale);
+  const Tensor v = RandomTensor({tokens, hv, c.dv}, c.dtype, kCpu, rng);
+  const Tensor g = RandomTensor({tokens, hv}, DType::kF32, kCpu, rng, -0.5f, -0.01f);
+  const Tensor beta = RandomTensor({tokens, hv}, DType::kF32, kCpu, rng, 0.1f, 0.9f);
+  const Tensor initial = RandomTensor({slots, hv, c.dk, c.dv}, DType::kF32, kCpu, rng);
+  const Tensor qsl = Tensor::FromVector(query_start_loc, {batch + 1});
+  const Tensor slot_ids = Tensor::FromVector(c.slots, {batch});
+
+  const Tensor cpu_states = initial.To(kCpu);
+  const Tensor cpu_out = Tensor::Empty({tokens, hv, c.dv}, c.dtype);
+  GdnRecurrent({.q = q, .k = k, .v = v, .g = g, .beta = beta, .states = cpu_states, .query_start_loc = qsl,
+                .state_slot_ids = slot_ids, .out = cpu_out, .tiled_value_heads = c.tiled});
+
+  const ForcedGdnVariant forced("state_in_registers");
+  const Tensor states = initial.To(device);
+  const Tensor out = Tensor::Empty({tokens, hv, c.dv}, c.dtype, device);
+  testing::Poison(out);
+  reach::Reset();
+  GdnRecurrent({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device),
+                .beta = beta.To(device), .states = states, .query_start_loc = qsl.To(device),
+                .state_slot_ids = slot_ids.To(device), .out = out, .tiled_value_heads = c.tiled});
+  EXPECT_EQ(reach::Count("GdnGpu.state_in_registers"), variant_runs ? 1u : 0u);
+  // Both sides update f32 states from the same inputs, summing in other orders:
+  // ~1e-6 relative over 17 tokens; a bf16 output is rounded once more (2^-8).
+  const double out_tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(cpu_out), out, out_tol));
+  EXPECT_TRUE(testing::AllClose(testing::ToDoubles(cpu_states), states, 1e-5));
+}
+
+TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
+  const std::vector<Device> gpus = Gpus();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(31);
+  const std::vector<Case> cases = {
+      {{1, 1, 1}, {2, 0, 1}, 128, 128, false, DType::kF32},  // decode, the 9B's head shape
+      {{1, 1, 1}, {2, 0, 1}, 128, 128, true, DType::kBF16},
+      {{5, 1, 17}, {1, 2, 0}, 128, 70, false, DType::kF32},  // varlen: the token loop
+      {{1, 1}, {0, 2}, 64, 128, true, DType::kF32},
+      {{3, 1}, {2, 1}, 100, 70, false, DType::kBF16},        // 100 rows: groups of 25
+  };
+  for (Device device : gpus) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(device.ToString() + " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
+                   DTypeName(c.dtype) + (c.tiled ? " tiled" : " grouped") + " seqs " +
+                   std::to_string(c.slots.size()));
+      ExpectMatchesCpu(device, c, true, rng);
+    }
+    SCOPED_TRACE("Dk=192: past the variant, the default kernel runs");
+    ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, false, rng);
+  }
+}
+
+TEST(GdnRecurrentVariantsTest, AnUnknownVariantIsAnError) {
+  const std::vector<Device> gpus = Gpus();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(32);
+  const Device d = gpus[0];
+  const ForcedGdnVariant forced("fastest");
+  EXPECT_THROW(GdnRecurrent({.q = RandomTensor({1, 1, 8}, DType::kF32, d, rng),
+                             .k = RandomTensor({1, 1, 8}, DType::kF32, d, rng),
+                             .v = RandomTensor({1, 1, 8}, DType::kF32, d, rng),
+                             .g = RandomTensor({1, 1}, DType::kF32, d, rng, -0.5f, -0.1f),
+                             .beta = RandomTensor({1, 1}, DType::kF32, d, rng, 0.1f, 0.9f),
+                             .states = Tensor::Zeros({1, 1, 8, 8}, DType::kF32, d),
+                             .query_start_loc = Tensor::FromVector(std::vector<int32_t>{0, 1}, {2}).To(d),
+                             .state_slot_ids = Tensor::FromVector(std::vector<int32_t>{0}, {1}).To(d),
+                             .out = Tensor::Empty({1, 1, 8}, DType::kF32, d),
+                             .tiled_value_heads = false}),
+               Error);
+}
+
+}  // namespace
+}  // namespace vt
