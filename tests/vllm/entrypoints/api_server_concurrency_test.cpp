@@ -67,7 +67,7 @@ TEST(ApiServerConcurrencyTest, SimultaneousStreamsEqualRunningEachAlone) {
       body["stream"] = true;
       start.arrive_and_wait();  // all at once
       httplib::Result res = server.Post(PathOf(body), body);
-      ASSERT_TRUE(res) << "stream " << i;
+      ASSERT_TRUE(res) << "stream " << i << ": " << httplib::to_string(res.error());
       ASSERT_EQ(res->status, 200) << res->body;
       together[i] = Concatenate(res->body);
     });

@@ -4,7 +4,11 @@
 // request still gets its tokens.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "server_fixture.h"
+#include "vllm/testing/model_fixtures.h"
 
 namespace vllm {
 namespace {
@@ -153,6 +157,27 @@ TEST(ApiServerErrorsTest, ModelsWithoutAChatTemplateOrTokenizerSayWhatIsMissing)
   const json res = server.PostOk("/v1/completions", Greedy({{"prompt", {1, 2, 3}}, {"logprobs", 0}}, 2));
   EXPECT_EQ(res["choices"][0]["text"], "");
   EXPECT_EQ(res["choices"][0]["logprobs"]["tokens"][0].get<std::string>().rfind("token_id:", 0), 0u);
+}
+
+TEST(ApiServerErrorsTest, AModelChatTemplateThatDoesNotParseFailsChatOnly) {
+  testing::TempDir tokenizer;
+  std::filesystem::copy_file(testing::ServerTokenizerDir() + "/tokenizer.json", tokenizer.File("tokenizer.json"));
+  json config = json::parse(std::ifstream(testing::ServerTokenizerDir() + "/tokenizer_config.json"));
+  config["chat_template"] = "{% for m in messages %}{{ m.content }";
+  std::ofstream(tokenizer.File("tokenizer_config.json")) << config.dump();
+  EngineConfig engine = testing::ServerEngineConfig();
+  engine.tokenizer = tokenizer.path();
+  TestServer server(engine);
+  ExpectError(server.Post("/v1/chat/completions", Chat(json::object())), 400, nullptr,
+              "the model's chat template cannot be used", "chat with a broken template");
+  EXPECT_EQ(server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}}, 2))["usage"]["completion_tokens"], 2);
+}
+
+TEST(ApiServerErrorsTest, AChatTemplateFlagThatCannotBeReadStopsTheStart) {
+  openai::ServerConfig config = testing::QuietServerConfig();
+  config.chat_template = "/nonexistent/template.jinja";
+  EXPECT_THROW(openai::ApiServer(std::make_unique<LLMEngine>(testing::ServerEngineConfig()), config),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -141,6 +141,14 @@ TEST(ApiServerTest, ChatPromptIsTheRenderedTemplate) {
   EXPECT_EQ(server.PostOk("/tokenize", {{"messages", parts}})["tokens"], rendered["tokens"]);
 }
 
+TEST(ApiServerTest, ChatTemplateFlagReplacesTheModelsTemplate) {
+  openai::ServerConfig config = testing::QuietServerConfig();
+  config.chat_template = "{% for m in messages %}[{{ m['content'] }}]{% endfor %}";
+  TestServer server(testing::ServerEngineConfig(), config);
+  EXPECT_EQ(server.PostOk("/tokenize", {{"messages", kChat}})["tokens"],
+            server.PostOk("/tokenize", {{"prompt", "[be brief][hello]"}})["tokens"]);
+}
+
 TEST(ApiServerTest, PromptsAsTextIdsAndBatches) {
   TestServer server;
   const json ids = server.PostOk("/tokenize", {{"prompt", "ab cd"}})["tokens"];

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "serving_chat.h"
 #include "serving_completion.h"
@@ -25,6 +26,17 @@ constexpr std::chrono::milliseconds kStreamPoll{200};
 constexpr size_t kMaxBodyBytes = size_t{64} << 20;
 
 using Endpoint = std::function<ApiResponse(const httplib::Request&)>;
+
+// Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when
+// the library was built): dozens of clients connecting at once overflow it, and the
+// kernel then drops their handshakes for seconds, longer than httplib waits for a
+// request on a new connection. Linux lets listen() be called again on a listening
+// socket to change its backlog.
+class HttpServer : public httplib::Server {
+ public:
+  void RaiseListenBacklog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+constexpr int kListenBacklog = 1024;
 
 struct Route {
   const char* method;  // "GET" or "POST"
@@ -75,7 +87,7 @@ struct ApiServer::Impl {
   ServingCompletion completion{context};
   ServingChat chat{context};
   ServingTokenization tokenization{context};
-  httplib::Server http;
+  HttpServer http;
   std::mutex log_mutex;
 
   Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
@@ -216,6 +228,7 @@ int ApiServer::Bind() {
     throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
                              " (address in use or not on this machine?): choose another --host / --port");
   }
+  impl_->http.RaiseListenBacklog(kListenBacklog);
   return port;
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace vllm::openai {
 namespace {
@@ -71,9 +72,13 @@ ordered_json OptionalOrdered(const ordered_json& body, const char* field, bool (
   return body[field];
 }
 
+// vLLM's --chat-template: a file, or the template itself (text with Jinja's braces).
 std::string ReadTemplateSource(const std::string& chat_template) {
   std::ifstream file(chat_template);
-  if (!file) return chat_template;  // vLLM's --chat-template: a file or the template itself
+  if (!file) {
+    if (chat_template.find('{') != std::string::npos) return chat_template;
+    throw std::invalid_argument("--chat-template " + chat_template + ": cannot open the file");
+  }
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
@@ -137,10 +142,17 @@ ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> 
                                const std::string& chat_template)
     : engine_(engine), served_model_names_(std::move(served_model_names)) {
   const Tokenizer* tokenizer = engine.tokenizer();
-  std::string source = chat_template.empty() ? std::string() : ReadTemplateSource(chat_template);
-  if (source.empty() && tokenizer) source = tokenizer->chat_template();
-  if (source.empty()) return;
-  chat_template_.emplace(source);
+  if (!chat_template.empty()) {
+    chat_template_.emplace(ReadTemplateSource(chat_template));  // a template given by hand must parse
+  } else if (tokenizer && !tokenizer->chat_template().empty()) {
+    // The model's own template failing to parse leaves completions working; chat
+    // requests then say why they cannot be served.
+    try {
+      chat_template_.emplace(tokenizer->chat_template());
+    } catch (const ChatTemplateError& e) {
+      chat_template_error_ = e.what();
+    }
+  }
   if (tokenizer && tokenizer->bos_token_id()) template_tokens_.bos_token = tokenizer->bos_token();
   if (tokenizer && tokenizer->eos_token_id()) template_tokens_.eos_token = tokenizer->eos_token();
   if (tokenizer && tokenizer->pad_token_id()) template_tokens_.pad_token = tokenizer->pad_token();
@@ -169,6 +181,10 @@ const Tokenizer& ServingContext::RequireTokenizer(const std::string& what) const
 std::string ServingContext::RenderChat(const ordered_json& body) const {
   const ordered_json messages = NormalizeMessages(body);
   RequireTokenizer("a chat conversation");
+  if (!chat_template_error_.empty()) {
+    throw OpenAIError(400, "the model's chat template cannot be used (" + chat_template_error_ +
+                               "): start the server with --chat-template FILE");
+  }
   if (!chat_template_) {
     throw OpenAIError(400, "the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
                            "or GGUF tokenizer.chat_template): start the server with --chat-template FILE");

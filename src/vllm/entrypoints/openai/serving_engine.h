@@ -68,7 +68,8 @@ class RequestGroup {
 
 class ServingContext {
  public:
-  // `chat_template`: the template source to use; empty means the tokenizer's.
+  // `chat_template`: a template file or the template itself (vLLM's --chat-template);
+  // empty means the tokenizer's. Throws when a given template cannot be read or parsed.
   ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template);
 
   AsyncLLMEngine& engine() const { return engine_; }
@@ -91,6 +92,7 @@ class ServingContext {
   AsyncLLMEngine& engine_;
   std::vector<std::string> served_model_names_;
   std::optional<ChatTemplate> chat_template_;
+  std::string chat_template_error_;  // why the tokenizer's template did not parse
   ChatTemplateTokens template_tokens_;
 };
 
