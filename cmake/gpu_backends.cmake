@@ -45,3 +45,13 @@ if(VT_BUILT_BACKENDS MATCHES "cuda|rocm")
   add_executable(vt_gpu_bench ${PROJECT_SOURCE_DIR}/bench/gpu_benchmarks.cpp)
   target_link_libraries(vt_gpu_bench PRIVATE vt vt_warnings)
 endif()
+
+# The batch-1 decode benchmark of a random-weight Qwen3.5 with 9B shapes, through the
+# engine (bench/gpu_decode_bench.cpp). It runs on any device, so it is built with the
+# engine: `--device cpu --shape small` checks it on machines without a GPU. (`vllm`
+# is defined later, by src/vllm; CMake resolves the name when it generates.)
+if(VT_BUILD_ENGINE)
+  add_executable(gpu_decode_bench ${PROJECT_SOURCE_DIR}/bench/gpu_decode_bench.cpp)
+  target_include_directories(gpu_decode_bench PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(gpu_decode_bench PRIVATE vllm vt_warnings)
+endif()

@@ -1,0 +1,526 @@
+// Batch-1 decode of a random-weight Qwen3.5 model with 9B shapes (qwen35.md §1.2:
+// L 32, H 4096, Nq/Nkv 16/4, D 256, rotary 64, FFN 12288, Hk/Hv 16/32, Dk = Dv = 128,
+// conv 4, vocab 248320, untied) in bf16, through the engine's real path:
+//
+//   Scheduler::schedule -> ModelRunner::ExecuteModel (batch metadata uploaded,
+//   ModelRegistry::Forward, logits copied back) -> SampleTokens (greedy) ->
+//   Scheduler::update_from_output
+//
+// for one request: a short prompt, then --steps decode steps, each timed on the host
+// from its schedule to its sampled token (the logits copy waits for the device).
+//
+// The ceiling is a device-to-device copy measured in the same run (bytes read +
+// written per second, as in bench/gpu_notes.md). A decode step must read every
+// weight once except the embedding table, of which it reads one row: those weight
+// bytes over the copy bandwidth are the step's roofline. Also printed, to say where
+// the time goes: the decode GEMVs alone (every weight matrix once, in layer order,
+// the same x/out shapes as a step), the vt op dispatches of one decode step (about
+// one kernel launch each) and the MatMul kernels they reached, and the host time to
+// enqueue one forward against the time until the device has finished it.
+//
+// Variants (--variants): kernel choices forced through vt::tuning for the whole run
+// of each, so every variant is measured in one process, on the same weights and
+// against the same ceiling: "default" forces nothing, "gemv=V" forces the decode
+// MatMul variant V (gpu.matmul_skinny), "gdn=V" the GdnRecurrent variant V
+// (gpu.gdn_recurrent), joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
+// gdn_variants_test.cpp check each variant against a reference; the greedy tokens
+// of each variant are compared with the first variant's here.
+//
+// Weights: every matrix is a window, at a random offset, of one 64 MB pool of bf16
+// values drawn on the host (uniform, std 0.02, like an LLM initialisation), copied
+// on the device, so 18 GB are filled in well under a second; the small f32 vectors
+// (norms, A, dt_bias, conv) are drawn on the host in ranges HF's initialisation uses.
+//
+// Usage: gpu_decode_bench [--device cuda:0] [--shape 9b|small] [--prompt-len 16]
+//                         [--steps 64] [--variants default,gemv=loads_in_flight,...]
+// `--device cpu --shape small` runs the same code on a machine without a GPU.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/scheduler.h"
+#include "vllm/model_executor/models/model_registry.h"
+#include "vllm/model_loader/weight_names.h"
+#include "vllm/worker/cache_engine.h"
+#include "vllm/worker/model_runner.h"
+#include "vt/gpu/matmul_choice.h"
+#include "vt/ops.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
+
+namespace vllm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+struct Options {
+  vt::Device device{vt::DeviceType::kCUDA, 0};
+  std::string shape = "9b";
+  int64_t prompt_len = 16;
+  int64_t steps = 64;
+  std::vector<std::string> variants;  // empty: default (plus the forced variants below on a GPU)
+};
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+// The vt::tuning families a variant may force, by the short names --variants uses.
+const std::map<std::string, std::string>& Families() {
+  static const std::map<std::string, std::string> families = {
+      {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)}, {"gdn", "gpu.gdn_recurrent"}};
+  return families;
+}
+
+// "default" (nothing forced) or "gemv=loads_in_flight+gdn=state_in_registers".
+std::vector<std::pair<std::string, std::string>> ParseVariant(const std::string& variant) {
+  std::vector<std::pair<std::string, std::string>> forced;
+  if (variant == "default") return forced;
+  std::stringstream in(variant);
+  for (std::string item; std::getline(in, item, '+');) {
+    const size_t eq = item.find('=');
+    const auto family = Families().find(item.substr(0, eq));
+    if (eq == std::string::npos || family == Families().end()) {
+      throw std::invalid_argument("variant '" + variant + "': expected default or FAMILY=VARIANT joined by '+', "
+                                  "FAMILY gemv (gpu.matmul_skinny) or gdn (gpu.gdn_recurrent)");
+    }
+    forced.emplace_back(family->second, item.substr(eq + 1));
+  }
+  return forced;
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument("flag " + flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--device") o.device = vt::ParseDevice(value);
+    else if (flag == "--shape") o.shape = value;
+    else if (flag == "--prompt-len") o.prompt_len = std::stoll(value);
+    else if (flag == "--steps") o.steps = std::stoll(value);
+    else if (flag == "--variants") o.variants = SplitCommas(value);
+    else throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top of gpu_decode_bench.cpp)");
+  }
+  if (o.prompt_len < 1 || o.steps < 2) throw std::invalid_argument("--prompt-len must be >= 1 and --steps >= 2");
+  for (const std::string& variant : o.variants) ParseVariant(variant);  // bad names fail before any work
+  if (o.variants.empty()) {
+    o.variants = {"default"};
+    if (o.device.type != vt::DeviceType::kCPU) {
+      o.variants.insert(o.variants.end(), {"gemv=loads_in_flight", "gemv=loads_in_flight+gdn=state_in_registers"});
+    }
+  }
+  return o;
+}
+
+// Qwen3.5 with the 9B's shapes, or a small model of the same structure for checks.
+ModelConfig Qwen35Config(const std::string& shape) {
+  if (shape != "9b" && shape != "small") throw std::invalid_argument("--shape must be 9b or small, got " + shape);
+  const bool nine_b = shape == "9b";
+  ModelConfig c;
+  c.architecture = "Qwen3_5ForCausalLM";
+  c.family = ModelFamily::kQwen3_5;
+  c.vocab_size = nine_b ? 248320 : 4096;
+  c.hidden_size = nine_b ? 4096 : 256;
+  c.num_hidden_layers = nine_b ? 32 : 4;
+  c.intermediate_size = nine_b ? 12288 : 768;
+  c.max_position_embeddings = 262144;
+  c.rms_norm_eps = 1e-6f;
+  c.tie_word_embeddings = false;
+  c.dtype = vt::DType::kBF16;
+  c.num_attention_heads = nine_b ? 16 : 4;
+  c.num_key_value_heads = nine_b ? 4 : 1;
+  c.head_dim = nine_b ? 256 : 64;
+  c.rotary_dim = c.head_dim / 4;
+  c.rope_theta = 1e7f;
+  c.attn_output_gate = true;
+  c.zero_centered_norms = true;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    c.layer_types.push_back((i + 1) % 4 == 0 ? LayerType::kFullAttention : LayerType::kLinearAttention);
+  }
+  c.linear_num_key_heads = nine_b ? 16 : 2;
+  c.linear_num_value_heads = nine_b ? 32 : 4;
+  c.linear_key_head_dim = nine_b ? 128 : 32;
+  c.linear_value_head_dim = nine_b ? 128 : 32;
+  c.linear_conv_kernel_dim = 4;
+  return c;
+}
+
+// See the top comment: matrices are device copies of pool windows, vectors host draws.
+class RandomWeights {
+ public:
+  RandomWeights(vt::Device device, uint64_t seed) : device_(device), rng_(seed) {
+    constexpr int64_t kPoolValues = int64_t{32} << 20;  // 64 MB of bf16
+    vt::Tensor host = vt::Tensor::Empty({kPoolValues}, vt::DType::kBF16);
+    auto* bits = static_cast<uint16_t*>(host.data());
+    const float half_width = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
+    std::uniform_real_distribution<float> dist(-half_width, half_width);
+    for (int64_t i = 0; i < kPoolValues; ++i) bits[i] = vt::F32ToBf16(dist(rng_));
+    pool_ = device.type == vt::DeviceType::kCPU ? host : host.To(device);
+  }
+
+  vt::Tensor Matrix(const vt::Shape& shape) {
+    vt::Tensor t = vt::Tensor::Empty(shape, vt::DType::kBF16, device_);
+    const vt::Tensor flat = t.View({t.numel()});
+    const int64_t pool = pool_.numel();
+    for (int64_t done = 0; done < t.numel();) {
+      const int64_t count = std::min(pool, t.numel() - done);
+      const int64_t start = std::uniform_int_distribution<int64_t>(0, pool - count)(rng_);
+      flat.Slice(0, done, done + count).CopyFrom(pool_.Slice(0, start, start + count));
+      done += count;
+    }
+    return t;
+  }
+
+  vt::Tensor Vector(const WeightSpec& spec) {
+    float lo = -0.1f, hi = 0.1f;  // zero-centred norms: x_hat * (1 + w)
+    if (spec.kind == WeightKind::kGdnNorm) lo = 0.9f, hi = 1.1f;         // plain weight
+    if (spec.kind == WeightKind::kGdnA) lo = -16.0f, hi = -1.0f;         // -exp(A_log), A_log = log U(1, 16)
+    if (spec.kind == WeightKind::kGdnDtBias) lo = 0.5f, hi = 1.5f;
+    if (spec.kind == WeightKind::kGdnConv) lo = -0.5f, hi = 0.5f;
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> values(static_cast<size_t>(vt::NumElements(spec.shape)));
+    for (float& v : values) v = dist(rng_);
+    const vt::Tensor host = vt::Tensor::FromVector(values, spec.shape);
+    return device_.type == vt::DeviceType::kCPU ? host : host.To(device_);
+  }
+
+ private:
+  vt::Device device_;
+  std::mt19937_64 rng_;
+  vt::Tensor pool_;
+};
+
+LoadedModel RandomModel(const ModelConfig& config, vt::Device device) {
+  LoadedModel loaded;
+  loaded.config = config;
+  loaded.path = "random weights (" + std::to_string(config.num_hidden_layers) + " layers, hidden " +
+                std::to_string(config.hidden_size) + ")";
+  RandomWeights random(device, 1);
+  for (const WeightSpec& spec : ModelWeightSpecs(config)) {
+    loaded.weights.Add(spec.name, IsExpandedToF32(spec.kind) ? random.Vector(spec) : random.Matrix(spec.shape));
+  }
+  vt::Synchronize(device);
+  return loaded;
+}
+
+struct WeightBytes {
+  double all = 0;       // every weight
+  double per_step = 0;  // what one decode step reads: all but the embedding table (one row of it)
+};
+
+WeightBytes CountWeightBytes(const LoadedModel& loaded) {
+  WeightBytes bytes;
+  for (const auto& [name, t] : loaded.weights.all()) {
+    const double b = static_cast<double>(t.nbytes());
+    bytes.all += b;
+    bytes.per_step += name == "embed_tokens.weight" ? b / static_cast<double>(t.size(0)) : b;
+  }
+  return bytes;
+}
+
+// Device-to-device copy through the backend (2 GiB on a GPU, far past its L2;
+// 256 MiB on the CPU), bytes read + written per second.
+double CopyBandwidth(vt::Device device) {
+  const size_t bytes = device.type == vt::DeviceType::kCPU ? size_t{256} << 20 : size_t{2} << 30;
+  vt::DeviceBackend& backend = vt::GetDeviceBackend(device.type);
+  void* a = backend.Allocate(bytes, device.index);
+  void* b = backend.Allocate(bytes, device.index);
+  backend.CopyDeviceToDevice(a, b, bytes, device.index);  // touch both
+  std::vector<double> samples;
+  for (int batch = 0; batch < 5; ++batch) {
+    vt::Synchronize(device);
+    const auto start = Clock::now();
+    for (int i = 0; i < 5; ++i) backend.CopyDeviceToDevice(a, b, bytes, device.index);
+    vt::Synchronize(device);
+    samples.push_back(SecondsBetween(start, Clock::now()) / 5);
+  }
+  backend.Free(a, device.index);
+  backend.Free(b, device.index);
+  return 2.0 * static_cast<double>(bytes) / Median(samples);
+}
+
+// Every weight matrix once (x [1, K] -> out [1, N], in the model's weight order, x
+// bf16 except for the LM head, which the model runs with f32 x and out), median
+// seconds of one such pass.
+double GemvPassSeconds(const LoadedModel& loaded, vt::Device device) {
+  struct Call {
+    vt::Tensor x, w, out;
+  };
+  std::vector<Call> calls;
+  std::map<std::pair<int64_t, vt::DType>, vt::Tensor> inputs;  // x by (K, dtype)
+  std::mt19937 rng(3);
+  for (const WeightSpec& spec : ModelWeightSpecs(loaded.config)) {
+    if (spec.kind != WeightKind::kMatrix) continue;
+    const int64_t n = spec.shape[0], k = spec.shape[1];
+    const vt::DType dtype = spec.name == "lm_head.weight" ? vt::DType::kF32 : vt::DType::kBF16;
+    vt::Tensor& x = inputs[{k, dtype}];
+    if (!x.defined()) {
+      std::vector<float> values(static_cast<size_t>(k));
+      for (float& v : values) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+      x = vt::Tensor::Empty({1, k}, dtype, device);
+      x.CopyFrom(vt::Tensor::FromVector(values, {1, k}));
+    }
+    calls.push_back({x, loaded.weights.Get(spec.name), vt::Tensor::Empty({1, n}, dtype, device)});
+  }
+  std::vector<double> samples;
+  for (int pass = 0; pass < 6; ++pass) {
+    vt::Synchronize(device);
+    const auto start = Clock::now();
+    for (const Call& c : calls) vt::MatMul({.x = c.x, .w = c.w, .out = c.out});
+    vt::Synchronize(device);
+    if (pass > 0) samples.push_back(SecondsBetween(start, Clock::now()));  // pass 0 warms up
+  }
+  return Median(samples);
+}
+
+struct DecodeRun {
+  double prefill_seconds = 0;
+  std::vector<double> step_seconds;  // decode steps
+  std::vector<int32_t> tokens;       // the greedy ids, the prefill's first
+  std::map<std::string, uint64_t> dispatches;  // vt ops of the first decode step, by op
+  std::map<std::string, uint64_t> matmul_kernels;  // MatMulGpu.* reach counts of that step
+  double enqueue_seconds = 0, forward_seconds = 0;  // one forward: host returns, device done
+};
+
+std::unique_ptr<Scheduler> MakeScheduler(int64_t total_tokens, int64_t num_blocks, int64_t block_size) {
+  return std::make_unique<Scheduler>(
+      SchedulerConfig{.max_num_batched_tokens = std::max<int64_t>(total_tokens, 16),
+                      .max_num_seqs = 1,
+                      .max_model_len = total_tokens + 1,
+                      .enable_chunked_prefill = true},
+      KVCacheConfig{.block_size = static_cast<int32_t>(block_size),
+                    .num_blocks = static_cast<int32_t>(num_blocks),
+                    .num_state_slots = 1,
+                    .enable_prefix_caching = false});
+}
+
+std::unique_ptr<Request> GreedyRequest(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return std::make_unique<Request>("bench", prompt, params, std::vector<int32_t>{}, 0);
+}
+
+void SnapshotDispatches(vt::DeviceType device, DecodeRun& run) {
+  for (vt::OpId op : vt::AllOps()) {
+    const uint64_t count = vt::Registry::Get().DispatchCount(op, device);
+    if (count > 0) run.dispatches[vt::OpName(op)] = count;
+  }
+  for (const auto& [name, count] : vt::reach::Snapshot()) {
+    if (name.rfind("MatMulGpu.", 0) == 0 || name.rfind("MatMulCpu", 0) == 0) run.matmul_kernels[name] = count;
+  }
+}
+
+// Host time until ModelRegistry::Forward returns (kernels queued) and until the
+// device has finished, for the decode step after a prefill, re-run on its batch.
+void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, DecodeRun& run) {
+  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + 4;
+  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
+  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
+                                           model.device()),
+                     block_size, 0);
+  scheduler->add_request(GreedyRequest(prompt, 3));
+  const SchedulerOutput prefill = scheduler->schedule();
+  const RunnerOutput first = runner.Execute(prefill);
+  scheduler->update_from_output(prefill, {{"bench", first.sampled.at("bench").token_id}});
+  const SchedulerOutput decode = scheduler->schedule();
+  const ForwardBatch batch = runner.PrepareBatch(decode);
+  std::vector<double> enqueue, done;
+  for (int i = 0; i < 11; ++i) {
+    vt::Synchronize(model.device());
+    const auto start = Clock::now();
+    const vt::Tensor logits = ModelRegistry::Forward(model, batch, runner.caches());
+    const auto queued = Clock::now();
+    vt::Synchronize(model.device());
+    if (i > 0) {
+      enqueue.push_back(SecondsBetween(start, queued));
+      done.push_back(SecondsBetween(start, Clock::now()));
+    }
+  }
+  run.enqueue_seconds = Median(enqueue);
+  run.forward_seconds = Median(done);
+}
+
+DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int64_t steps) {
+  const vt::Device device = model.device();
+  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + steps + 1;
+  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
+  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
+                                           device),
+                     block_size, 0);
+  scheduler->add_request(GreedyRequest(prompt, steps + 1));
+  DecodeRun run;
+  for (int64_t step = 0; scheduler->has_unfinished_requests(); ++step) {
+    vt::Synchronize(device);
+    if (step == 1) {
+      vt::Registry::Get().ResetDispatchCounts();
+      vt::reach::Reset();
+    }
+    const auto start = Clock::now();
+    const SchedulerOutput output = scheduler->schedule();
+    const StepLogits logits = runner.ExecuteModel(output);
+    const RunnerOutput ran = runner.SampleTokens(output, logits);
+    const int32_t token = ran.sampled.at("bench").token_id;
+    scheduler->update_from_output(output, {{"bench", token}});
+    vt::Synchronize(device);
+    const double seconds = SecondsBetween(start, Clock::now());
+    if (step == 1) SnapshotDispatches(device.type, run);
+    if (step == 0) run.prefill_seconds = seconds;
+    else run.step_seconds.push_back(seconds);
+    run.tokens.push_back(token);
+  }
+  MeasureEnqueue(model, prompt, run);
+  return run;
+}
+
+std::string Join(const std::map<std::string, uint64_t>& counts) {
+  std::string text;
+  for (const auto& [name, count] : counts) text += (text.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  return text;
+}
+
+struct VariantResult {
+  std::string variant;
+  DecodeRun run;
+  double step_seconds = 0;  // median decode step
+  double gemv_seconds = 0;  // every matrix once
+  size_t same_tokens = 0;   // leading greedy ids equal to the first variant's
+};
+
+struct Ceiling {
+  WeightBytes weights;
+  double matrix_bytes = 0;  // the GEMV pass
+  double bandwidth = 0;     // bytes per second
+  double roofline_seconds() const { return weights.per_step / bandwidth; }
+};
+
+void PrintVariant(const VariantResult& r, const Ceiling& c, int64_t prompt_len) {
+  const DecodeRun& run = r.run;
+  uint64_t dispatches = 0;
+  for (const auto& entry : run.dispatches) dispatches += entry.second;
+  std::vector<double> sorted = run.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double gemv_gbs = c.matrix_bytes / r.gemv_seconds / 1e9;
+  std::printf("\n[%s]\n", r.variant.c_str());
+  std::printf("  prefill of %lld tokens: %.2f ms\n", static_cast<long long>(prompt_len), run.prefill_seconds * 1e3);
+  std::printf("  decode step: median %.3f ms, min %.3f, p90 %.3f, max %.3f (%zu steps)\n", r.step_seconds * 1e3,
+              sorted.front() * 1e3, sorted[sorted.size() * 9 / 10] * 1e3, sorted.back() * 1e3, sorted.size());
+  std::printf("  GEMVs alone (every matrix once): %.3f ms = %.0f GB/s = %.2f of copy\n", r.gemv_seconds * 1e3,
+              gemv_gbs, gemv_gbs * 1e9 / c.bandwidth);
+  std::printf("  vt op dispatches in one decode step: %llu (%s)\n", static_cast<unsigned long long>(dispatches),
+              Join(run.dispatches).c_str());
+  std::printf("  MatMul kernels in that step: %s\n", Join(run.matmul_kernels).c_str());
+  std::printf("  one forward on a decode batch: host enqueue %.3f ms, device done %.3f ms\n",
+              run.enqueue_seconds * 1e3, run.forward_seconds * 1e3);
+}
+
+void PrintSummary(const std::vector<VariantResult>& results, const Ceiling& c, const Options& o) {
+  std::printf("\nsummary: Qwen3.5 %s shapes, bf16, batch 1, %s; copy %.0f GB/s; %.2f GB read per step -> roofline "
+              "%.3f ms = %.1f tokens/s\n",
+              o.shape.c_str(), o.device.ToString().c_str(), c.bandwidth / 1e9, c.weights.per_step / 1e9,
+              c.roofline_seconds() * 1e3, 1.0 / c.roofline_seconds());
+  int width = 7;
+  for (const VariantResult& r : results) width = std::max(width, static_cast<int>(r.variant.size()));
+  std::printf("  %-*s %9s %9s %11s %8s %12s %8s %12s\n", width, "variant", "step ms", "tokens/s", "of roofline",
+              "GEMV ms", "GEMV of copy", "rest ms", "same tokens");
+  for (const VariantResult& r : results) {
+    std::printf("  %-*s %9.3f %9.1f %11.3f %8.3f %12.3f %8.3f %7zu/%-4zu\n", width, r.variant.c_str(),
+                r.step_seconds * 1e3, 1.0 / r.step_seconds, c.roofline_seconds() / r.step_seconds,
+                r.gemv_seconds * 1e3, c.matrix_bytes / r.gemv_seconds / c.bandwidth,
+                (r.step_seconds - r.gemv_seconds) * 1e3, r.same_tokens, r.run.tokens.size());
+  }
+  std::printf("  (step: schedule to sampled token, median of %lld decode steps; rest = step - GEMVs: the other "
+              "kernels, launch gaps, batch upload, logits copy, sampling)\n",
+              static_cast<long long>(o.steps));
+}
+
+VariantResult RunVariant(const std::string& variant, const Model& model, const LoadedModel& loaded,
+                         const std::vector<int32_t>& prompt, const Options& o) {
+  const auto forced = ParseVariant(variant);
+  for (const auto& [family, value] : forced) vt::tuning::SetVariant(family, value);
+  VariantResult r;
+  r.variant = variant;
+  r.run = RunDecode(model, prompt, o.steps);
+  r.step_seconds = Median(r.run.step_seconds);
+  r.gemv_seconds = GemvPassSeconds(loaded, o.device);
+  for (const auto& entry : forced) vt::tuning::SetVariant(entry.first, "");
+  return r;
+}
+
+int Run(int argc, char** argv) {
+  const Options o = ParseOptions(argc, argv);
+  vt::LoadBackends();
+  if (!vt::IsDeviceAvailable(o.device)) throw std::runtime_error("device " + o.device.ToString() + " is not available");
+  const std::string name = vt::GetDeviceBackend(o.device.type).DeviceName(o.device.index);
+  std::printf("gpu_decode_bench: Qwen3.5 %s shapes, bf16 weights and activations, batch 1, on %s (%s)\n",
+              o.shape.c_str(), o.device.ToString().c_str(), name.c_str());
+  const auto start = Clock::now();
+  const LoadedModel loaded = RandomModel(Qwen35Config(o.shape), o.device);
+  const std::unique_ptr<Model> model = ModelRegistry::Create(loaded, {o.device, vt::DType::kBF16});
+  Ceiling c;
+  c.weights = CountWeightBytes(loaded);
+  for (const WeightSpec& spec : ModelWeightSpecs(loaded.config)) {
+    if (spec.kind == WeightKind::kMatrix) c.matrix_bytes += static_cast<double>(loaded.weights.Get(spec.name).nbytes());
+  }
+  std::printf("  random weights on the device in %.1f s: %.2f GB in all; a decode step reads %.2f GB (all but the "
+              "embedding table), %.2f GB of them matrices\n",
+              SecondsBetween(start, Clock::now()), c.weights.all / 1e9, c.weights.per_step / 1e9,
+              c.matrix_bytes / 1e9);
+  c.bandwidth = CopyBandwidth(o.device);
+  std::printf("  device-to-device copy: %.0f GB/s (read + write); roofline %.3f ms per token = %.1f tokens/s\n",
+              c.bandwidth / 1e9, c.roofline_seconds() * 1e3, 1.0 / c.roofline_seconds());
+  std::mt19937 rng(7);
+  std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
+  for (int32_t& id : prompt) id = std::uniform_int_distribution<int32_t>(0, 1000)(rng);
+  std::vector<VariantResult> results;
+  for (const std::string& variant : o.variants) {
+    VariantResult r = RunVariant(variant, *model, loaded, prompt, o);
+    const std::vector<int32_t>& first = results.empty() ? r.run.tokens : results.front().run.tokens;
+    while (r.same_tokens < r.run.tokens.size() && r.same_tokens < first.size() &&
+           r.run.tokens[r.same_tokens] == first[r.same_tokens]) {
+      ++r.same_tokens;
+    }
+    PrintVariant(r, c, o.prompt_len);
+    results.push_back(std::move(r));
+  }
+  PrintSummary(results, c, o);
+  return 0;
+}
+
+}  // namespace
+}  // namespace vllm::bench
+
+int main(int argc, char** argv) {
+  try {
+    return vllm::bench::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_decode_bench: error: %s\n", e.what());
+    return 1;
+  }
+}
