@@ -116,6 +116,15 @@ TEST(GgufConfigTest, ErrorsNameTheFileAndKey) {
                              m.Set("qwen35.attention.value_length", GgufValue::U32(16));
                            })); },
                          {"value_length' is 16", "key_length (32)"}));
+  // Found by the GGUF fuzzer: a huge block_count sized the layer list (an 8 GiB allocation).
+  EXPECT_TRUE(ThrowsWith([&] { ModelConfigFromGguf(WriteAndOpen(dir, dense, [](GgufMetadata& m) {
+                             m.Set("qwen35.block_count", GgufValue::U32(4294967295u));
+                           })); },
+                         {"c.gguf", "4294967295 main layers", "expected 1..65536"}));
+  EXPECT_TRUE(ThrowsWith([&] { ModelConfigFromGguf(WriteAndOpen(dir, dense, [](GgufMetadata& m) {
+                             m.Set("qwen35.embedding_length", GgufValue::Uint64(uint64_t{1} << 40));
+                           })); },
+                         {"c.gguf", "hidden_size = 1099511627776", "2^31"}));
   EXPECT_TRUE(ThrowsWith([&] { ModelConfigFromGguf(WriteAndOpen(dir, dense, [](GgufMetadata& m) {
                              m.Set("qwen35.attention.head_count_kv", GgufValue::U32(3));
                            })); },

@@ -182,6 +182,9 @@ TEST(HfConfigTest, ErrorsNameTheFileAndKey) {
   text = Qwen35Text();
   text.erase("linear_conv_kernel_dim");
   EXPECT_TRUE(ThrowsWith([&] { Parse(Nested(text)); }, {"missing key 'text_config.linear_conv_kernel_dim'"}));
+  text = Qwen35Text();
+  text["num_hidden_layers"] = int64_t{1} << 40;
+  EXPECT_TRUE(ThrowsWith([&] { Parse(Nested(text)); }, {"num_hidden_layers = 1099511627776", "expected 0..65536"}));
   json llama = Nested(Qwen35Text());
   llama["architectures"] = {"LlamaForCausalLM"};
   EXPECT_TRUE(ThrowsWith([&] { Parse(llama); }, {"architecture 'LlamaForCausalLM' is not supported", "Qwen3ForCausalLM"}));
