@@ -8,8 +8,9 @@
 //         full_attention_interval; tie_word_embeddings at either level.
 //   GGUF: ModelConfigFromGguf(file) for the architectures qwen35, qwen35moe, qwen3.
 // Fields only one source has: `architecture` (the HF class name or the GGUF arch),
-// `gdn_tiled_value_heads` (true for GGUF, see below), and eos_token_ids (a GGUF
-// file carries one eos id; HF may list several).
+// `gdn_tiled_value_heads` (true for GGUF, see below), and the token ids: a GGUF
+// carries one eos id (tokenizer.ggml.eos_token_id, which converters take from
+// tokenizer_config.json's eos_token), HF may list several (generation_config.json).
 #pragma once
 
 #include <cstdint>
