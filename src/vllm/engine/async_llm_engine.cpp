@@ -86,7 +86,11 @@ void AsyncLLMEngine::Loop() {
       if (stopping_) break;
     }
     IterationStats iteration;
-    ProcessAborts(aborts, iteration);
+    try {
+      ProcessAborts(aborts, iteration);
+    } catch (const std::exception& e) {
+      FailAll(std::string("the engine failed while aborting a request: ") + e.what(), iteration);
+    }
     for (Submission* submission : submissions) Admit(*submission);
     submissions.clear();
     if (engine_->HasUnfinishedRequests()) StepOnce(iteration);
@@ -137,14 +141,11 @@ void AsyncLLMEngine::Admit(Submission& submission) {
 }
 
 void AsyncLLMEngine::StepOnce(IterationStats& iteration) {
-  std::vector<RequestOutput> outputs;
   try {
-    outputs = RunEngineStep(*engine_);
+    for (RequestOutput& output : RunEngineStep(*engine_)) Dispatch(std::move(output), iteration);
   } catch (const std::exception& e) {
     FailAll(std::string("the engine failed while running this request: ") + e.what(), iteration);
-    return;
   }
-  for (RequestOutput& output : outputs) Dispatch(std::move(output), iteration);
 }
 
 void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {

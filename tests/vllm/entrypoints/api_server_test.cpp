@@ -25,6 +25,7 @@ TEST(ApiServerTest, HealthVersionAndModels) {
   httplib::Result health = server.Client().Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "");
   httplib::Result version = server.Client().Get("/version");
   ASSERT_TRUE(version);
   EXPECT_EQ(json::parse(version->body)["version"], Version());

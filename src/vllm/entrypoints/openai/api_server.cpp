@@ -44,14 +44,14 @@ struct Route {
   Endpoint endpoint;
 };
 
-// Writes an endpoint's answer: JSON, or an SSE stream pulled by httplib's chunked
+// Writes an endpoint's answer: JSON (nothing for a null body), or an SSE stream pulled by httplib's chunked
 // writer. A failed write means the client went away: returning false ends the
 // response, httplib drops the provider, and the last reference to the stream goes,
 // whose RequestGroup then aborts the requests still running.
 void Write(ApiResponse answer, httplib::Response& res) {
   res.status = answer.status;
   if (!answer.stream) {
-    res.set_content(DumpJson(answer.body), "application/json");
+    if (!answer.body.is_null()) res.set_content(DumpJson(answer.body), "application/json");
     return;
   }
   std::shared_ptr<EventStream> stream = std::move(answer.stream);
