@@ -53,14 +53,15 @@ Variant ChooseVariant(DType w_dtype) {
   return Variant::kPortable;
 }
 
-XFormat InputFormat(Variant variant, DType w_dtype, int64_t m) {
+XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
   if (variant == Variant::kPortable) return XFormat::kF32;
   if (IsQuantized(w_dtype) && variant == Variant::kAvx512 && HasAvx512Bf16() && m >= kBf16PanelMinRows) {
     return XFormat::kBf16;
   }
   if (w_dtype == DType::kQ4_0 || w_dtype == DType::kQ8_0) return XFormat::kQ8x32;
   if (IsQuantized(w_dtype)) return XFormat::kQ8x256;
-  if (w_dtype == DType::kBF16 && variant == Variant::kAvx512) return XFormat::kBf16Pair;
+  // bf16 x against bf16 weights: vdpbf16ps is exact. Wider x stays f32 (see matmul_avx512.cpp).
+  if (w_dtype == DType::kBF16 && variant == Variant::kAvx512 && x_dtype == DType::kBF16) return XFormat::kBf16;
   return XFormat::kF32;
 }
 
@@ -91,7 +92,7 @@ PreparedMatMul PrepareMatMul(const MatMulArgs& a, const char* op) {
   const XRowOps x_ops = variant == Variant::kAvx512 ? Avx512XRowOps()
                         : variant == Variant::kAvx2 ? Avx2XRowOps()
                                                     : PortableXRowOps();
-  PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype, m), x_ops, &prepared.problem.x);
+  PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype, a.x.dtype(), m), x_ops, &prepared.problem.x);
   reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= kGemvMaxRows ? ".gemv." : ".gemm.") +
              VariantName(variant));
   return prepared;

@@ -132,8 +132,8 @@ void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-// The AVX2 variant never reads x as bf16 pairs (bf16 weights convert to f32 instead).
-XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRowOps().bf16_pair}; }
+// The AVX2 variant never reads x as bf16 (bf16 weights convert to f32 instead).
+XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRowOps().bf16}; }
 
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;

@@ -4,8 +4,10 @@
 // or AVX512_BF16 (bf16 weights); otherwise the AVX2 variant runs.
 //   f32 / f16 weights: 16-lane f32 FMA tiles (f16 via vcvtph2ps; GEMM converts each
 //     weight panel to f32 once).
-//   bf16 weights: vdpbf16ps on the weights as stored, against x given as bf16 hi +
-//     lo (two dot products, 16 mantissa bits of x) or just hi when x is bf16.
+//   bf16 weights, bf16 x: vdpbf16ps on both as stored (exact products).
+//   bf16 weights, f32/f16 x: f32 FMA tiles on weights widened by a 16-bit shift, so x
+//     keeps all 24 mantissa bits (a bf16 hi + lo split of x kept only 16, which put
+//     f32 models 1e-4 away from their f32 reference).
 //   block weights: the integer tiles of matmul_int8_x86.h with vpdpbusd/vpdpwssd.
 #include <immintrin.h>
 
@@ -36,6 +38,14 @@ struct F32Weights : Avx512Vec {
   static float At(const char* row, int64_t k) { return reinterpret_cast<const float*>(row)[k]; }
 };
 
+struct Bf16Weights : Avx512Vec {
+  static Vec Load(const char* row, int64_t k) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  }
+  static float At(const char* row, int64_t k) { return Bf16ToF32(reinterpret_cast<const uint16_t*>(row)[k]); }
+};
+
 struct F16Weights : Avx512Vec {
   static Vec Load(const char* row, int64_t k) {
     return _mm512_cvtph_ps(
@@ -44,21 +54,15 @@ struct F16Weights : Avx512Vec {
   static float At(const char* row, int64_t k) { return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[k]); }
 };
 
-// bf16 weights . x as bf16 pairs: each f32 lane accumulates two adjacent products.
-template <bool kSplitX>
+// bf16 weights . bf16 x: each f32 lane accumulates two adjacent exact products.
 struct Bf16DotTiles {
   template <int RM, int RN>
-  static void Step(const uint16_t* const* hi, const uint16_t* const* lo, const uint16_t* const* w, int64_t k,
-                   __m512 (&acc)[RM][RN]) {
+  static void Step(const uint16_t* const* x, const uint16_t* const* w, int64_t k, __m512 (&acc)[RM][RN]) {
     __m512bh wv[RN];
     for (int j = 0; j < RN; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w[j] + k);
     for (int i = 0; i < RM; ++i) {
-      const auto x_hi = (__m512bh)_mm512_loadu_si512(hi[i] + k);
-      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_hi, wv[j]);
-      if constexpr (kSplitX) {
-        const auto x_lo = (__m512bh)_mm512_loadu_si512(lo[i] + k);
-        for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x_lo, wv[j]);
-      }
+      const auto xv = (__m512bh)_mm512_loadu_si512(x[i] + k);
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
     }
   }
 
@@ -66,12 +70,8 @@ struct Bf16DotTiles {
   static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
     constexpr int kC = kFloatChains<RM, RN>;
     const int64_t k_vec = p.k / 32 * 32;
-    const uint16_t* hi[RM];
-    const uint16_t* lo[RM];
-    for (int i = 0; i < RM; ++i) {
-      hi[i] = p.x.bf16_hi + (m0 + i) * p.k;
-      lo[i] = kSplitX ? p.x.bf16_lo + (m0 + i) * p.k : nullptr;
-    }
+    const uint16_t* x[RM];
+    for (int i = 0; i < RM; ++i) x[i] = p.x.bf16 + (m0 + i) * p.k;
     const uint16_t* w[RN];
     for (int j = 0; j < RN; ++j) w[j] = reinterpret_cast<const uint16_t*>(panel.Row(j));
     __m512 acc[kC][RM][RN];
@@ -82,17 +82,14 @@ struct Bf16DotTiles {
     }
     int64_t k = 0;
     for (; k + 32 * kC <= k_vec; k += 32 * kC) {
-      for (int c = 0; c < kC; ++c) Step<RM, RN>(hi, lo, w, k + 32 * c, acc[c]);
+      for (int c = 0; c < kC; ++c) Step<RM, RN>(x, w, k + 32 * c, acc[c]);
     }
-    for (; k < k_vec; k += 32) Step<RM, RN>(hi, lo, w, k, acc[0]);
+    for (; k < k_vec; k += 32) Step<RM, RN>(x, w, k, acc[0]);
     for (int i = 0; i < RM; ++i) {
       for (int j = 0; j < RN; ++j) {
         float sum = 0;
         for (int c = 0; c < kC; ++c) sum += _mm512_reduce_add_ps(acc[c][i][j]);
-        for (k = k_vec; k < p.k; ++k) {
-          const float x = Bf16ToF32(hi[i][k]) + (kSplitX ? Bf16ToF32(lo[i][k]) : 0.0f);
-          sum += x * Bf16ToF32(w[j][k]);
-        }
+        for (k = k_vec; k < p.k; ++k) sum += Bf16ToF32(x[i][k]) * Bf16ToF32(w[j][k]);
         p.Store(m0 + i, n0 + j, sum);
       }
     }
@@ -138,22 +135,13 @@ void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* 
   }
 }
 
-// hi = bf16(x) and lo = bf16(x - hi), both rounded to nearest even by vcvtneps2bf16.
-void SplitBf16Row(const float* x, int64_t k, uint16_t* hi, uint16_t* lo) {
+// bf16(x), rounded to nearest even by vcvtneps2bf16.
+void RoundRowToBf16(const float* x, int64_t k, uint16_t* out) {
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h);
-    if (lo != nullptr) {
-      const __m512 h_f32 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, h_f32)));
-    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
   }
-  for (; i < k; ++i) {
-    hi[i] = F32ToBf16(x[i]);
-    if (lo != nullptr) lo[i] = F32ToBf16(x[i] - Bf16ToF32(hi[i]));
-  }
+  for (; i < k; ++i) out[i] = F32ToBf16(x[i]);
 }
 
 // Tile shapes fit the 32 vector registers: RM x RN accumulators plus the operands
@@ -183,10 +171,10 @@ void RunBf16DequantizedPanels(const Problem& p, int64_t n_begin, int64_t n_end) 
     const int64_t cols = std::min<int64_t>(kFloatCols, n_end - n0);
     for (int64_t c = 0; c < cols; ++c) {
       DequantizeRow(p.WeightRow(n0 + c), p.w_dtype, p.k, row.data());
-      SplitBf16Row(row.data(), p.k, buffer.data() + c * p.k, nullptr);
+      RoundRowToBf16(row.data(), p.k, buffer.data() + c * p.k);
     }
     const WeightPanel panel{reinterpret_cast<const char*>(buffer.data()), p.k * 2};
-    RunPanel<Bf16DotTiles<false>, kFloatRows, kFloatCols>(p, n0, cols, panel);
+    RunPanel<Bf16DotTiles, kFloatRows, kFloatCols>(p, n0, cols, panel);
   }
 }
 
@@ -201,7 +189,7 @@ void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
+XRowOps Avx512XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, RoundRowToBf16}; }
 
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
   switch (p.w_dtype) {
@@ -213,10 +201,12 @@ void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
         RunConvertedPanels<F16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     case DType::kBF16:
-      if (p.x.bf16_lo != nullptr)
-        RunFloatTiles<Bf16DotTiles<true>>(p, n_begin, n_end);
+      if (p.x.format == XFormat::kBf16)
+        RunFloatTiles<Bf16DotTiles>(p, n_begin, n_end);
+      else if (p.m <= kGemvMaxRows)
+        RunFloatTiles<FloatTiles<Bf16Weights>>(p, n_begin, n_end);
       else
-        RunFloatTiles<Bf16DotTiles<false>>(p, n_begin, n_end);
+        RunConvertedPanels<Bf16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
     default: break;
   }

@@ -21,13 +21,12 @@ inline constexpr int64_t kGemvMaxRows = 4;
 
 // How x is handed to the dot products:
 //   kF32:      f32 rows (float weights; every weight dtype on the portable path)
-//   kBf16Pair: x ~= hi + lo, two bf16 rows (lo absent when x is bf16): vdpbf16ps
-//              against bf16 weights keeps 16 mantissa bits of x
-//   kBf16:     x rounded to bf16 (hi only): the GEMM path of block weights, whose
-//              panels are dequantized to bf16 (their own rounding is coarser)
+//   kBf16:     x as bf16 rows: bf16 x against bf16 weights (vdpbf16ps, exact), and
+//              the AVX-512 GEMM path of block weights, whose panels are dequantized
+//              to bf16 (x rounded to bf16 there: the weights' rounding is coarser)
 //   kQ8x32:    per 32 values int8 q, f32 d and int32 sum(q): Q4_0 / Q8_0 weights
 //   kQ8x256:   per 256 values int8 q, f32 d and int16 sums of 16 q: K-quant weights
-enum class XFormat { kF32, kBf16Pair, kBf16, kQ8x32, kQ8x256 };
+enum class XFormat { kF32, kBf16, kQ8x32, kQ8x256 };
 
 struct PreparedX {
   PreparedX() = default;
@@ -38,8 +37,7 @@ struct PreparedX {
   XFormat format = XFormat::kF32;
   const float* f32 = nullptr;  // kF32: [M, f32_stride], x itself when it is f32 with unit stride
   int64_t f32_stride = 0;
-  const uint16_t* bf16_hi = nullptr;  // kBf16Pair / kBf16: [M, K] each; bf16_lo null for kBf16 or bf16 x
-  const uint16_t* bf16_lo = nullptr;
+  const uint16_t* bf16 = nullptr;  // kBf16: [M, K]
   const int8_t* q = nullptr;       // kQ8x32 / kQ8x256: [M, K]
   const float* d = nullptr;        // [M, K / block]
   const int32_t* sums = nullptr;   // kQ8x32: [M, K / 32]
@@ -69,11 +67,11 @@ struct Problem {
 
 // Converters of one f32 row of x (K values) into the 8-bit and bf16-pair formats;
 // each variant brings its own (vectorised) set. q8x32 also writes sum(q) per block,
-// q8x256 the sums of each 16 q; bf16_pair writes lo only when it is not null.
+// q8x256 the sums of each 16 q; bf16 rounds to nearest even.
 struct XRowOps {
   void (*q8x32)(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums);
   void (*q8x256)(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums);
-  void (*bf16_pair)(const float* x, int64_t k, uint16_t* hi, uint16_t* lo);
+  void (*bf16)(const float* x, int64_t k, uint16_t* out);
 };
 XRowOps PortableXRowOps();
 XRowOps Avx2XRowOps();

@@ -47,18 +47,13 @@ void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* 
   }
 }
 
-// x ~= hi + lo: hi = bf16(x), lo = bf16(x - hi) (exact difference in f32).
-void SplitBf16Row(const float* x, int64_t k, uint16_t* hi, uint16_t* lo) {
-  for (int64_t i = 0; i < k; ++i) {
-    hi[i] = F32ToBf16(x[i]);
-    if (lo != nullptr) lo[i] = F32ToBf16(x[i] - Bf16ToF32(hi[i]));
-  }
+void RoundRowToBf16(const float* x, int64_t k, uint16_t* out) {
+  for (int64_t i = 0; i < k; ++i) out[i] = F32ToBf16(x[i]);
 }
 
-void AllocateStorage(XFormat format, DType x_dtype, size_t size, PreparedX* out) {
+void AllocateStorage(XFormat format, size_t size, PreparedX* out) {
   switch (format) {
     case XFormat::kF32: out->f32_storage.resize(size); break;
-    case XFormat::kBf16Pair: out->bf16_storage.resize(x_dtype == DType::kBF16 ? size : 2 * size); break;
     case XFormat::kBf16: out->bf16_storage.resize(size); break;
     case XFormat::kQ8x32:
       out->q_storage.resize(size);
@@ -74,16 +69,10 @@ void AllocateStorage(XFormat format, DType x_dtype, size_t size, PreparedX* out)
 }
 
 // Row r of x, already f32, into out's storage for `format` (allocated for m * k).
-void PrepareRow(const float* row, int64_t r, int64_t k, size_t size, XFormat format, bool x_is_bf16, const XRowOps& ops,
-                PreparedX* out) {
+void PrepareRow(const float* row, int64_t r, int64_t k, XFormat format, const XRowOps& ops, PreparedX* out) {
   switch (format) {
     case XFormat::kF32: std::copy(row, row + k, out->f32_storage.data() + r * k); break;
-    case XFormat::kBf16Pair: {
-      uint16_t* hi = out->bf16_storage.data() + r * k;
-      ops.bf16_pair(row, k, hi, x_is_bf16 ? nullptr : hi + size);
-      break;
-    }
-    case XFormat::kBf16: ops.bf16_pair(row, k, out->bf16_storage.data() + r * k, nullptr); break;
+    case XFormat::kBf16: ops.bf16(row, k, out->bf16_storage.data() + r * k); break;
     case XFormat::kQ8x32:
       ops.q8x32(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
                 out->sums_storage.data() + r * (k / 32));
@@ -97,7 +86,7 @@ void PrepareRow(const float* row, int64_t r, int64_t k, size_t size, XFormat for
 
 }  // namespace
 
-XRowOps PortableXRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, SplitBf16Row}; }
+XRowOps PortableXRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, RoundRowToBf16}; }
 
 void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t k, XFormat format, const XRowOps& ops,
               PreparedX* out) {
@@ -108,7 +97,7 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
     return;
   }
   const auto size = static_cast<size_t>(m * k);
-  AllocateStorage(format, x_dtype, size, out);
+  AllocateStorage(format, size, out);
   const auto* base = static_cast<const char*>(x);
   const int64_t row_bytes = BytesFor(x_dtype, x_stride);
   ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
@@ -120,15 +109,12 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
         LoadRow(src, x_dtype, k, converted.data());
         row = converted.data();
       }
-      PrepareRow(row, r, k, size, format, x_dtype == DType::kBF16, ops, out);
+      PrepareRow(row, r, k, format, ops, out);
     }
   });
   out->f32 = out->f32_storage.data();
   out->f32_stride = k;
-  if (format == XFormat::kBf16Pair || format == XFormat::kBf16) {
-    out->bf16_hi = out->bf16_storage.data();
-    out->bf16_lo = format == XFormat::kBf16 || x_dtype == DType::kBF16 ? nullptr : out->bf16_storage.data() + size;
-  }
+  out->bf16 = out->bf16_storage.data();
   out->q = out->q_storage.data();
   out->d = out->d_storage.data();
   out->sums = out->sums_storage.data();
