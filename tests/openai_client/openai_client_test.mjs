@@ -181,7 +181,8 @@ test('errors arrive as the client\'s typed exceptions', async () => {
 });
 
 test('concurrent streams each equal their request alone', async () => {
-  const requests = Array.from({ length: 16 }, (_, i) => ({ ...greedy(12), prompt: `request ${i} ${'a'.repeat(i % 5)}` }));
+  const requests = Array.from({ length: 16 },
+                               (_, i) => ({ ...greedy(12), prompt: `request ${i} ${'a'.repeat(i % 5)}` }));
   const alone = [];
   for (const request of requests) alone.push((await client.completions.create(request)).choices[0].token_ids);
   const together = await Promise.all(requests.map(async (request) => {

@@ -157,7 +157,7 @@ class AsyncLLMEngine {
   mutable std::mutex stats_mutex_;
   EngineStats stats_;  // guarded by stats_mutex_
 
-  std::unordered_map<std::string, LiveRequest> live_;  // the loop thread's alone
+  std::unordered_map<std::string, LiveRequest> live_;                        // the loop thread's alone
   std::vector<std::pair<std::shared_ptr<OutputQueue>, StreamItem>> outbox_;  // the loop thread's alone
   std::thread loop_;
 };

@@ -182,8 +182,8 @@ void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration
     } catch (const std::exception&) {
       // The request is reported failed either way; its state is being torn down.
     }
-    iteration.finished_requests.push_back({"error", Seconds(now - r.arrival), r.num_prompt_tokens,
-                                           r.num_generation_tokens});
+    iteration.finished_requests.push_back(
+        {"error", Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
     StreamItem item;
     item.output.request_id = id;
     item.error = error;

@@ -81,7 +81,8 @@ int RunServeCommand(const CommandArgs& args) {
   server_config.host = cli.GetString("host");
   server_config.port = static_cast<int>(cli.GetInt("port"));
   if (server_config.port < 0 || server_config.port > 65535) throw CliError("serve: --port must be in [0, 65535]");
-  if (!cli.GetString("served-model-name").empty()) server_config.served_model_names = {cli.GetString("served-model-name")};
+  if (!cli.GetString("served-model-name").empty())
+    server_config.served_model_names = {cli.GetString("served-model-name")};
   server_config.api_key = cli.GetString("api-key");
   server_config.chat_template = cli.GetString("chat-template");
   server_config.access_log = !cli.GetFlag("disable-uvicorn-access-log");

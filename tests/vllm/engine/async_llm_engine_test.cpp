@@ -1,12 +1,13 @@
 // AsyncLLMEngine: the engine loop thread gives the synchronous engine's outputs, admits
 // or rejects a batch of requests as a whole, aborts (pages freed), reports statistics,
 // and survives a step that throws by failing only the requests then in flight.
+#include "vllm/engine/async_llm_engine.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <map>
 
-#include "vllm/engine/async_llm_engine.h"
 #include "vllm/model_loader/safetensors.h"
 
 namespace vllm {

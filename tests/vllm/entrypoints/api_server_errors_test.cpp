@@ -51,28 +51,32 @@ std::vector<BadCase> BadCases() {
        "temperature must be >= 0"},
       {"temperature of the wrong type", "/v1/completions", Completion({{"temperature", "hot"}}).dump(), 400,
        "temperature", "'temperature' must be a number"},
-      {"top_p out of range", "/v1/completions", Completion({{"top_p", 2}}).dump(), 400, "top_p", "top_p must be in (0, 1]"},
+      {"top_p out of range", "/v1/completions", Completion({{"top_p", 2}}).dump(), 400, "top_p",
+       "top_p must be in (0, 1]"},
       {"top_k out of range", "/v1/completions", Completion({{"top_k", -5}}).dump(), 400, "top_k", "top_k must be"},
       {"presence_penalty out of range", "/v1/chat/completions", Chat({{"presence_penalty", 3}}).dump(), 400,
        "presence_penalty", "in [-2, 2]"},
       {"n above 1", "/v1/completions", Completion({{"n", 2}}).dump(), 400, "n", "n must be 1"},
-      {"max_tokens 0", "/v1/completions", Completion({{"max_tokens", 0}}).dump(), 400, "max_tokens", "max_tokens must be >= 1"},
+      {"max_tokens 0", "/v1/completions", Completion({{"max_tokens", 0}}).dump(), 400, "max_tokens",
+       "max_tokens must be >= 1"},
       {"max_tokens past max_model_len", "/v1/completions", Completion({{"max_tokens", 1000}}).dump(), 400, "max_tokens",
        "This model's maximum context length is 256 tokens. However, you requested"},
       {"prompt past max_model_len", "/v1/completions", "{\"prompt\": " + long_prompt + "}", 400, "prompt",
        "This model's maximum context length is 256 tokens. However, you requested 300 tokens in the prompt"},
-      {"prompt id outside the vocabulary", "/v1/completions", Completion({{"prompt", {1, 99999}}}).dump(), 400, "prompt",
-       "prompt token 1 is 99999"},
+      {"prompt id outside the vocabulary", "/v1/completions", Completion({{"prompt", {1, 99999}}}).dump(), 400,
+       "prompt", "prompt token 1 is 99999"},
       {"empty prompt", "/v1/completions", Completion({{"prompt", ""}}).dump(), 400, "prompt", "the prompt is empty"},
       {"missing prompt", "/v1/completions", json{{"max_tokens", 4}}.dump(), 400, "prompt", "'prompt' is required"},
-      {"prompt of the wrong type", "/v1/completions", Completion({{"prompt", json::object({{"a", 1}})}}).dump(), 400, "prompt",
-       "'prompt' must be"},
+      {"prompt of the wrong type", "/v1/completions", Completion({{"prompt", json::object({{"a", 1}})}}).dump(), 400,
+       "prompt", "'prompt' must be"},
       {"logprobs above 20", "/v1/completions", Completion({{"logprobs", 50}}).dump(), 400, "logprobs",
        "logprobs must be in [0, 20]"},
       {"stop of the wrong type", "/v1/completions", Completion({{"stop", 5}}).dump(), 400, "stop", "'stop' must be"},
-      {"stream_options without stream", "/v1/completions", Completion({{"stream_options", {{"include_usage", true}}}}).dump(),
-       400, "stream_options", "only be set when stream is true"},
-      {"missing messages", "/v1/chat/completions", json{{"max_tokens", 4}}.dump(), 400, "messages", "'messages' is required"},
+      {"stream_options without stream", "/v1/completions",
+       Completion({{"stream_options", {{"include_usage", true}}}}).dump(), 400, "stream_options",
+       "only be set when stream is true"},
+      {"missing messages", "/v1/chat/completions", json{{"max_tokens", 4}}.dump(), 400, "messages",
+       "'messages' is required"},
       {"messages not a list", "/v1/chat/completions", Chat({{"messages", "hi"}}).dump(), 400, "messages",
        "'messages' must be a non-empty list"},
       {"message without a role", "/v1/chat/completions",
@@ -114,8 +118,8 @@ TEST(ApiServerErrorsTest, EachBadRequestGetsItsErrorAndTheServerKeepsServing) {
     ExpectError(server.Client().Post(c.path, c.body, "application/json"), c.status, c.param, c.message, c.name);
   }
   // Streaming requests are checked before the stream starts: the error is a plain JSON 400.
-  ExpectError(server.Post("/v1/completions", Completion({{"stream", true}, {"top_p", 0}})), 400, "top_p", "top_p must be",
-              "stream with a bad top_p");
+  ExpectError(server.Post("/v1/completions", Completion({{"stream", true}, {"top_p", 0}})), 400, "top_p",
+              "top_p must be", "stream with a bad top_p");
   const json ok = server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}}, 3));
   EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
   ASSERT_TRUE(server.WaitUntilIdle());
@@ -127,7 +131,8 @@ TEST(ApiServerErrorsTest, WrongMethodsGet405) {
   ExpectError(server.Client().Get("/v1/completions"), 405, nullptr, "takes POST, not GET", "GET /v1/completions");
   ExpectError(server.Client().Post("/v1/models", "{}", "application/json"), 405, nullptr, "takes GET, not POST",
               "POST /v1/models");
-  ExpectError(server.Client().Delete("/v1/chat/completions"), 405, nullptr, "takes POST", "DELETE /v1/chat/completions");
+  ExpectError(server.Client().Delete("/v1/chat/completions"), 405, nullptr, "takes POST",
+              "DELETE /v1/chat/completions");
   ExpectError(server.Client().Post("/metrics", "{}", "application/json"), 405, nullptr, "takes GET", "POST /metrics");
 }
 
@@ -136,10 +141,11 @@ TEST(ApiServerErrorsTest, MissingAndWrongApiKeysGet401) {
   config.api_key = "sk-test";
   TestServer server(testing::ServerEngineConfig(), config);
   ExpectError(server.Post("/v1/completions", Completion(json::object())), 401, nullptr, "Missing API key", "no key");
-  ExpectError(server.Post("/v1/completions", Completion(json::object()), {{"Authorization", "Bearer nope"}}), 401, nullptr,
-              "Invalid API key", "wrong key");
+  ExpectError(server.Post("/v1/completions", Completion(json::object()), {{"Authorization", "Bearer nope"}}), 401,
+              nullptr, "Invalid API key", "wrong key");
   ExpectError(server.Client().Get("/v1/models"), 401, nullptr, "Missing API key", "GET /v1/models without a key");
-  httplib::Result ok = server.Post("/v1/completions", Completion(json::object()), {{"Authorization", "Bearer sk-test"}});
+  httplib::Result ok =
+      server.Post("/v1/completions", Completion(json::object()), {{"Authorization", "Bearer sk-test"}});
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   // As in vLLM, only the /v1 routes need the key.
@@ -151,7 +157,8 @@ TEST(ApiServerErrorsTest, ModelsWithoutAChatTemplateOrTokenizerSayWhatIsMissing)
   EngineConfig no_tokenizer = testing::ServerEngineConfig();
   no_tokenizer.tokenizer.clear();  // the reference model folder has no tokenizer.json
   TestServer server(no_tokenizer);
-  ExpectError(server.Post("/v1/completions", Completion(json::object())), 400, nullptr, "needs a tokenizer", "text prompt");
+  ExpectError(server.Post("/v1/completions", Completion(json::object())), 400, nullptr, "needs a tokenizer",
+              "text prompt");
   ExpectError(server.Post("/v1/chat/completions", Chat(json::object())), 400, nullptr, "needs a tokenizer", "chat");
   // Token ids still work, and logprob tokens are named by id.
   const json res = server.PostOk("/v1/completions", Greedy({{"prompt", {1, 2, 3}}, {"logprobs", 0}}, 2));

@@ -16,7 +16,8 @@ using testing::Greedy;
 using testing::SseEvents;
 using testing::TestServer;
 
-const json kChat = json::array({{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hello"}}});
+const json kChat =
+    json::array({{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hello"}}});
 
 std::vector<int32_t> Ids(const json& ids) { return ids.get<std::vector<int32_t>>(); }
 
@@ -126,9 +127,10 @@ TEST(ApiServerTest, ChatPromptIsTheRenderedTemplate) {
   TestServer server;
   const json rendered = server.PostOk("/tokenize", {{"messages", kChat}});
   // <|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n
-  const json expected = server.PostOk(
-      "/tokenize", {{"prompt", "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n"
-                               "<|im_start|>assistant\n"}});
+  const json expected =
+      server.PostOk("/tokenize", {{"prompt",
+                                   "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n"
+                                   "<|im_start|>assistant\n"}});
   EXPECT_EQ(rendered["tokens"], expected["tokens"]);
   const json chat = server.PostOk("/v1/chat/completions", Greedy({{"messages", kChat}}, 2));
   EXPECT_EQ(chat["usage"]["prompt_tokens"], rendered["count"]);
@@ -189,7 +191,8 @@ TEST(ApiServerTest, StopStringsAndStopTokensEndTheCompletion) {
   EXPECT_EQ(stopped["stop_reason"], stop);
   EXPECT_EQ(stopped["text"], text.substr(0, text.find(stop)));
   with_stop["include_stop_str_in_output"] = true;
-  EXPECT_EQ(server.PostOk("/v1/completions", with_stop)["choices"][0]["text"], text.substr(0, text.find(stop) + stop.size()));
+  EXPECT_EQ(server.PostOk("/v1/completions", with_stop)["choices"][0]["text"],
+            text.substr(0, text.find(stop) + stop.size()));
 
   const std::vector<int32_t> free_ids = Ids(free["token_ids"]);
   const int32_t stop_id = free_ids[5];
@@ -236,8 +239,7 @@ TEST(ApiServerTest, EchoReturnsThePromptWithItsLogprobs) {
   TestServer server;
   const json prompt = server.PostOk("/tokenize", {{"prompt", "hello"}, {"return_token_strs", true}});
   const json& prompt_ids = prompt["tokens"];
-  const json res =
-      server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"echo", true}, {"logprobs", 1}}, 4));
+  const json res = server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"echo", true}, {"logprobs", 1}}, 4));
   const json& choice = res["choices"][0];
   EXPECT_EQ(choice["text"].get<std::string>().rfind("hello", 0), 0u);
   const json& logprobs = choice["logprobs"];
@@ -268,8 +270,8 @@ TEST(ApiServerTest, PromptLogprobsInVllmsFormat) {
 
 TEST(ApiServerTest, ChatLogprobsInOpenAIsFormat) {
   TestServer server;
-  const json res = server.PostOk("/v1/chat/completions",
-                                 Greedy({{"messages", kChat}, {"logprobs", true}, {"top_logprobs", 2}}, 6));
+  const json res =
+      server.PostOk("/v1/chat/completions", Greedy({{"messages", kChat}, {"logprobs", true}, {"top_logprobs", 2}}, 6));
   const json& content = res["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 6u);
   for (const json& item : content) {
@@ -287,7 +289,7 @@ TEST(ApiServerTest, ChatLogprobsInOpenAIsFormat) {
 
 TEST(ApiServerTest, SeededSamplingRepeats) {
   TestServer server;
-  const json body = {{"prompt", "hello"}, {"max_tokens", 12}, {"temperature", 1.0}, {"top_k", 50},
+  const json body = {{"prompt", "hello"}, {"max_tokens", 12},   {"temperature", 1.0},      {"top_k", 50},
                      {"seed", 7},         {"ignore_eos", true}, {"return_token_ids", true}};
   EXPECT_EQ(server.PostOk("/v1/completions", body)["choices"][0]["token_ids"],
             server.PostOk("/v1/completions", body)["choices"][0]["token_ids"]);

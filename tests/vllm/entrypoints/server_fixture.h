@@ -14,11 +14,10 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "vllm/engine/llm_engine.h"
 #include "vllm/entrypoints/openai/api_server.h"
@@ -71,7 +70,8 @@ class TestServer {
     client.set_read_timeout(120);
     return client;
   }
-  httplib::Result Post(const std::string& path, const nlohmann::json& body, const httplib::Headers& headers = {}) const {
+  httplib::Result Post(const std::string& path, const nlohmann::json& body,
+                       const httplib::Headers& headers = {}) const {
     return Client().Post(path.c_str(), headers, body.dump(), "application/json");
   }
   // POSTs and expects a 200 with a JSON body.

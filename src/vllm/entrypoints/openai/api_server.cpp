@@ -1,13 +1,13 @@
 #include "vllm/entrypoints/openai/api_server.h"
 
+#include <httplib.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
-
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include "serving_chat.h"
 #include "serving_completion.h"
@@ -65,7 +65,9 @@ void Write(ApiResponse answer, httplib::Response& res) {
   });
 }
 
-void WriteError(const OpenAIError& error, httplib::Response& res) { Write({error.status(), error.ToJson(), nullptr}, res); }
+void WriteError(const OpenAIError& error, httplib::Response& res) {
+  Write({error.status(), error.ToJson(), nullptr}, res);
+}
 
 void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Response& res) {
   try {
@@ -103,9 +105,18 @@ struct ApiServer::Impl {
 
   std::vector<Route> Routes() {
     return {
-        {"GET", "/health", [](const httplib::Request&) { return ApiResponse{200, nullptr, nullptr}; }},
-        {"GET", "/version", [](const httplib::Request&) { return ApiResponse{200, {{"version", Version()}}, nullptr}; }},
-        {"GET", "/v1/models", [this](const httplib::Request&) { return ApiResponse{200, ModelList(), nullptr}; }},
+        {"GET", "/health",
+         [](const httplib::Request&) {
+           return ApiResponse{200, nullptr, nullptr};
+         }},
+        {"GET", "/version",
+         [](const httplib::Request&) {
+           return ApiResponse{200, {{"version", Version()}}, nullptr};
+         }},
+        {"GET", "/v1/models",
+         [this](const httplib::Request&) {
+           return ApiResponse{200, ModelList(), nullptr};
+         }},
         {"POST", "/tokenize", [this](const httplib::Request& req) { return tokenization.Tokenize(req.body); }},
         {"POST", "/detokenize", [this](const httplib::Request& req) { return tokenization.Detokenize(req.body); }},
         {"POST", "/v1/completions", [this](const httplib::Request& req) { return completion.Create(req.body); }},
@@ -151,7 +162,8 @@ struct ApiServer::Impl {
   void DeclareNotAllowed(const char* path, const std::string& allowed) {
     httplib::Server::Handler not_allowed = [allowed](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", allowed);
-      WriteError(OpenAIError(405, "Method Not Allowed: " + req.path + " takes " + allowed + ", not " + req.method), res);
+      WriteError(OpenAIError(405, "Method Not Allowed: " + req.path + " takes " + allowed + ", not " + req.method),
+                 res);
     };
     if (allowed != "GET") http.Get(path, not_allowed);
     if (allowed != "POST") http.Post(path, not_allowed);
@@ -175,13 +187,15 @@ struct ApiServer::Impl {
       return httplib::Server::HandlerResponse::Handled;
     });
     // Errors httplib answers itself (no route, malformed HTTP, oversized body) get the JSON shape too.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string message = res.status == 404 ? "Not Found: there is no route " + req.method + " " + req.path
-                                                    : "the HTTP request was refused (status " + std::to_string(res.status) + ")";
-      WriteError(OpenAIError(res.status, message), res);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          const std::string message = res.status == 404
+                                          ? "Not Found: there is no route " + req.method + " " + req.path
+                                          : "the HTTP request was refused (status " + std::to_string(res.status) + ")";
+          WriteError(OpenAIError(res.status, message), res);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
       std::string what = "unknown exception";
       try {
@@ -222,8 +236,8 @@ ApiServer::~ApiServer() { Stop(); }
 
 int ApiServer::Bind() {
   const ServerConfig& c = impl_->config;
-  const int port = c.port == 0 ? impl_->http.bind_to_any_port(c.host)
-                               : (impl_->http.bind_to_port(c.host, c.port) ? c.port : -1);
+  const int port =
+      c.port == 0 ? impl_->http.bind_to_any_port(c.host) : (impl_->http.bind_to_port(c.host, c.port) ? c.port : -1);
   if (port < 0) {
     throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
                              " (address in use or not on this machine?): choose another --host / --port");

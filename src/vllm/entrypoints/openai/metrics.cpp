@@ -56,12 +56,12 @@ void PrometheusStatLogger::Histogram::Observe(double value) {
 // Bucket bounds are vLLM's, so dashboards made for vLLM read these unchanged.
 PrometheusStatLogger::PrometheusStatLogger(const std::string& model_name)
     : labels_("model_name=\"" + EscapeLabel(model_name) + "\""),
-      time_to_first_token_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                            20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
-      inter_token_latency_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                            20.0, 40.0, 80.0}),
-      e2e_request_latency_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-                            240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      time_to_first_token_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                            1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      inter_token_latency_(
+          {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      e2e_request_latency_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
       request_prompt_tokens_(OneTwoFiveBuckets(1 << 20)),
       request_generation_tokens_(OneTwoFiveBuckets(1 << 20)) {
   for (const char* reason : {"stop", "length", "abort", "error"}) request_success_total_[reason] = 0;

@@ -25,7 +25,8 @@ std::optional<std::string> FieldOfMessage(const std::string& message) {
 bool Present(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
 
 [[noreturn]] void WrongType(const char* field, const char* expected, const json& value) {
-  BadRequest(std::string("'") + field + "' must be " + expected + ", got " + value.dump(-1, ' ', false, json::error_handler_t::replace),
+  BadRequest(std::string("'") + field + "' must be " + expected + ", got " +
+                 value.dump(-1, ' ', false, json::error_handler_t::replace),
              field);
 }
 
@@ -57,17 +58,23 @@ OpenAIError::OpenAIError(int status, std::string message, std::optional<std::str
 
 std::string OpenAIError::type() const {
   switch (status_) {
-    case 400: return "BadRequestError";
-    case 401: return "AuthenticationError";
-    case 404: return "NotFoundError";
-    case 405: return "MethodNotAllowedError";
-    default: return status_ >= 500 ? "InternalServerError" : "BadRequestError";
+    case 400:
+      return "BadRequestError";
+    case 401:
+      return "AuthenticationError";
+    case 404:
+      return "NotFoundError";
+    case 405:
+      return "MethodNotAllowedError";
+    default:
+      return status_ >= 500 ? "InternalServerError" : "BadRequestError";
   }
 }
 
 json OpenAIError::ToJson() const {
-  return {{"error",
-           {{"message", what()}, {"type", type()}, {"param", param_ ? json(*param_) : json(nullptr)}, {"code", status_}}}};
+  return {
+      {"error",
+       {{"message", what()}, {"type", type()}, {"param", param_ ? json(*param_) : json(nullptr)}, {"code", status_}}}};
 }
 
 void BadRequest(const std::string& message, const std::string& param) { throw OpenAIError(400, message, param); }
@@ -79,7 +86,8 @@ json ParseBody(const std::string& body) {
   } catch (const json::parse_error& e) {
     throw OpenAIError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
-  if (!parsed.is_object()) throw OpenAIError(400, "the request body must be a JSON object, got " + std::string(parsed.type_name()));
+  if (!parsed.is_object())
+    throw OpenAIError(400, "the request body must be a JSON object, got " + std::string(parsed.type_name()));
   return parsed;
 }
 

@@ -50,7 +50,7 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.prompt_logprobs = request.params.prompt_logprobs;
   const std::string prompt = context.RenderChat(ParseOrderedBody(text));
   const bool add_special_tokens = OptionalBool(body, "add_special_tokens").value_or(false);
-  request.prompt_ids = context.RequireTokenizer("a chat conversation").Encode(prompt, add_special_tokens);
+  request.prompt_ids = context.Encode(prompt, add_special_tokens, "messages");
   if (request.prompt_ids.empty()) BadRequest("the rendered conversation is empty", "messages");
   request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
                                                        sampling.max_tokens, std::nullopt, "messages");
@@ -89,13 +89,14 @@ json ResponseJson(const ChatRequest& request, const RequestOutput& out, const To
   json response = ChunkBase(request, "chat.completion");
   json logprobs = nullptr;
   if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, 0, *request.top_logprobs)}};
-  response["choices"] = json::array({{{"index", 0},
-                                      {"message", {{"role", "assistant"}, {"content", out.text}, {"tool_calls", json::array()}}},
-                                      {"logprobs", std::move(logprobs)},
-                                      {"finish_reason", out.finish_reason},
-                                      {"stop_reason", StopReasonJson(out, request.params)}}});
-  response["usage"] = UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()),
-                                static_cast<int64_t>(out.token_ids.size()));
+  response["choices"] =
+      json::array({{{"index", 0},
+                    {"message", {{"role", "assistant"}, {"content", out.text}, {"tool_calls", json::array()}}},
+                    {"logprobs", std::move(logprobs)},
+                    {"finish_reason", out.finish_reason},
+                    {"stop_reason", StopReasonJson(out, request.params)}}});
+  response["usage"] =
+      UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()), static_cast<int64_t>(out.token_ids.size()));
   if (request.return_token_ids) {
     response["prompt_token_ids"] = out.prompt_token_ids;
     response["choices"][0]["token_ids"] = out.token_ids;

@@ -19,7 +19,7 @@ struct CompletionRequest {
   int64_t created = 0;
   StreamOptions stream;
   bool echo = false;
-  bool return_token_ids = false;  // vLLM's extra: prompt_token_ids and token_ids in the choices
+  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids in the choices
   std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
   std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
   std::vector<Prompt> prompts;
@@ -60,8 +60,7 @@ std::vector<Prompt> ReadPrompts(const json& body, const ServingContext& context,
   const json& prompt = body["prompt"];
   const int64_t vocab = context.engine().vocab_size();
   auto from_text = [&](const json& text) {
-    const Tokenizer& tokenizer = context.RequireTokenizer("a text prompt");
-    return Prompt{tokenizer.Encode(text.get<std::string>(), add_special_tokens), text.get<std::string>()};
+    return Prompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"), text.get<std::string>()};
   };
   auto from_ids = [&](const json& ids) {
     std::vector<int32_t> read = ReadIds(ids, vocab);
@@ -112,9 +111,9 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true));
   for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
-    params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
-                                                 body.contains("max_tokens") ? std::nullopt : std::optional<int64_t>(16),
-                                                 "prompt");
+    params.max_tokens =
+        context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
+                                 body.contains("max_tokens") ? std::nullopt : std::optional<int64_t>(16), "prompt");
     ValidateSampling(params, context.engine().vocab_size());
     request.params.push_back(std::move(params));
   }
@@ -174,7 +173,9 @@ void AddPromptLogprobs(CompletionLogprobs& logprobs, const RequestOutput& output
 }
 
 json ChunkBase(const CompletionRequest& request) {
-  return {{"id", request.request_id}, {"object", "text_completion"}, {"created", request.created},
+  return {{"id", request.request_id},
+          {"object", "text_completion"},
+          {"created", request.created},
           {"model", request.model}};
 }
 
@@ -192,14 +193,14 @@ json ResponseJson(const CompletionRequest& request, const std::vector<RequestOut
       for (size_t t = 0; t < out.token_ids.size(); ++t) builder.Add(out.token_ids[t], &out.logprobs.at(t));
       logprobs = builder.Take();
     }
-    choices.push_back({{"index", i},
-                       {"text", (request.echo ? request.prompts[i].text : "") + out.text},
-                       {"logprobs", std::move(logprobs)},
-                       {"finish_reason", out.finish_reason},
-                       {"stop_reason", StopReasonJson(out, request.params[i])},
-                       {"prompt_logprobs", request.prompt_logprobs
-                                               ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs)
-                                               : json(nullptr)}});
+    choices.push_back(
+        {{"index", i},
+         {"text", (request.echo ? request.prompts[i].text : "") + out.text},
+         {"logprobs", std::move(logprobs)},
+         {"finish_reason", out.finish_reason},
+         {"stop_reason", StopReasonJson(out, request.params[i])},
+         {"prompt_logprobs",
+          request.prompt_logprobs ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs) : json(nullptr)}});
     if (request.return_token_ids) {
       choices.back()["prompt_token_ids"] = out.prompt_token_ids;
       choices.back()["token_ids"] = out.token_ids;
@@ -306,7 +307,8 @@ ApiResponse ServingCompletion::Create(const std::string& body) const {
   CompletionRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
-    engine_requests.push_back({request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i]});
+    engine_requests.push_back(
+        {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i]});
   }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();

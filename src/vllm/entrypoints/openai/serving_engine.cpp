@@ -25,9 +25,10 @@ ordered_json FlattenContent(const ordered_json& content, size_t index) {
                                  ? part["type"].get<std::string>()
                                  : std::string();
     if (type != "text" || !part.contains("text") || !part["text"].is_string()) {
-      BadRequest(where + "[" + std::to_string(p) + "] must be {\"type\": \"text\", \"text\": \"...\"}" +
-                     (type.empty() || type == "text" ? "" : " (content parts of type '" + type + "' are not supported)"),
-                 "messages");
+      BadRequest(
+          where + "[" + std::to_string(p) + "] must be {\"type\": \"text\", \"text\": \"...\"}" +
+              (type.empty() || type == "text" ? "" : " (content parts of type '" + type + "' are not supported)"),
+          "messages");
     }
     text += (p ? "\n" : "") + part["text"].get<std::string>();
   }
@@ -50,7 +51,8 @@ void ParseToolCallArguments(ordered_json& message) {
 ordered_json NormalizeMessages(const ordered_json& body) {
   if (!body.contains("messages") || body["messages"].is_null()) BadRequest("'messages' is required", "messages");
   const ordered_json& messages = body["messages"];
-  if (!messages.is_array() || messages.empty()) BadRequest("'messages' must be a non-empty list of messages", "messages");
+  if (!messages.is_array() || messages.empty())
+    BadRequest("'messages' must be a non-empty list of messages", "messages");
   ordered_json normalized = ordered_json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const ordered_json& message = messages[i];
@@ -65,8 +67,8 @@ ordered_json NormalizeMessages(const ordered_json& body) {
   return normalized;
 }
 
-ordered_json OptionalOrdered(const ordered_json& body, const char* field, bool (ordered_json::*is_type)() const noexcept,
-                             const char* expected) {
+ordered_json OptionalOrdered(const ordered_json& body, const char* field,
+                             bool (ordered_json::*is_type)() const noexcept, const char* expected) {
   if (!body.contains(field) || body[field].is_null()) return nullptr;
   if (!(body[field].*is_type)()) BadRequest(std::string("'") + field + "' must be " + expected, field);
   return body[field];
@@ -162,8 +164,9 @@ std::string ServingContext::CheckModel(const json& body) const {
   const std::optional<std::string> model = OptionalString(body, "model");
   if (!model) return served_model_names_.front();
   if (std::find(served_model_names_.begin(), served_model_names_.end(), *model) == served_model_names_.end()) {
-    throw OpenAIError(404, "The model `" + *model + "` does not exist. This server serves `" +
-                               served_model_names_.front() + "` (GET /v1/models lists the names).",
+    throw OpenAIError(404,
+                      "The model `" + *model + "` does not exist. This server serves `" + served_model_names_.front() +
+                          "` (GET /v1/models lists the names).",
                       "model");
   }
   return *model;
@@ -178,6 +181,16 @@ const Tokenizer& ServingContext::RequireTokenizer(const std::string& what) const
   return *engine_.tokenizer();
 }
 
+std::vector<int32_t> ServingContext::Encode(const std::string& text, bool add_special_tokens,
+                                            const std::string& param) const {
+  const Tokenizer& tokenizer = RequireTokenizer(param == "messages" ? "a chat conversation" : "a text " + param);
+  try {
+    return tokenizer.Encode(text, add_special_tokens);
+  } catch (const std::exception& e) {
+    throw OpenAIError(400, "the " + param + " cannot be tokenized: " + e.what(), param);
+  }
+}
+
 std::string ServingContext::RenderChat(const ordered_json& body) const {
   const ordered_json messages = NormalizeMessages(body);
   RequireTokenizer("a chat conversation");
@@ -186,8 +199,9 @@ std::string ServingContext::RenderChat(const ordered_json& body) const {
                                "): start the server with --chat-template FILE");
   }
   if (!chat_template_) {
-    throw OpenAIError(400, "the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
-                           "or GGUF tokenizer.chat_template): start the server with --chat-template FILE");
+    throw OpenAIError(400,
+                      "the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
+                      "or GGUF tokenizer.chat_template): start the server with --chat-template FILE");
   }
   const ordered_json tools = OptionalOrdered(body, "tools", &ordered_json::is_array, "a list of tools");
   const ordered_json kwargs = OptionalOrdered(body, "chat_template_kwargs", &ordered_json::is_object, "an object");
@@ -223,8 +237,8 @@ int64_t ServingContext::ResolveMaxTokens(int64_t num_prompt_tokens, std::optiona
   if (*requested < 1) BadRequest("max_tokens must be >= 1, got " + std::to_string(*requested), "max_tokens");
   if (*requested > left) {
     throw OpenAIError(400,
-                      limit + "However, you requested " + std::to_string(num_prompt_tokens + *requested) +
-                          " tokens (" + std::to_string(num_prompt_tokens) + " in the " + prompt_name + ", " +
+                      limit + "However, you requested " + std::to_string(num_prompt_tokens + *requested) + " tokens (" +
+                          std::to_string(num_prompt_tokens) + " in the " + prompt_name + ", " +
                           std::to_string(*requested) + " in the completion). Please reduce the length of the " +
                           prompt_name + " or completion.",
                       "max_tokens");

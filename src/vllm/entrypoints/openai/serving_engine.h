@@ -5,11 +5,10 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "vllm/engine/async_llm_engine.h"
 #include "vllm/entrypoints/openai/protocol.h"
@@ -78,6 +77,8 @@ class ServingContext {
   std::string CheckModel(const nlohmann::json& body) const;
   // The tokenizer, or a 400 saying that `what` needs one.
   const Tokenizer& RequireTokenizer(const std::string& what) const;
+  // Token ids of a prompt text; a 400 naming `param` when it cannot be tokenized.
+  std::vector<int32_t> Encode(const std::string& text, bool add_special_tokens, const std::string& param) const;
   // Renders a chat request (messages, tools, add_generation_prompt, chat_template_kwargs)
   // with the chat template; 400s for malformed messages and template errors.
   std::string RenderChat(const nlohmann::ordered_json& body) const;
@@ -85,8 +86,8 @@ class ServingContext {
   // all that is left of max_model_len) capped to what is left. A 400 in vLLM's words
   // when the prompt or prompt + requested exceed max_model_len. `prompt_name` is
   // "prompt" or "messages".
-  int64_t ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested,
-                           std::optional<int64_t> fallback, const std::string& prompt_name) const;
+  int64_t ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested, std::optional<int64_t> fallback,
+                           const std::string& prompt_name) const;
 
  private:
   AsyncLLMEngine& engine_;

@@ -19,7 +19,8 @@ ApiResponse ServingTokenization::Tokenize(const std::string& text) const {
     BadRequest("send 'prompt' (a string) or 'messages' (a chat conversation)", "prompt");
   }
   add_special_tokens = OptionalBool(body, "add_special_tokens").value_or(add_special_tokens);
-  const std::vector<int32_t> ids = tokenizer.Encode(prompt, add_special_tokens);
+  const std::vector<int32_t> ids =
+      context_.Encode(prompt, add_special_tokens, body.contains("messages") ? "messages" : "prompt");
   json token_strs = nullptr;
   if (OptionalBool(body, "return_token_strs").value_or(false)) {
     token_strs = json::array();
@@ -37,7 +38,8 @@ ApiResponse ServingTokenization::Detokenize(const std::string& text) const {
   const json body = ParseBody(text);
   context_.CheckModel(body);
   const Tokenizer& tokenizer = context_.RequireTokenizer("/detokenize");
-  if (!body.contains("tokens") || !body["tokens"].is_array()) BadRequest("'tokens' must be a list of token ids", "tokens");
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    BadRequest("'tokens' must be a list of token ids", "tokens");
   const int64_t vocab = context_.engine().vocab_size();
   std::vector<int32_t> ids;
   for (size_t i = 0; i < body["tokens"].size(); ++i) {
