@@ -181,6 +181,12 @@ TEST(JinjaLimits, RunawayRecursionAndOutputAreStopped) {
   EXPECT_NE(RenderFailure("{% for i in range(100000) %}{% endfor %}", {}, small).detail().find("steps"),
             std::string::npos);
   EXPECT_NE(RenderFailure("{{ 'x' * 1000000000000 }}").detail().find("too large"), std::string::npos);
+  EXPECT_NE(RenderFailure("{{ [1, 2] * 1000000 }}").detail().find("too large"), std::string::npos);
+  // Printing a big value stops at the output limit instead of formatting all of it first.
+  small = {};
+  small.max_output_bytes = 1000;
+  EXPECT_NE(RenderFailure("{{ [{'k': 'v'}] * 500000 }}", {}, small).detail().find("exceeds 1000 bytes"),
+            std::string::npos);
 }
 
 TEST(JinjaLimits, DeepNestingIsASyntaxErrorNotACrash) {

@@ -108,6 +108,8 @@ Int CheckedMul(Int a, Int b) {
 
 Value Repeat(const Value& sequence, Int times) {
   const size_t count = times < 0 ? 0 : static_cast<size_t>(std::min<Int>(times, Int(kMaxValueSize) + 1));
+  if (count == 0) return sequence.IsString() ? Value::String("", sequence.IsMarkup())
+                                             : sequence.IsTuple() ? Value::Tuple({}) : Value::List({});
   if (sequence.IsString()) {
     const std::string& s = sequence.AsString();
     if (!s.empty() && count > kMaxValueSize / s.size()) throw RenderError("string repetition result too large");
@@ -117,7 +119,7 @@ Value Repeat(const Value& sequence, Int times) {
     return Value::String(std::move(out), sequence.IsMarkup());
   }
   const ValueList& items = sequence.AsList();
-  if (!items.empty() && count > kMaxValueSize / items.size()) throw RenderError("list repetition result too large");
+  if (!items.empty() && count > kMaxListItems / items.size()) throw RenderError("list repetition result too large");
   ValueList out;
   for (size_t i = 0; i < count; ++i) out.insert(out.end(), items.begin(), items.end());
   return sequence.IsTuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
@@ -141,6 +143,7 @@ Value Add(const Value& lhs, const Value& rhs) {
     return Value::String(left + right, markup);
   }
   if (lhs.IsList() && rhs.IsList() && lhs.IsTuple() == rhs.IsTuple()) {
+    if (lhs.AsList().size() + rhs.AsList().size() > kMaxListItems) throw RenderError("list concatenation result too large");
     ValueList out = lhs.AsList();
     out.insert(out.end(), rhs.AsList().begin(), rhs.AsList().end());
     return lhs.IsTuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));

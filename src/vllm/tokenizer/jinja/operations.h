@@ -13,9 +13,9 @@
 
 namespace vllm::jinja {
 
-// Results longer than this (bytes of a string, items of a list) are refused: string
-// repetition and the like must not exhaust memory.
-inline constexpr size_t kMaxValueSize = size_t{1} << 28;
+// Lists longer than this made by repetition or concatenation are refused (strings
+// are bounded by kMaxValueSize): a template must not build a huge value in one step.
+inline constexpr size_t kMaxListItems = size_t{1} << 20;
 
 // obj.name
 Value GetAttribute(const Value& object, const std::string& name);

@@ -89,6 +89,10 @@ class JsonWriter {
     for (int i = 0; i < level; ++i) out += *options_.indent;
   }
 
+  static void CheckSize(const std::string& out) {
+    if (out.size() > kMaxValueSize) throw RenderError("tojson result exceeds " + std::to_string(kMaxValueSize) + " bytes");
+  }
+
   void WriteList(const ValueList& items, int level, std::string& out) {
     if (items.empty()) {
       out += "[]";
@@ -99,6 +103,7 @@ class JsonWriter {
       if (i) out += item_separator_;
       NewLine(level + 1, out);
       Write(items[i], level + 1, out);
+      CheckSize(out);
     }
     NewLine(level, out);
     out.push_back(']');
@@ -121,6 +126,7 @@ class JsonWriter {
       AppendJsonString(entries[i]->first, options_.ensure_ascii, out);
       out += key_separator_;
       Write(entries[i]->second, level + 1, out);
+      CheckSize(out);
     }
     NewLine(level, out);
     out.push_back('}');

@@ -65,7 +65,9 @@ Renderer::Flow Renderer::Exec(const Stmt& stmt, Scope& scope, std::string& out) 
   const DepthGuard guard(*this);
   switch (stmt.kind) {
     case StmtKind::kText: Append(out, stmt.text); return Flow::kNormal;
-    case StmtKind::kOutput: Append(out, ToStr(Eval(*stmt.expr, scope))); return Flow::kNormal;
+    case StmtKind::kOutput:
+      Append(out, ToStr(Eval(*stmt.expr, scope), limits_.max_output_bytes - output_bytes_));
+      return Flow::kNormal;
     case StmtKind::kIf: return ExecIf(stmt, scope, out);
     case StmtKind::kFor: return ExecFor(stmt, scope, out);
     case StmtKind::kSet: Assign(stmt.target, Eval(*stmt.expr, scope), scope); return Flow::kNormal;

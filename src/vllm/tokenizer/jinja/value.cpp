@@ -182,7 +182,8 @@ std::string IntToString(Int i) {
   return digits;
 }
 
-std::string Repr(const Value& value) {
+// repr() of everything but containers and namespaces.
+std::string ScalarRepr(const Value& value) {
   switch (value.kind()) {
     case Value::Kind::kUndefined: return "Undefined";
     case Value::Kind::kNone: return "None";
@@ -191,45 +192,87 @@ std::string Repr(const Value& value) {
     case Value::Kind::kFloat: return FloatRepr(value.AsFloat());
     case Value::Kind::kString:
       return value.IsMarkup() ? "Markup(" + py::Repr(value.AsString()) + ")" : py::Repr(value.AsString());
-    case Value::Kind::kList: {
-      const ValueList& items = value.AsList();
-      std::string out = value.IsTuple() ? "(" : "[";
-      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + Repr(items[i]);
-      if (value.IsTuple()) return out + (items.size() == 1 ? ",)" : ")");
-      return out + "]";
-    }
-    case Value::Kind::kDict: {
-      std::string out = "{";
-      bool first = true;
-      for (const auto& [k, v] : value.AsDict().items()) {
-        out += (first ? "" : ", ") + py::Repr(k) + ": " + Repr(v);
-        first = false;
-      }
-      return out + "}";
-    }
-    case Value::Kind::kNamespace: {
-      // A namespace can hold itself (set ns.me = ns): print the inner one as {...}, as Python does.
-      thread_local std::vector<const Namespace*> in_progress;
-      const Namespace* ns = &value.AsNamespace();
-      if (std::find(in_progress.begin(), in_progress.end(), ns) != in_progress.end()) return "<Namespace {...}>";
-      in_progress.push_back(ns);
-      std::string out = "<Namespace " + Repr(Value::Dict(ns->attributes)) + ">";
-      in_progress.pop_back();
-      return out;
-    }
     case Value::Kind::kLoop: {
       const LoopInfo& loop = value.AsLoop();
       return "<LoopContext " + std::to_string(loop.index0 + 1) + "/" + std::to_string(loop.items->size()) + ">";
     }
     case Value::Kind::kCallable: return "<function " + value.AsCallable().name + ">";
+    default: return "";
   }
-  return "";
 }
 
-std::string ToStr(const Value& value) {
+namespace {
+
+void CheckTextSize(const std::string& out, size_t max_bytes) {
+  if (out.size() > max_bytes) {
+    throw RenderError("the text of a value exceeds " + std::to_string(max_bytes) + " bytes");
+  }
+}
+
+// repr() appended to `out`, refusing to grow it past max_bytes (a huge list prints
+// no faster than the limit allows).
+void AppendRepr(const Value& value, std::string& out, size_t max_bytes) {
+  switch (value.kind()) {
+    case Value::Kind::kList: {
+      const ValueList& items = value.AsList();
+      out += value.IsTuple() ? "(" : "[";
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ", ";
+        AppendRepr(items[i], out, max_bytes);
+        CheckTextSize(out, max_bytes);
+      }
+      out += value.IsTuple() ? (items.size() == 1 ? ",)" : ")") : "]";
+      return;
+    }
+    case Value::Kind::kDict: {
+      out += "{";
+      bool first = true;
+      for (const auto& [k, v] : value.AsDict().items()) {
+        out += (first ? "" : ", ") + py::Repr(k) + ": ";
+        AppendRepr(v, out, max_bytes);
+        CheckTextSize(out, max_bytes);
+        first = false;
+      }
+      out += "}";
+      return;
+    }
+    case Value::Kind::kNamespace: {
+      // A namespace can hold itself (set ns.me = ns): print the inner one as {...}, as Python does.
+      thread_local std::vector<const Namespace*> in_progress;
+      const Namespace* ns = &value.AsNamespace();
+      if (std::find(in_progress.begin(), in_progress.end(), ns) != in_progress.end()) {
+        out += "<Namespace {...}>";
+        return;
+      }
+      in_progress.push_back(ns);
+      out += "<Namespace ";
+      try {
+        AppendRepr(Value::Dict(ns->attributes), out, max_bytes);
+      } catch (...) {
+        in_progress.pop_back();
+        throw;
+      }
+      in_progress.pop_back();
+      out += ">";
+      return;
+    }
+    default: out += ScalarRepr(value);
+  }
+}
+
+}  // namespace
+
+std::string Repr(const Value& value, size_t max_bytes) {
+  std::string out;
+  AppendRepr(value, out, max_bytes);
+  CheckTextSize(out, max_bytes);
+  return out;
+}
+
+std::string ToStr(const Value& value, size_t max_bytes) {
   if (value.IsUndefined()) return "";
   if (value.IsString()) return value.AsString();
-  return Repr(value);
+  return Repr(value, max_bytes);
 }
 
 bool Equals(const Value& a, const Value& b) {

@@ -149,10 +149,15 @@ class TemplateRaised : public RenderError {
   using RenderError::RenderError;
 };
 
-// str(value) as Python prints it; Undefined prints as "".
-std::string ToStr(const Value& value);
+// Strings and the text of values longer than this are refused (a template cannot
+// make one value exhaust memory; rendered prompts are far smaller).
+inline constexpr size_t kMaxValueSize = size_t{1} << 26;
+
+// str(value) as Python prints it; Undefined prints as "". Throws RenderError when the
+// text would exceed max_bytes.
+std::string ToStr(const Value& value, size_t max_bytes = kMaxValueSize);
 // repr(value).
-std::string Repr(const Value& value);
+std::string Repr(const Value& value, size_t max_bytes = kMaxValueSize);
 // Python ==.
 bool Equals(const Value& a, const Value& b);
 // Python ordering (<, <=, >, >=): negative, zero or positive. Throws RenderError for
