@@ -104,23 +104,26 @@ TEST(ApiServerTest, StreamedChatConcatenatesToTheNonStreamedOne) {
   EXPECT_EQ(whole["usage"]["completion_tokens"], 16);
   json streamed_body = body;
   streamed_body["stream"] = true;
+  streamed_body["stream_options"] = {{"include_usage", true}};
   httplib::Result res = server.Post("/v1/chat/completions", streamed_body);
   ASSERT_TRUE(res);
   const std::vector<json> events = SseEvents(res->body);
-  ASSERT_GE(events.size(), 2u);
+  ASSERT_GE(events.size(), 3u);
   EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(events[0]["prompt_token_ids"], whole["prompt_token_ids"]);
   std::string text;
   std::vector<int32_t> ids;
-  for (size_t i = 1; i < events.size(); ++i) {
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
     EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
     const json& choice = events[i]["choices"][0];
     text += choice["delta"].value("content", "");
     for (int32_t id : Ids(choice["token_ids"])) ids.push_back(id);
-    EXPECT_EQ(choice["finish_reason"], i + 1 == events.size() ? json("length") : json(nullptr)) << i;
+    EXPECT_EQ(choice["finish_reason"], i + 2 == events.size() ? json("length") : json(nullptr)) << i;
   }
   EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
   EXPECT_EQ(ids, Ids(whole["choices"][0]["token_ids"]));
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events.back()["usage"], whole["usage"]);
 }
 
 TEST(ApiServerTest, ChatPromptIsTheRenderedTemplate) {

@@ -222,6 +222,9 @@ struct ApiServer::Impl {
     const size_t num_threads = static_cast<size_t>(std::clamp<int64_t>(engine.config().max_num_seqs + 16, 32, 1024));
     http.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
     http.set_payload_max_length(kMaxBodyBytes);
+    // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+    // back until the client's delayed ACK of the previous one (up to 40 ms a token).
+    http.set_tcp_nodelay(true);
     DeclareRoutes();
     DeclareHandlers();
   }

@@ -121,22 +121,22 @@ class ChatStream : public EventStream {
       events += SseEvent(role);
       role_sent_ = true;
     }
-    std::optional<RequestOutput> output;
     try {
-      output = group_->Next(timeout);
+      // Everything ready goes out in one write: a writer that fell behind catches up.
+      for (auto output = group_->Next(timeout); output; output = group_->Next(std::chrono::milliseconds(0))) {
+        AddDelta(*output, events);
+        num_prompt_tokens_ = static_cast<int64_t>(output->prompt_token_ids.size());
+      }
     } catch (const OpenAIError& e) {
       events += SseEvent(e.ToJson()) + kSseDone;
       done_ = true;
       return false;
     }
-    if (!output) return true;
-    AddDelta(*output, events);
-    if (!output->finished) return true;
+    if (!group_->finished()) return true;
     if (request_.stream.include_usage) {
       json usage = ChunkBase(request_, "chat.completion.chunk");
       usage["choices"] = json::array();
-      usage["usage"] = UsageJson(static_cast<int64_t>(output->prompt_token_ids.size()),
-                                 static_cast<int64_t>(output->token_ids.size()));
+      usage["usage"] = UsageJson(num_prompt_tokens_, static_cast<int64_t>(num_tokens_sent_));
       events += SseEvent(usage);
     }
     events += kSseDone;
@@ -177,6 +177,7 @@ class ChatStream : public EventStream {
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
   size_t num_tokens_sent_ = 0;
+  int64_t num_prompt_tokens_ = 0;
   bool role_sent_ = false;
   bool done_ = false;
 };

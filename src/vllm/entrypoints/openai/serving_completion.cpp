@@ -226,15 +226,16 @@ class CompletionStream : public EventStream {
 
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
     if (done_) return false;
-    std::optional<RequestOutput> output;
     try {
-      output = group_->Next(timeout);
+      // Everything ready goes out in one write: a writer that fell behind catches up.
+      for (auto output = group_->Next(timeout); output; output = group_->Next(std::chrono::milliseconds(0))) {
+        AddChunk(*output, events);
+      }
     } catch (const OpenAIError& e) {
       events += SseEvent(e.ToJson()) + kSseDone;
       done_ = true;
       return false;
     }
-    if (output) AddChunk(*output, events);
     if (!group_->finished()) return true;
     if (request_.stream.include_usage) {
       json usage = ChunkBase(request_);
