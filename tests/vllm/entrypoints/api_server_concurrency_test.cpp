@@ -37,9 +37,10 @@ Streamed Concatenate(const std::string& body) {
   return out;
 }
 
-json Request(int i, int max_tokens) {
+// Odd requests are chats unless `completions_only`.
+json Request(int i, int max_tokens, bool completions_only = false) {
   const std::string prompt = "request " + std::to_string(i) + " " + std::string(static_cast<size_t>(i % 7), 'a');
-  if (i % 2) {
+  if (i % 2 && !completions_only) {
     return Greedy({{"messages", json::array({{{"role", "user"}, {"content", prompt}}})}, {"return_token_ids", true}},
                   max_tokens);
   }
@@ -100,21 +101,32 @@ void LeaveAfter(const TestServer& server, const json& body, int num_chunks) {
   EXPECT_EQ(res.error(), httplib::Error::Canceled) << "the stream ended before the client left";
 }
 
-TEST(ApiServerConcurrencyTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTheirPages) {
+// The model to serve, and whether its vocabulary holds the chat template's special
+// tokens (the hybrid model's 320 ids stop short of <|im_start|> = 320).
+struct DisconnectCase {
+  const char* model;
+  bool chat;
+};
+
+class ApiServerDisconnectTest : public ::testing::TestWithParam<DisconnectCase> {};
+
+TEST_P(ApiServerDisconnectTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTheirPages) {
   EngineConfig config = testing::ServerEngineConfig();
+  config.model = std::string(VT_TEST_DATA_DIR) + "/models/" + GetParam().model + "/hf";
   config.max_model_len = 2048;
   config.num_gpu_blocks_override = 1024;
   TestServer server(config);
+  const bool completions_only = !GetParam().chat;
   constexpr int kLeaving = 6;
   constexpr int kMaxTokens = 2000;  // far more than can be generated before the clients leave
-  const json stay = Request(100, 40);
+  const json stay = Request(101, 40, completions_only);
   const json stay_alone = server.PostOk(PathOf(stay), stay);
 
   std::latch start(kLeaving + 1);
   std::vector<std::thread> clients;
   for (int i = 0; i < kLeaving; ++i) {
     clients.emplace_back([&, i] {
-      json body = Request(i, kMaxTokens);
+      json body = Request(i, kMaxTokens, completions_only);
       body["stream"] = true;
       start.arrive_and_wait();
       LeaveAfter(server, body, 3);
@@ -140,6 +152,10 @@ TEST(ApiServerConcurrencyTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTh
   // The server goes on serving.
   EXPECT_EQ(IdsOf(server.PostOk(PathOf(stay), stay)), IdsOf(stay_alone));
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, ApiServerDisconnectTest,
+                         ::testing::Values(DisconnectCase{"qwen3", true}, DisconnectCase{"qwen35_dense_untied", false}),
+                         [](const auto& info) { return std::string(info.param.model); });
 
 }  // namespace
 }  // namespace vllm
