@@ -189,6 +189,23 @@ TEST(JinjaLimits, RunawayRecursionAndOutputAreStopped) {
             std::string::npos);
 }
 
+TEST(JinjaLimits, BulkWorkInsideOneStepCountsAgainstTheLimit) {
+  // Building a long string, searching a long list or sorting costs more than one step.
+  ChatTemplateLimits small;
+  small.max_steps = 20000;
+  EXPECT_NE(RenderFailure("{% set s = 'x' * 10000000 %}", {}, small).detail().find("steps"), std::string::npos);
+  EXPECT_NE(RenderFailure("{% set l = range(100000)|list %}{% for i in range(100) %}{{ -1 in l }}{% endfor %}", {}, small)
+                .detail()
+                .find("steps"),
+            std::string::npos);
+  EXPECT_NE(RenderFailure("{{ (range(100000)|list)|sort|length }}", {}, small).detail().find("steps"), std::string::npos);
+  // Results that would be huge are refused before they are built.
+  EXPECT_NE(RenderFailure("{{ ('x' * 1000000).replace('', 'y' * 100) }}").detail().find("too large"), std::string::npos);
+  EXPECT_NE(RenderFailure("{{ (',' * 2000000).split(',')|length }}").detail().find("too large"), std::string::npos);
+  // The same templates with the default limits are fine.
+  EXPECT_EQ(Render("{{ (range(100000)|list)|sort|length }}"), "100000");
+}
+
 TEST(JinjaLimits, DeepNestingIsASyntaxErrorNotACrash) {
   const std::string deep_parens = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   EXPECT_EQ(RenderFailure(deep_parens).kind(), ChatTemplateError::Kind::kSyntax);

@@ -6,9 +6,7 @@ namespace vllm::jinja {
 
 void Renderer::Step(int line) {
   current_line_ = line;
-  if (++steps_ > limits_.max_steps) {
-    throw RenderError("render exceeded " + std::to_string(limits_.max_steps) + " evaluation steps (runaway template?)");
-  }
+  WorkBudget::Charge(1);
 }
 
 Renderer::DepthGuard::DepthGuard(Renderer& r) : renderer(r) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "builtins.h"
 #include "operations.h"
@@ -91,6 +92,13 @@ Value LookupPath(const Value& item, const Value& attribute) {
   return current;
 }
 
+// A sort of n items costs n log n comparisons (with their keys) of the work budget.
+void ChargeSort(size_t n) {
+  int64_t log2 = 1;
+  while ((size_t{1} << log2) < n) ++log2;
+  WorkBudget::Charge(static_cast<int64_t>(n) * log2 >> 2);
+}
+
 // Sort key: lowercased strings unless case-sensitive.
 Value SortKey(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.IsString() ? Value::String(py::Lower(v.AsString())) : v;
@@ -132,6 +140,7 @@ Value DictSort(const Value& input, CallArgs& args) {
   ValueList pairs;
   for (const auto& [key, value] : input.AsDict().items()) pairs.push_back(Value::Tuple({Value::String(key), value}));
   const bool case_sensitive = a[0].Truthy();
+  ChargeSort(pairs.size());
   std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
     const size_t i = by_value ? 1 : 0;
     return Compare(SortKey(x.AsList()[i], case_sensitive), SortKey(y.AsList()[i], case_sensitive), "<") < 0;
@@ -207,12 +216,15 @@ Value Indent(const Value& input, CallArgs& args) {
   auto a = BindArgs("indent", args, {{"width", Value::Integer(4)}, {"first", Value::Bool(false)}, {"blank", Value::Bool(false)}});
   const std::string indention =
       a[0].IsString() ? a[0].AsString() : std::string(static_cast<size_t>(IntParam(a[0], "indent", "width", 0, 4096)), ' ');
-  const std::vector<std::string> lines = py::SplitLines(ToStr(input) + "\n", false);
+  const std::string text = ToStr(input);
+  if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) > kMaxListItems) throw RenderError("indent: too many lines");
+  const std::vector<std::string> lines = py::SplitLines(text + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
     const bool indent_line = i > 0 && (a[2].Truthy() || !lines[i].empty());
     out += (indent_line ? indention : "") + lines[i];
+    CheckBuiltSize(out, "indent");
   }
   if (a[1].Truthy()) out = indention + out;
   return Value::String(std::move(out), input.IsMarkup());
@@ -234,6 +246,7 @@ Value Join(const Value& input, CallArgs& args) {
   for (size_t i = 0; i < items->size(); ++i) {
     if (i) out += ToStr(a[0]);
     out += ToStr(a[1].IsNone() ? (*items)[i] : LookupPath((*items)[i], a[1]));
+    CheckBuiltSize(out, "join");
   }
   return Value::String(std::move(out));
 }
@@ -293,6 +306,7 @@ template <bool kMax>
 Value MinMax(const Value& input, CallArgs& args) {
   auto a = BindArgs(kMax ? "max" : "min", args, {{"case_sensitive", Value::Bool(false)}, {"attribute", Value::None()}});
   const auto items = Items(input);
+  WorkBudget::Charge(static_cast<int64_t>(items.size() >> 2));
   if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
   auto key = [&](const Value& v) { return SortKey(a[1].IsNone() ? v : LookupPath(v, a[1]), a[0].Truthy()); };
   const Value* best = &items[0];
@@ -306,7 +320,7 @@ Value MinMax(const Value& input, CallArgs& args) {
 Value Replace(const Value& input, CallArgs& args) {
   auto a = BindArgs("replace", args, {{"old"}, {"new"}, {"count", Value::None()}});
   const int64_t count = a[2].IsNone() ? -1 : static_cast<int64_t>(IntParam(a[2], "replace", "count", -1, Int(1) << 62));
-  return Value::String(py::Replace(ToStr(input), ToStr(a[0]), ToStr(a[1]), count), input.IsMarkup());
+  return Value::String(ReplaceChecked(ToStr(input), ToStr(a[0]), ToStr(a[1]), count), input.IsMarkup());
 }
 
 Value Reverse(const Value& input, CallArgs& args) {
@@ -379,6 +393,7 @@ Value Sort(const Value& input, CallArgs& args) {
   auto a = BindArgs("sort", args, {{"reverse", Value::Bool(false)}, {"case_sensitive", Value::Bool(false)},
                                    {"attribute", Value::None()}});
   ValueList items = Items(input);
+  ChargeSort(items.size());
   auto key = [&](const Value& v) { return SortKey(a[2].IsNone() ? v : LookupPath(v, a[2]), a[1].Truthy()); };
   const bool descending = a[0].Truthy();
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
@@ -423,15 +438,27 @@ Value Trim(const Value& input, CallArgs& args) {
   return Value::String(py::Strip(ToStr(input), chars, true, true), input.IsMarkup());
 }
 
+// The key Python's set() would hash for a value: equal numbers (1, 1.0, True) share
+// one; lists and dicts are unhashable.
+std::string HashKey(const Value& v) {
+  if (v.IsList() && !v.IsTuple()) throw RenderError("unhashable type: 'list'");
+  if (v.IsDict() || v.IsNamespace()) throw RenderError("unhashable type: '" + v.TypeName() + "'");
+  if (v.IsNumber()) {
+    const double d = v.AsFloat();
+    if (v.IsFloat() && d != std::trunc(d)) return "n" + FloatRepr(d);
+    if (v.IsFloat() && std::fabs(d) < 1e38) return "n" + IntToString(static_cast<Int>(d));
+    return v.IsFloat() ? "n" + FloatRepr(d) : "n" + IntToString(v.AsInt());
+  }
+  return (v.IsString() ? "s" : "o") + Repr(v);
+}
+
 Value Unique(const Value& input, CallArgs& args) {
   auto a = BindArgs("unique", args, {{"case_sensitive", Value::Bool(false)}, {"attribute", Value::None()}});
-  ValueList out, seen;
+  ValueList out;
+  std::set<std::string> seen;
   for (const Value& item : Items(input)) {
     const Value key = SortKey(a[1].IsNone() ? item : LookupPath(item, a[1]), a[0].Truthy());
-    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, key); })) {
-      seen.push_back(key);
-      out.push_back(item);
-    }
+    if (seen.insert(HashKey(key)).second) out.push_back(item);
   }
   return Value::List(std::move(out));
 }

@@ -76,12 +76,21 @@ Value SplitMethod(const Value& self, CallArgs& args) {
   auto a = BindArgs(name, args, {{"sep", Value::None()}, {"maxsplit", Value::Integer(-1)}});
   const std::optional<std::string> sep = OptionalString(a[0], name);
   if (sep && sep->empty()) throw RenderError("empty separator");
-  const int64_t max_split = IntArg(a[1], name);
-  return StrList(self, kFromRight ? py::RSplit(self.AsString(), sep, max_split) : py::Split(self.AsString(), sep, max_split));
+  // At most kMaxListItems parts: a longer result is refused, not built.
+  const int64_t requested = IntArg(a[1], name);
+  const auto cap = static_cast<int64_t>(kMaxListItems);
+  const int64_t max_split = requested < 0 || requested > cap ? cap : requested;
+  WorkBudget::Charge(static_cast<int64_t>(self.AsString().size() >> 6));
+  std::vector<std::string> parts =
+      kFromRight ? py::RSplit(self.AsString(), sep, max_split) : py::Split(self.AsString(), sep, max_split);
+  if (max_split == cap && static_cast<int64_t>(parts.size()) > cap) throw RenderError(std::string(name) + "() result too large");
+  return StrList(self, parts);
 }
 
 Value SplitLinesMethod(const Value& self, CallArgs& args) {
   auto a = BindArgs("splitlines", args, {{"keepends", Value::Bool(false)}});
+  const std::string& s = self.AsString();
+  if (static_cast<size_t>(std::count(s.begin(), s.end(), '\n')) > kMaxListItems) throw RenderError("splitlines() result too large");
   return StrList(self, py::SplitLines(self.AsString(), a[0].Truthy()));
 }
 
@@ -99,17 +108,19 @@ Value PredicateMethod(const Value& self, CallArgs& args) {
 
 Value ReplaceMethod(const Value& self, CallArgs& args) {
   auto a = BindArgs("replace", args, {{"old"}, {"new"}, {"count", Value::Integer(-1)}});
-  return StrResult(self, py::Replace(self.AsString(), StrArg(a[0], "replace"), StrArg(a[1], "replace"), IntArg(a[2], "replace")));
+  return StrResult(self, ReplaceChecked(self.AsString(), StrArg(a[0], "replace"), StrArg(a[1], "replace"), IntArg(a[2], "replace")));
 }
 
 template <bool kFromRight>
 Value FindMethod(const Value& self, CallArgs& args) {
   auto a = BindArgs(kFromRight ? "rfind" : "find", args, {{"sub"}});
+  WorkBudget::Charge(static_cast<int64_t>(self.AsString().size() >> 6));
   return Value::Integer(py::Find(self.AsString(), StrArg(a[0], "find"), kFromRight));
 }
 
 Value CountMethod(const Value& self, CallArgs& args) {
   auto a = BindArgs("count", args, {{"x"}});
+  WorkBudget::Charge(static_cast<int64_t>((self.IsString() ? self.AsString().size() : self.AsList().size()) >> 4));
   if (self.IsString()) return Value::Integer(py::Count(self.AsString(), StrArg(a[0], "count")));
   return Value::Integer(static_cast<Int>(std::count_if(self.AsList().begin(), self.AsList().end(),
                                                        [&](const Value& v) { return Equals(v, a[0]); })));
@@ -122,6 +133,7 @@ Value JoinMethod(const Value& self, CallArgs& args) {
   for (size_t i = 0; i < items->size(); ++i) {
     if (i) out += self.AsString();
     out += StrArg((*items)[i], "join");
+    CheckBuiltSize(out, "join()");
   }
   return StrResult(self, std::move(out));
 }
@@ -185,7 +197,11 @@ Value PadMethod(const Value& self, CallArgs& args) {
   return self;
 }
 
-Value FormatMethod(const Value& self, CallArgs& args) { return StrResult(self, BraceFormat(self.AsString(), args)); }
+Value FormatMethod(const Value& self, CallArgs& args) {
+  std::string out = BraceFormat(self.AsString(), args);
+  CheckBuiltSize(out, "format()");
+  return StrResult(self, std::move(out));
+}
 
 Value DictGet(const Value& self, CallArgs& args) {
   auto a = BindArgs("get", args, {{"key"}, {"default", Value::None()}});

@@ -244,6 +244,25 @@ Value Arithmetic(BinaryOp op, const Value& lhs, const Value& rhs) {
 
 }  // namespace
 
+std::string ReplaceChecked(std::string_view s, std::string_view old_part, std::string_view new_part, int64_t count) {
+  WorkBudget::Charge(static_cast<int64_t>(s.size() >> 6));
+  if (new_part.size() > old_part.size()) {
+    int64_t occurrences = old_part.empty() ? static_cast<int64_t>(py::CodePointCount(s)) + 1 : py::Count(s, old_part);
+    if (count >= 0) occurrences = std::min(occurrences, count);
+    const auto growth = static_cast<double>(occurrences) * static_cast<double>(new_part.size() - old_part.size());
+    if (static_cast<double>(s.size()) + growth > static_cast<double>(kMaxValueSize)) {
+      throw RenderError("replace() result too large (over " + std::to_string(kMaxValueSize) + " bytes)");
+    }
+  }
+  return py::Replace(s, old_part, new_part, count);
+}
+
+void CheckBuiltSize(const std::string& text, std::string_view what) {
+  if (text.size() > kMaxValueSize) {
+    throw RenderError(std::string(what) + " result too large (over " + std::to_string(kMaxValueSize) + " bytes)");
+  }
+}
+
 Value GetAttribute(const Value& object, const std::string& name) {
   if (object.IsUndefined()) ThrowUndefined(object);
   if (object.IsNamespace()) {
@@ -272,6 +291,7 @@ Value GetItem(const Value& object, const Value& key) {
     if (index < 0) index += length;
     if (index >= 0 && index < length) {
       if (object.IsList()) return object.AsList()[static_cast<size_t>(index)];
+      WorkBudget::Charge(static_cast<int64_t>(object.AsString().size() >> 6));
       return Value::String(py::EncodeUtf8(py::DecodeUtf8(object.AsString()).substr(static_cast<size_t>(index), 1)));
     }
     return MissingElement(object, key);
@@ -290,6 +310,7 @@ Value GetItem(const Value& object, const Value& key) {
 Value Slice(const Value& object, const Value& start, const Value& stop, const Value& step) {
   if (object.IsUndefined()) ThrowUndefined(object);
   if (object.IsString()) {
+    WorkBudget::Charge(static_cast<int64_t>(object.AsString().size() >> 6));
     const std::u32string cps = py::DecodeUtf8(object.AsString());
     std::u32string out;
     ForEachSliceIndex(NormalizeSlice(start, stop, step, static_cast<int64_t>(cps.size())),
@@ -332,8 +353,10 @@ bool Contains(const Value& container, const Value& item) {
       if (!item.IsString()) {
         throw RenderError("'in <string>' requires string as left operand, not " + item.TypeName());
       }
+      WorkBudget::Charge(static_cast<int64_t>(container.AsString().size() >> 6));
       return container.AsString().find(item.AsString()) != std::string::npos;
     case Value::Kind::kList:
+      WorkBudget::Charge(static_cast<int64_t>(container.AsList().size() >> 4));
       for (const Value& element : container.AsList()) {
         if (Equals(element, item)) return true;
       }
@@ -349,6 +372,9 @@ std::shared_ptr<const ValueList> Iterate(const Value& value) {
     case Value::Kind::kUndefined: return std::make_shared<const ValueList>();
     case Value::Kind::kList: return value.SharedList();
     case Value::Kind::kString: {
+      if (value.AsString().size() > kMaxListItems) {
+        throw RenderError("a string of " + std::to_string(value.AsString().size()) + " bytes is too long to iterate");
+      }
       ValueList chars;
       for (char32_t cp : py::DecodeUtf8(value.AsString())) chars.push_back(Value::String(py::EncodeUtf8(std::u32string(1, cp))));
       return std::make_shared<const ValueList>(std::move(chars));
@@ -365,7 +391,9 @@ std::shared_ptr<const ValueList> Iterate(const Value& value) {
 size_t Length(const Value& value) {
   switch (value.kind()) {
     case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: return py::CodePointCount(value.AsString());
+    case Value::Kind::kString:
+      WorkBudget::Charge(static_cast<int64_t>(value.AsString().size() >> 8));
+      return py::CodePointCount(value.AsString());
     case Value::Kind::kList: return value.AsList().size();
     case Value::Kind::kDict: return value.AsDict().size();
     case Value::Kind::kLoop: return value.AsLoop().items->size();

@@ -38,6 +38,11 @@ size_t Length(const Value& value);
 // callee(args).
 Value CallValue(const Value& callee, CallArgs& args);
 
+// str.replace with Python's semantics, refusing results past kMaxValueSize.
+std::string ReplaceChecked(std::string_view s, std::string_view old_part, std::string_view new_part, int64_t count);
+// Throws when text built piece by piece has grown past kMaxValueSize.
+void CheckBuiltSize(const std::string& text, std::string_view what);
+
 // A bound method of a str, dict or list (`"a".upper`), if Python has one of that name.
 std::optional<Value> LookupMethod(const Value& receiver, const std::string& name);
 

@@ -318,6 +318,7 @@ std::string PercentFormat(const std::string& format, const Value& args) {
     }
     if (next >= positional.size()) throw RenderError("not enough arguments for format string");
     out += FormatOne(positional[next++], spec);
+    if (out.size() > kMaxValueSize) throw RenderError("%-format result too large");
   }
   if (next < positional.size() && !args.IsDict()) {
     throw RenderError("not all arguments converted during string formatting");
@@ -364,6 +365,7 @@ std::string BraceFormat(const std::string& format, const CallArgs& args) {
       if (value == nullptr) throw RenderError("KeyError: " + py::Repr(field));
     }
     out += use_repr ? Repr(*value) : ToStr(*value);
+    if (out.size() > kMaxValueSize) throw RenderError("str.format result too large");
   }
   return out;
 }

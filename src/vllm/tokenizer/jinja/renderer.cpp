@@ -22,6 +22,7 @@ std::string Renderer::Run(const Body& body, const ValueDict& context) {
     }
     std::vector<std::weak_ptr<Namespace>>& namespaces;
   } releaser{namespaces_};
+  const WorkBudget budget(limits_.max_steps);
   auto globals = std::make_shared<Scope>(nullptr);
   globals->vars = GlobalFunctions(namespaces_);
   auto top = std::make_shared<Scope>(globals);
@@ -45,6 +46,7 @@ std::string Renderer::Run(const Body& body, const ValueDict& context) {
 }
 
 void Renderer::Append(std::string& out, std::string_view text) {
+  WorkBudget::Charge(static_cast<int64_t>(text.size() >> 6));
   output_bytes_ += text.size();
   if (output_bytes_ > limits_.max_output_bytes) {
     throw RenderError("rendered output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");

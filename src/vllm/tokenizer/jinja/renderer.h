@@ -75,7 +75,6 @@ class Renderer {
   const ChatTemplateLimits& limits_;
   std::vector<ScopePtr> macro_scopes_;
   std::vector<std::weak_ptr<Namespace>> namespaces_;
-  int64_t steps_ = 0;
   size_t output_bytes_ = 0;
   int call_depth_ = 0;
   int eval_depth_ = 0;

@@ -7,23 +7,53 @@
 
 namespace vllm::jinja {
 
-const Value* ValueDict::Find(std::string_view key) const {
-  for (const auto& [k, v] : items_) {
-    if (k == key) return &v;
+namespace {
+thread_local WorkBudget* active_budget = nullptr;
+}  // namespace
+
+WorkBudget::WorkBudget(int64_t max_units) : max_units_(max_units), previous_(active_budget) { active_budget = this; }
+
+WorkBudget::~WorkBudget() { active_budget = previous_; }
+
+void WorkBudget::Charge(int64_t units) {
+  WorkBudget* budget = active_budget;
+  if (budget == nullptr || units == 0) return;
+  budget->used_ += units;
+  if (budget->used_ > budget->max_units_) {
+    throw RenderError("render exceeded " + std::to_string(budget->max_units_) +
+                      " evaluation steps (runaway template?)");
   }
-  return nullptr;
+}
+
+size_t ValueDict::Position(std::string_view key) const {
+  if (!index_.empty()) {
+    const auto it = index_.find(std::string(key));
+    return it == index_.end() ? items_.size() : it->second;
+  }
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (items_[i].first == key) return i;
+  }
+  return items_.size();
+}
+
+const Value* ValueDict::Find(std::string_view key) const {
+  const size_t i = Position(key);
+  return i < items_.size() ? &items_[i].second : nullptr;
 }
 
 size_t ValueDict::size() const { return items_.size(); }
 
 void ValueDict::Set(std::string key, Value value) {
-  for (auto& [k, v] : items_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  if (const size_t i = Position(key); i < items_.size()) {
+    items_[i].second = std::move(value);
+    return;
   }
   items_.emplace_back(std::move(key), std::move(value));
+  if (!index_.empty()) {
+    index_.emplace(items_.back().first, items_.size() - 1);
+  } else if (items_.size() >= kIndexedSize) {
+    for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
+  }
 }
 
 Value Value::Undefined(std::string hint) {
@@ -59,7 +89,10 @@ Value Value::Float(double d) {
   return v;
 }
 
+// Building values charges their size: a byte of text or an item costs a fraction of
+// an evaluation step.
 Value Value::String(std::string s, bool markup) {
+  WorkBudget::Charge(static_cast<int64_t>(s.size() >> 6));
   Value v;
   v.kind_ = Kind::kString;
   v.markup_ = markup;
@@ -68,6 +101,7 @@ Value Value::String(std::string s, bool markup) {
 }
 
 Value Value::List(ValueList items) {
+  WorkBudget::Charge(static_cast<int64_t>(items.size() >> 4));
   Value v;
   v.kind_ = Kind::kList;
   v.data_ = std::make_shared<const ValueList>(std::move(items));
@@ -81,6 +115,7 @@ Value Value::Tuple(ValueList items) {
 }
 
 Value Value::Dict(ValueDict dict) {
+  WorkBudget::Charge(static_cast<int64_t>(dict.size() >> 4));
   Value v;
   v.kind_ = Kind::kDict;
   v.data_ = std::make_shared<const ValueDict>(std::move(dict));
@@ -287,9 +322,11 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kString: return a.AsString() == b.AsString();
     case Value::Kind::kList:
       if (a.IsTuple() != b.IsTuple()) return false;
+      WorkBudget::Charge(static_cast<int64_t>(a.AsList().size() >> 4));
       return std::equal(a.AsList().begin(), a.AsList().end(), b.AsList().begin(), b.AsList().end(), Equals);
     case Value::Kind::kDict: {
       if (a.AsDict().size() != b.AsDict().size()) return false;
+      WorkBudget::Charge(static_cast<int64_t>(a.AsDict().size() >> 2));
       for (const auto& [k, v] : a.AsDict().items()) {
         const Value* other = b.AsDict().Find(k);
         if (other == nullptr || !Equals(v, *other)) return false;
@@ -318,6 +355,7 @@ int Compare(const Value& a, const Value& b, std::string_view op) {
   if (a.IsList() && b.IsList() && a.IsTuple() == b.IsTuple()) {
     const ValueList& x = a.AsList();
     const ValueList& y = b.AsList();
+    WorkBudget::Charge(static_cast<int64_t>(std::min(x.size(), y.size()) >> 4));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!Equals(x[i], y[i])) return Compare(x[i], y[i], op);
     }

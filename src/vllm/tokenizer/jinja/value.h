@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -25,7 +26,9 @@ using Int = __int128;
 class Value;
 using ValueList = std::vector<Value>;
 
-// A Python dict restricted to string keys, keeping insertion order.
+// A Python dict restricted to string keys, keeping insertion order. Small dicts are
+// searched in order; from kIndexedSize entries on, a hash index keeps lookups O(1)
+// (JSON input may carry objects with very many keys).
 class ValueDict {
  public:
   const Value* Find(std::string_view key) const;
@@ -34,7 +37,10 @@ class ValueDict {
   size_t size() const;
 
  private:
+  static constexpr size_t kIndexedSize = 16;
+  size_t Position(std::string_view key) const;  // items_.size() when absent
   std::vector<std::pair<std::string, Value>> items_;
+  std::unordered_map<std::string, size_t> index_;  // key -> position in items_, when indexed
 };
 
 // Arguments of a call, after evaluation: f(a, b, key=c).
@@ -141,6 +147,27 @@ class Value {
 class RenderError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The work limit of a render. The renderer counts one unit per node it evaluates, and
+// bulk work inside one node is charged to the same count: building a long string or
+// list, searching or comparing long lists, sorting. So the limit bounds the time of a
+// render whatever the template does. A render opens a WorkBudget on its thread for its
+// duration; outside one (converting JSON input, say) nothing is counted.
+class WorkBudget {
+ public:
+  explicit WorkBudget(int64_t max_units);
+  ~WorkBudget();
+  WorkBudget(const WorkBudget&) = delete;
+  WorkBudget& operator=(const WorkBudget&) = delete;
+
+  // Adds `units` to the budget open on this thread; throws RenderError past its limit.
+  static void Charge(int64_t units);
+
+ private:
+  int64_t used_ = 0;
+  int64_t max_units_;
+  WorkBudget* previous_;
 };
 
 // raise_exception(message) called by the template.
