@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Issue 7's final GPU run, in one call of the device tool on the lent H200: the
+# engine built with CUDA, the op tests, the reference models on CUDA, `vllm-cpp
+# generate --device cuda`, and the 9B-shape batch-1 decode benchmark.
+#
+#   versions -> googletest and the engine's packages from .gpu_carry -> configure
+#   (CUDA, engine, no server) -> build (all cores) -> MatMul variant test -> 9B decode
+#   benchmark -> every vt test -> reference-model tests -> generate cpu vs cuda ->
+#   compute-sanitizer on the new kernels (then op tests) if time is left -> summary.
+#
+# Every stage runs under `timeout` within one overall deadline and the script goes
+# on when a stage fails; the summary printed last says what passed, what failed and
+# where its log is. Logs go to $OUT (the device tool's output folder; /tmp/vt_gpu_final
+# elsewhere): build.log variants.log bench.log vt_tests.log models.log generate.log
+# sanitizer.log summary.txt (the device tool brings back at most 8 files).
+#
+# The GPU machine has no package registry and none of the engine's packages: the
+# call carries .gpu_carry (ignored by git) holding googletest's sources
+# (.gpu_carry/googletest) and, unpacked from Debian 12 packages (dpkg -x),
+# nlohmann-json3-dev, libpcre2-dev + libpcre2-8-0, libutf8proc-dev + libutf8proc2
+# and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc). cpp-httplib is
+# not carried: the build leaves the OpenAI server out (VT_BUILD_SERVER=AUTO).
+#
+# Usage (from the repository root):
+#   tools/gpu/run_gpu_final.sh                       on the GPU machine
+#   tools/gpu/run_gpu_final.sh --cpu-check DIR       here: the same stages without CUDA
+#     (build in DIR, system packages hidden from pkg-config, the benchmark on the
+#     CPU at small shapes), to check the script and the carried packages.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cpu_check=0
+build=/tmp/vt_gpu_final_build
+if [ "${1:-}" = "--cpu-check" ]; then
+  cpu_check=1
+  build=${2:?--cpu-check needs a build folder}
+fi
+out=${OUT:-/tmp/vt_gpu_final}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+jobs=$(nproc)
+started=$(date +%s)
+deadline=$(( started + 420 ))  # the call is given 480 s; leave time for the summary
+scale=1
+if [ $cpu_check = 1 ]; then  # a 2-core machine builds for a long time
+  deadline=$(( started + 7200 ))
+  scale=20
+fi
+note() { echo "$*" | tee -a "$summary" >/dev/null; }
+stage() { echo; echo "=== $* ($(( $(date +%s) - started )) s)"; }
+# Seconds a stage may take: its own cap, never past the deadline minus `reserve`
+# (what the later stages need at least).
+budget() {
+  local cap=$(( $1 * scale )) reserve=$2 left
+  left=$(( deadline - $(date +%s) - reserve ))
+  [ "$left" -lt "$cap" ] && cap=$left
+  [ "$cap" -lt 5 ] && cap=5
+  echo "$cap"
+}
+verdict() {  # rc -> words
+  case $1 in
+    0) echo "passed" ;;
+    124|137) echo "TIMED OUT" ;;
+    *) echo "FAILED (rc $1)" ;;
+  esac
+}
+gtest_counts() {  # log -> "N passed, M failed"
+  echo "$(grep -cE '^\[       OK \]' "$1") passed, $(grep -E '^\[  FAILED  \] [A-Za-z].*\(' "$1" | sort -u | wc -l) failed"
+}
+
+carry="$repo/.gpu_carry"
+prefix="$carry/prefix"
+libdir="$prefix/usr/lib/x86_64-linux-gnu"
+
+stage "versions"
+if [ $cpu_check = 0 ]; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv
+fi
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[ $cpu_check = 0 ] && "$nvcc_bin" --version | tail -2
+cmake --version | head -1
+g++ --version | head -1
+echo "cores: $jobs"
+
+stage "packages carried in .gpu_carry"
+# pkg-config sees only the carried .pc files; their /usr paths are rebased onto the
+# carried prefix by PKG_CONFIG_SYSROOT_DIR.
+export PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$prefix"
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+pkg_config=$(command -v pkg-config || command -v pkgconf || echo "$prefix/usr/bin/pkgconf")
+echo "pkg-config: $pkg_config"
+for module in libpcre2-8 libutf8proc; do
+  echo "$module: $("$pkg_config" --modversion $module 2>&1) $("$pkg_config" --libs $module 2>&1)"
+done
+
+stage "googletest"
+gtest_src=/usr/src/googletest
+[ -f "$gtest_src/CMakeLists.txt" ] || gtest_src="$carry/googletest"
+gtest_prefix="$build-gtest"
+if cmake -S "$gtest_src" -B "$build-gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+     -DCMAKE_INSTALL_PREFIX="$gtest_prefix" >"$out/build.log" 2>&1 &&
+   timeout "$(budget 90 300)" ninja -C "$build-gtest-build" -j"$jobs" install >>"$out/build.log" 2>&1; then
+  echo "googletest from $gtest_src"
+else
+  tail -20 "$out/build.log"
+  note "googletest: FAILED (build.log); nothing can be tested"
+fi
+
+stage "configure (CUDA, engine without the server, Release)"
+cuda_flags=(-DVT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin")
+if [ $cpu_check = 1 ]; then
+  cuda_flags=(-DVT_CUDA=OFF)
+else
+  # The toolkit may keep cuBLAS outside nvcc's folder: point CMake at this machine's.
+  cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc_bin")")")
+  if ! ls "$cuda_root"/lib64/libcublas.so* "$cuda_root"/targets/*/lib/libcublas.so* >/dev/null 2>&1; then
+    cublas=$(find / -xdev -name 'libcublas.so*' 2>/dev/null | head -1)
+    cublas_lt=$(find / -xdev -name 'libcublasLt.so*' 2>/dev/null | head -1)
+    header=$(find / -xdev -name cublas_v2.h 2>/dev/null | head -1)
+    echo "cuBLAS outside the toolkit: $cublas $cublas_lt $header"
+    cuda_flags+=(-DCUDA_cublas_LIBRARY="$cublas" -DCUDA_cublasLt_LIBRARY="$cublas_lt"
+                 -DCMAKE_CUDA_FLAGS="-I$(dirname "$header")")
+  fi
+fi
+# Warnings are errors in CI (gcc 12); gcc 13 here may warn differently. Google
+# Benchmark is not on the machine: the CPU microbenchmarks stay out (VT_BUILD_BENCH).
+configured=0
+if timeout "$(budget 90 300)" cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+     "${cuda_flags[@]}" -DVT_ROCM=OFF -DVT_BUILD_ENGINE=ON -DVT_BUILD_SERVER=AUTO -DVT_BUILD_BENCH=OFF \
+     -DVT_WERROR=OFF -DCMAKE_PREFIX_PATH="$gtest_prefix;$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$pkg_config" \
+     >>"$out/build.log" 2>&1; then
+  configured=1
+  grep -E "backends built|OpenAI server|Found (nlohmann|PkgConfig)|Checking for module|Found (libpcre|libutf8)" \
+    "$out/build.log" | sed 's/^/  /'
+else
+  tail -30 "$out/build.log"
+  note "configure: FAILED (build.log)"
+fi
+
+stage "build (-j$jobs)"
+targets=(vt vt_tests vllm vllm_tests vllm-cpp gpu_decode_bench)
+[ $cpu_check = 0 ] && targets+=(vt_cuda)
+build_started=$(date +%s)
+if [ $configured = 1 ]; then
+  # -k 0: a target that fails to compile does not stop the others (the benchmark
+  # needs the engine, not the engine's tests).
+  timeout "$(budget 330 200)" ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" >>"$out/build.log" 2>&1
+  rc=$?
+  [ $rc != 0 ] && grep -E "error|FAILED" "$out/build.log" | head -30
+  missing=""
+  for t in vt_tests vllm_tests vllm-cpp gpu_decode_bench; do [ -x "$build/bin/$t" ] || missing="$missing $t"; done
+  note "build: $(verdict $rc) in $(( $(date +%s) - build_started )) s; binaries missing:${missing:- none}"
+fi
+bin="$build/bin"
+have() { [ -x "$bin/$1" ]; }
+device_flag=cuda:0
+[ $cpu_check = 1 ] && device_flag=cpu
+
+stage "MatMul decode variants on the GPU (the benchmark's variants, against a double reference)"
+if have vt_tests; then
+  timeout "$(budget 60 150)" "$bin/vt_tests" \
+    --gtest_filter='MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:MatMulChoiceTest.*:TuningTest.*' \
+    >"$out/variants.log" 2>&1
+  rc=$?
+  tail -4 "$out/variants.log"
+  variants_ok=$([ $rc = 0 ] && echo yes || echo no)
+  note "variant tests: $(verdict $rc); $(gtest_counts "$out/variants.log")$(grep -q SKIPPED "$out/variants.log" && echo ' (skipped: no GPU)')"
+fi
+
+stage "9B-shape batch-1 decode benchmark"
+if have gpu_decode_bench; then
+  # "default" runs first and last: the spread between the two is the noise.
+  bench_args=(--device "$device_flag" --shape 9b --prompt-len 16 --steps 64
+              --variants default,gemv=loads_in_flight,gemv=loads_in_flight+gdn=state_in_registers,default)
+  [ $cpu_check = 1 ] && bench_args=(--device cpu --shape small --prompt-len 16 --steps 8)
+  timeout "$(budget 150 110)" "$bin/gpu_decode_bench" "${bench_args[@]}" >"$out/bench.log" 2>&1
+  rc=$?
+  cat "$out/bench.log"
+  note "decode benchmark: $(verdict $rc)"
+  sed -n '/^summary/,$p' "$out/bench.log" >>"$summary"
+  [ "${variants_ok:-no}" = yes ] || note "  (the MatMul variant test did not pass: only 'default' is a checked number)"
+fi
+
+stage "vt tests (op contract tests on every device incl. cuda:0)"
+if have vt_tests; then
+  timeout "$(budget 150 50)" "$bin/vt_tests" >"$out/vt_tests.log" 2>&1
+  rc=$?
+  grep -E "^\[  FAILED  \]|Failure" "$out/vt_tests.log" | head -20
+  tail -3 "$out/vt_tests.log"
+  note "vt tests: $(verdict $rc); $(gtest_counts "$out/vt_tests.log")"
+fi
+
+stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds and greedy ties)"
+if have vllm_tests; then
+  timeout "$(budget 150 15)" "$bin/vllm_tests" \
+    --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*' \
+    >"$out/models.log" 2>&1
+  rc=$?
+  grep -E "^\[  FAILED  \]|Failure|^\[ bf16" "$out/models.log" | head -40
+  tail -3 "$out/models.log"
+  # The f32 test also runs the CPU at every ISA level in the same test cases: count
+  # the failures whose trace names the GPU apart from the others.
+  gpu_failures=$(awk -v dev="$device_flag" '
+    /: Failure$/ { if (f) n += c; f = 1; c = 0; next }
+    f && index($0, dev) { c = 1 }
+    /^\[ +(OK|FAILED|RUN) +\]/ { if (f) n += c; f = 0 }
+    END { if (f) n += c; print n + 0 }' "$out/models.log")
+  note "reference-model tests: $(verdict $rc); $(gtest_counts "$out/models.log"); $(grep -c ': Failure$' "$out/models.log") failed checks, $gpu_failures of them on $device_flag"
+  # The bf16 bounds and greedy near-ties of the GPU runs (the CPU's are in models.log).
+  grep -E "^\[ bf16 (tie )?\] [^ ]+ $device_flag[: ]" "$out/models.log" | sed 's/^/  /' >>"$summary"
+fi
+
+stage "vllm-cpp generate: cpu vs $device_flag, greedy, f32"
+if have vllm-cpp; then
+  # Reference prompt 1 of the model: HF's greedy continuation (reference.json) has
+  # top-1/top-2 margins >= 0.05, so f32 runs on any device must give exactly it.
+  model="$repo/tests/data/models/qwen35_dense_untied/hf"
+  hf_ids='"token_ids":[105,1,158,42,244,237,308,263,283,24,96,5,116,120,228,5,181,170,228,110,267,112,271,9]'
+  gen=(generate --model "$model" --prompt-ids 208,104,104,120,93 --max-tokens 24 --temperature 0 --ignore-eos
+       --json --max-model-len 256 --max-num-seqs 4)
+  {
+    for run in "cpu float32" "$device_flag float32" "$device_flag auto"; do
+      set -- $run
+      echo "--- --device $1 --dtype $2"
+      timeout "$(budget 30 0)" "$bin/vllm-cpp" "${gen[@]}" --device "$1" --dtype "$2" 2>&1
+    done
+  } >"$out/generate.log" 2>&1
+  ids() { sed -n "/^--- --device $1 --dtype $2\$/,/^---/p" "$out/generate.log" | grep -o '"token_ids":\[[0-9,]*\]'; }
+  cpu_ids=$(ids cpu float32) dev_ids=$(ids "$device_flag" float32) bf16_ids=$(ids "$device_flag" auto)
+  echo "cpu f32:  $cpu_ids"; echo "$device_flag f32: $dev_ids"; echo "$device_flag bf16: $bf16_ids"
+  echo "HF:       $hf_ids"
+  if [ -n "$cpu_ids" ] && [ "$cpu_ids" = "$dev_ids" ]; then
+    note "generate --device $device_flag: greedy ids equal to the CPU's (f32), $([ "$dev_ids" = "$hf_ids" ] && echo "and to HF's" || echo "NOT to HF's"); bf16 (--dtype auto) $([ "$bf16_ids" = "$hf_ids" ] && echo "equal to HF's too" || echo "differs: ${bf16_ids:-no output} (bf16 near-ties, see the Bf16DeviceReferenceTest lines)")"
+  else
+    note "generate --device $device_flag: FAILED: f32 ids '${dev_ids:-none}' vs cpu '${cpu_ids:-none}' (generate.log)"
+  fi
+fi
+
+stage "compute-sanitizer on the new kernels, then the op tests (only with time left)"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+: >"$out/sanitizer.log"
+run_sanitizer() {  # tool, least seconds worth starting, gtest filter, what
+  local tool=$1 least=$2 filter=$3 what=$4 left rc v errors
+  left=$(( deadline - $(date +%s) ))
+  if [ $cpu_check = 1 ] || [ -z "$sanitizer" ] || ! have vt_tests; then
+    note "$tool ($what): not run (no GPU, no compute-sanitizer or no vt_tests)"
+    return
+  fi
+  if [ $left -lt "$least" ]; then
+    note "$tool ($what): not run ($left s left)"
+    return
+  fi
+  echo "--- $tool: $filter" >>"$out/sanitizer.log"
+  timeout $(( left - 5 )) "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 20 "$bin/vt_tests" \
+    --gtest_filter="$filter" >>"$out/sanitizer.log" 2>&1
+  rc=$?
+  errors=$(grep -cE '^========= +(Invalid|Program hit|Uninitialized|Error|Race|Barrier|Malloc|Cuda API)' "$out/sanitizer.log")
+  case $rc in
+    0) v=clean ;; 99) v="ERRORS (sanitizer.log)" ;; 124|137) v="timed out (partial run)" ;; *) v="test failures (rc $rc)" ;;
+  esac
+  tail -2 "$out/sanitizer.log"
+  note "$tool ($what): $v; $errors error lines in sanitizer.log so far"
+}
+run_sanitizer memcheck 30 'MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*' "the new decode kernels"
+run_sanitizer racecheck 30 'GdnRecurrentVariantsTest.*' "the shared-memory GDN variant"
+run_sanitizer memcheck 45 'MatMulTest.*:RmsNormTest.*:AddRmsNormTest.*:GdnTest.*:PagedAttentionTest.*' "op tests"
+
+stage "summary ($(( $(date +%s) - started )) s in all; logs in $out)"
+cat "$summary"
