@@ -187,5 +187,13 @@ TEST(ApiServerErrorsTest, AChatTemplateFlagThatCannotBeReadStopsTheStart) {
                std::invalid_argument);
 }
 
+TEST(ApiServerErrorsTest, APortInUseIsAnError) {
+  TestServer first;
+  openai::ServerConfig config = testing::QuietServerConfig();
+  config.port = first.port();
+  openai::ApiServer second(std::make_unique<LLMEngine>(testing::ServerEngineConfig()), config);
+  EXPECT_THROW(second.Bind(), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace vllm

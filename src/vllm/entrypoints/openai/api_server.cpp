@@ -225,6 +225,12 @@ struct ApiServer::Impl {
     // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
     // back until the client's delayed ACK of the previous one (up to 40 ms a token).
     http.set_tcp_nodelay(true);
+    // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same
+    // port and silently take half of the connections; a busy port must be an error.
+    http.set_socket_options([](socket_t sock) {
+      const int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     DeclareRoutes();
     DeclareHandlers();
   }
