@@ -32,6 +32,7 @@ function startServer() {
   const args = ['serve', modelDir, '--tokenizer', tokenizerDir, '--port', '0', '--served-model-name', MODEL,
                 '--api-key', API_KEY, '--max-model-len', '512', '--num-gpu-blocks-override', '512', '--threads', '1'];
   server = spawn(vllmCpp, args, { stdio: ['ignore', 'inherit', 'pipe'] });
+  process.on('exit', () => server.kill());  // never leave a server behind, whatever ends this process
   return new Promise((resolve, reject) => {
     let seen = '';
     const timer = setTimeout(() => reject(new Error(`the server did not start:\n${seen}`)), 60_000);
