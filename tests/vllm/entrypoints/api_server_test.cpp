@@ -251,6 +251,10 @@ TEST(ApiServerTest, EchoReturnsThePromptWithItsLogprobs) {
   EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
   for (size_t t = 1; t < logprobs["tokens"].size(); ++t) EXPECT_LE(logprobs["token_logprobs"][t].get<double>(), 0);
   EXPECT_EQ(logprobs["tokens"][0], prompt["token_strs"][0]);  // ASCII: the spelling is the text
+  // Prompt logprobs are computed again, not skipped as a cached prefix: the request repeats.
+  const json again =
+      server.PostOk("/v1/completions", Greedy({{"prompt", "hello"}, {"echo", true}, {"logprobs", 1}}, 4));
+  EXPECT_EQ(again["choices"][0]["logprobs"], logprobs);
 }
 
 TEST(ApiServerTest, PromptLogprobsInVllmsFormat) {
