@@ -108,6 +108,8 @@ struct DisconnectCase {
   bool chat;
 };
 
+void PrintTo(const DisconnectCase& c, std::ostream* out) { *out << c.model; }
+
 class ApiServerDisconnectTest : public ::testing::TestWithParam<DisconnectCase> {};
 
 TEST_P(ApiServerDisconnectTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTheirPages) {
