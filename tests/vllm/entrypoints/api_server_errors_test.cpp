@@ -42,8 +42,10 @@ std::vector<BadCase> BadCases() {
   const std::string long_prompt = json(std::vector<int>(300, 65)).dump();
   const json image_part = json::object({{"type", "image_url"}, {"image_url", "x"}});
   const json image_message = json::object({{"role", "user"}, {"content", json::array({image_part})}});
+  const std::string deep = "{\"prompt\": \"a\", \"stop\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   return {
       {"malformed JSON", "/v1/completions", "{\"prompt\": ", 400, nullptr, "not valid JSON"},
+      {"JSON nested 100000 deep", "/v1/completions", deep, 400, nullptr, "nests deeper than 100 levels"},
       {"body not an object", "/v1/completions", "[1, 2]", 400, nullptr, "must be a JSON object"},
       {"unknown model", "/v1/completions", Completion({{"model", "gpt-4"}}).dump(), 404, "model",
        "The model `gpt-4` does not exist"},
@@ -61,6 +63,8 @@ std::vector<BadCase> BadCases() {
        "max_tokens must be >= 1"},
       {"max_tokens past max_model_len", "/v1/completions", Completion({{"max_tokens", 1000}}).dump(), 400, "max_tokens",
        "This model's maximum context length is 256 tokens. However, you requested"},
+      {"max_tokens at the int64 limit", "/v1/completions", Completion({{"max_tokens", INT64_MAX}}).dump(), 400,
+       "max_tokens", "9223372036854775807 in the completion"},
       {"prompt past max_model_len", "/v1/completions", "{\"prompt\": " + long_prompt + "}", 400, "prompt",
        "This model's maximum context length is 256 tokens. However, you requested 300 tokens in the prompt"},
       {"prompt id outside the vocabulary", "/v1/completions", Completion({{"prompt", {1, 99999}}}).dump(), 400,

@@ -39,6 +39,9 @@ class OpenAIError : public std::runtime_error {
 // A 400 naming `param`.
 [[noreturn]] void BadRequest(const std::string& message, const std::string& param);
 
+// The deepest nesting a request body may have (tool schemas stay far below it).
+inline constexpr int kMaxJsonDepth = 100;
+
 // The request body as JSON (an object); a 400 saying what is wrong otherwise.
 nlohmann::json ParseBody(const std::string& body);
 nlohmann::ordered_json ParseOrderedBody(const std::string& body);

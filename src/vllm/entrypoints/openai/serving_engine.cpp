@@ -237,8 +237,9 @@ int64_t ServingContext::ResolveMaxTokens(int64_t num_prompt_tokens, std::optiona
   if (*requested < 1) BadRequest("max_tokens must be >= 1, got " + std::to_string(*requested), "max_tokens");
   if (*requested > left) {
     throw OpenAIError(400,
-                      limit + "However, you requested " + std::to_string(num_prompt_tokens + *requested) + " tokens (" +
-                          std::to_string(num_prompt_tokens) + " in the " + prompt_name + ", " +
+                      limit + "However, you requested " +
+                          std::to_string(static_cast<uint64_t>(num_prompt_tokens) + static_cast<uint64_t>(*requested)) +
+                          " tokens (" + std::to_string(num_prompt_tokens) + " in the " + prompt_name + ", " +
                           std::to_string(*requested) + " in the completion). Please reduce the length of the " +
                           prompt_name + " or completion.",
                       "max_tokens");
