@@ -50,8 +50,10 @@ inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.m <= kSkinnyMaxRows) {
-    return !s.weight_is_block && s.rows_16_byte_aligned ? MatMulKernel::kSkinnyVectorLoads
-                                                        : MatMulKernel::kSkinnyWarpPerColumn;
+    if (s.weight_is_block || !s.rows_16_byte_aligned) return MatMulKernel::kSkinnyWarpPerColumn;
+    // 16-bit weights (every bf16/f16 model): measured on the H200, 9B-shape decode
+    // GEMVs 0.37 -> 0.72 of the copy bandwidth (bench/gpu_notes.md, final run).
+    return s.weight_is_16_bit ? MatMulKernel::kSkinnyLoadsInFlight : MatMulKernel::kSkinnyVectorLoads;
   }
   if (s.vendor_blas_available && !s.weight_is_block && s.weight_matches_x && s.m * s.n * s.k >= kVendorBlasMinMacs) {
     return MatMulKernel::kVendorBlas;

@@ -15,6 +15,11 @@ TEST(MatMulChoiceTest, DecodeRowsTakeASkinnyKernelOnEveryBackend) {
   for (bool vendor : {false, true}) {
     for (int64_t m = 1; m <= kSkinnyMaxRows; ++m) {
       EXPECT_EQ(ChooseMatMul(Dense(m, 4096, 4096, vendor)), MatMulKernel::kSkinnyVectorLoads) << m;
+      MatMulShape bf16 = Dense(m, 4096, 4096, vendor);
+      bf16.weight_is_16_bit = true;
+      EXPECT_EQ(ChooseMatMul(bf16), MatMulKernel::kSkinnyLoadsInFlight) << m;
+      bf16.rows_16_byte_aligned = false;
+      EXPECT_EQ(ChooseMatMul(bf16), MatMulKernel::kSkinnyWarpPerColumn) << m;
       EXPECT_EQ(ChooseMatMul(Dense(m, 4096, 4097, vendor, false)), MatMulKernel::kSkinnyWarpPerColumn) << m;
       // Block-format weights always take the element-wise walk (decoded in registers).
       EXPECT_EQ(ChooseMatMul(MatMulShape{m, 4096, 4096, true, false, vendor, true}),
