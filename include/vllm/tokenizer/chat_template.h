@@ -61,11 +61,16 @@ struct ChatTemplateTokens {
   std::optional<std::string> unk_token;
 };
 
-// Bounds that keep hostile templates and inputs from exhausting the process.
+// Bounds that keep hostile templates and inputs from exhausting the process (a
+// render past one of them is a ChatTemplateError, kRender). Single values are also
+// bounded: strings to 64 MiB, lists built by the template to 2^20 items.
 struct ChatTemplateLimits {
   size_t max_output_bytes = size_t{1} << 30;
-  int max_call_depth = 100;               // macro / call-block recursion
-  int64_t max_steps = 200'000'000;        // evaluated nodes in one render
+  int max_call_depth = 100;         // macro / call-block recursion
+  // Work units of one render: one per evaluated node, plus bulk work inside a node
+  // (a unit per 64 bytes of text built, per 16 list items copied or searched, ...).
+  // Real templates use a few per message; 2e8 is seconds of work.
+  int64_t max_steps = 200'000'000;
 };
 
 class ChatTemplate {
