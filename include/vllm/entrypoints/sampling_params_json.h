@@ -15,6 +15,11 @@ namespace vllm {
 // include_stop_str_in_output, skip_special_tokens, logprobs, prompt_logprobs.
 SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams base);
 
+// Parses untrusted JSON text, refusing documents nested deeper than `max_depth`
+// (copying, printing and destroying nlohmann values recurse: a document nested
+// thousands deep would overflow the stack later). Throws std::invalid_argument.
+nlohmann::json ParseJsonWithDepthLimit(const std::string& text, int max_depth = 100);
+
 // {"<token id>": logprob, ...} (vLLM's logprobs entry).
 nlohmann::json LogprobsToJson(const std::vector<std::pair<int32_t, float>>& entry);
 

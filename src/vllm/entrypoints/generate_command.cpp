@@ -74,7 +74,7 @@ std::vector<Input> ReadInputs(const CliArgs& cli, const LLMEngine& engine) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(line_no) + ": ";
     try {
-      json body = json::parse(line);
+      json body = ParseJsonWithDepthLimit(line);
       Input in;
       in.request_id = body.value("request_id", std::to_string(inputs.size()));
       if (body.contains("prompt_token_ids")) {

@@ -1,5 +1,6 @@
 #include "vllm/entrypoints/sampling_params_json.h"
 
+#include <climits>
 #include <stdexcept>
 #include <string>
 
@@ -8,8 +9,13 @@ namespace {
 
 using nlohmann::json;
 
+// The value as shown in errors: scalars in full, containers by their type only.
+std::string Shown(const json& value) {
+  return value.is_structured() ? std::string("a JSON ") + value.type_name() : value.dump();
+}
+
 [[noreturn]] void WrongType(const std::string& field, const char* expected, const json& value) {
-  throw std::invalid_argument("'" + field + "' must be " + expected + ", got " + value.dump());
+  throw std::invalid_argument("'" + field + "' must be " + expected + ", got " + Shown(value));
 }
 
 double Number(const json& body, const std::string& field) {
@@ -18,10 +24,17 @@ double Number(const json& body, const std::string& field) {
   return v.get<double>();
 }
 
-int64_t Integer(const json& body, const std::string& field) {
+int64_t Integer(const json& body, const std::string& field, int64_t min = INT32_MIN, int64_t max = INT32_MAX) {
   const json& v = body.at(field);
-  if (!v.is_number_integer()) WrongType(field, "an integer", v);
-  return v.get<int64_t>();
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))) {
+    WrongType(field, "an integer", v);
+  }
+  const int64_t n = v.get<int64_t>();
+  if (n < min || n > max) {
+    throw std::invalid_argument("'" + field + "' must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                                "], got " + std::to_string(n));
+  }
+  return n;
 }
 
 bool Boolean(const json& body, const std::string& field) {
@@ -43,9 +56,9 @@ SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p) {
   if (Present(body, "repetition_penalty")) p.repetition_penalty = Number(body, "repetition_penalty");
   if (Present(body, "presence_penalty")) p.presence_penalty = Number(body, "presence_penalty");
   if (Present(body, "frequency_penalty")) p.frequency_penalty = Number(body, "frequency_penalty");
-  if (Present(body, "seed")) p.seed = static_cast<uint64_t>(Integer(body, "seed"));
-  if (Present(body, "max_tokens")) p.max_tokens = Integer(body, "max_tokens");
-  if (Present(body, "min_tokens")) p.min_tokens = Integer(body, "min_tokens");
+  if (Present(body, "seed")) p.seed = static_cast<uint64_t>(Integer(body, "seed", INT64_MIN, INT64_MAX));
+  if (Present(body, "max_tokens")) p.max_tokens = Integer(body, "max_tokens", 0, INT64_MAX);
+  if (Present(body, "min_tokens")) p.min_tokens = Integer(body, "min_tokens", 0, INT64_MAX);
   if (Present(body, "ignore_eos")) p.ignore_eos = Boolean(body, "ignore_eos");
   if (Present(body, "include_stop_str_in_output")) {
     p.include_stop_str_in_output = Boolean(body, "include_stop_str_in_output");
@@ -73,10 +86,28 @@ SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p) {
     p.stop_token_ids.clear();
     for (const json& id : ids) {
       if (!id.is_number_integer()) WrongType("stop_token_ids", "a list of integers", ids);
-      p.stop_token_ids.push_back(id.get<int32_t>());
+      const int64_t v = id.get<int64_t>();
+      if (v < 0 || v > INT32_MAX || (id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX)) {
+        throw std::invalid_argument("'stop_token_ids' holds " + id.dump() + ", which is not a token id");
+      }
+      p.stop_token_ids.push_back(static_cast<int32_t>(v));
     }
   }
   return p;
+}
+
+json ParseJsonWithDepthLimit(const std::string& text, int max_depth) {
+  const json::parser_callback_t limit_depth = [max_depth](int depth, json::parse_event_t, json&) {
+    if (depth > max_depth) {
+      throw std::invalid_argument("nested deeper than " + std::to_string(max_depth) + " levels");
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, limit_depth);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(std::string("not valid JSON: ") + e.what());
+  }
 }
 
 json LogprobsToJson(const std::vector<std::pair<int32_t, float>>& entry) {

@@ -45,7 +45,7 @@ std::vector<BadCase> BadCases() {
   const std::string deep = "{\"prompt\": \"a\", \"stop\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   return {
       {"malformed JSON", "/v1/completions", "{\"prompt\": ", 400, nullptr, "not valid JSON"},
-      {"JSON nested 100000 deep", "/v1/completions", deep, 400, nullptr, "nests deeper than 100 levels"},
+      {"JSON nested 100000 deep", "/v1/completions", deep, 400, nullptr, "nested deeper than 100 levels"},
       {"body not an object", "/v1/completions", "[1, 2]", 400, nullptr, "must be a JSON object"},
       {"unknown model", "/v1/completions", Completion({{"model", "gpt-4"}}).dump(), 404, "model",
        "The model `gpt-4` does not exist"},

@@ -80,19 +80,11 @@ json OpenAIError::ToJson() const {
 void BadRequest(const std::string& message, const std::string& param) { throw OpenAIError(400, message, param); }
 
 json ParseBody(const std::string& body) {
-  // Copying and printing JSON recurse: a body nested thousands deep would overflow the
-  // stack later, so the parse stops it at the door.
-  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) {
-      throw OpenAIError(400, "the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    }
-    return true;
-  };
   json parsed;
   try {
-    parsed = json::parse(body, limit_depth);
-  } catch (const json::parse_error& e) {
-    throw OpenAIError(400, std::string("the request body is not valid JSON: ") + e.what());
+    parsed = ParseJsonWithDepthLimit(body, kMaxJsonDepth);
+  } catch (const std::invalid_argument& e) {
+    throw OpenAIError(400, std::string("the request body is ") + e.what());
   }
   if (!parsed.is_object())
     throw OpenAIError(400, "the request body must be a JSON object, got " + std::string(parsed.type_name()));
