@@ -11,7 +11,6 @@
 // arbitrary messages (every failure is a ChatTemplateError, never a crash or a hang).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -288,36 +287,6 @@ TEST(ChatTemplateRobustness, ArbitraryMessagesRenderOrFailCleanly) {
     }
   }
   EXPECT_GT(num_rendered, 0);
-}
-
-// A 401-message conversation (100 rounds of question, tool call with reasoning, tool
-// response, answer; 10 tools): prints the render time. Not run by default:
-//   vllm_tests --gtest_also_run_disabled_tests --gtest_filter='ChatTemplatePerf.*'
-TEST(ChatTemplatePerf, DISABLED_LongConversationRenderTime) {
-  json tools = json::array();
-  for (int i = 0; i < 10; ++i) {
-    tools.push_back(json::parse(R"({"type": "function", "function": {"name": "tool)" + std::to_string(i) +
-                                R"(", "description": "Does a thing.", "parameters": {"type": "object", "properties":
-                                {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]}}})"));
-  }
-  const std::string paragraph(400, 'x');
-  json messages = json::array({{{"role", "system"}, {"content", "You are helpful."}}});
-  for (int turn = 0; turn < 100; ++turn) {
-    messages.push_back({{"role", "user"}, {"content", "Question " + std::to_string(turn) + " " + paragraph}});
-    messages.push_back(json::parse(R"({"role": "assistant", "content": "", "reasoning_content": "think", "tool_calls":
-        [{"type": "function", "function": {"name": "tool1", "arguments": {"a": "x", "b": 2, "c": [1.5, 2.5]}}}]})"));
-    messages.push_back({{"role", "tool"}, {"content", "result " + paragraph}});
-    messages.push_back({{"role", "assistant"}, {"content", "<think>r</think>Answer " + paragraph}});
-  }
-  for (const char* name : {"qwen3", "qwen3_5"}) {
-    const ChatTemplate& chat_template = TemplateNamed(name);
-    constexpr int kRepeats = 20;
-    size_t bytes = 0;
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < kRepeats; ++r) bytes = chat_template.Render(messages, tools, true, json(), kQwenTokens).size();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRepeats;
-    std::printf("%s: %zu messages -> %zu bytes in %.2f ms (%.1f MB/s)\n", name, messages.size(), bytes, ms, bytes / ms / 1e3);
-  }
 }
 
 }  // namespace
