@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vllm/model_executor/models/model_registry.h"
+#include "vllm/model_loader/loader_test_util.h"
 #include "vllm/testing/engine_harness.h"
 #include "vllm/testing/model_fixtures.h"
 #include "vllm/testing/model_reference.h"
@@ -24,23 +25,7 @@ namespace fs = std::filesystem;
 
 uint64_t Dispatches(vt::OpId op) { return vt::Registry::Get().DispatchCount(op, vt::DeviceType::kCPU); }
 
-// Passes when `fn` throws vt::Error whose message contains every one of `words`.
-::testing::AssertionResult ThrowsWith(const std::function<void()>& fn, std::initializer_list<std::string> words) {
-  try {
-    fn();
-  } catch (const vt::Error& e) {
-    const std::string message = e.what();
-    for (const std::string& w : words) {
-      if (message.find(w) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message lacks \"" << w << "\": " << message;
-      }
-    }
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a non-vt::Error: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using testing::ThrowsWith;
 
 class ModelSeamsTest : public ::testing::TestWithParam<std::string> {};
 
