@@ -1,5 +1,6 @@
 #include "vllm/entrypoints/cli_args.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace vllm {
@@ -78,7 +79,10 @@ std::string CliArgs::Help() const {
     const Spec& spec = specs_.at(name);
     std::string shown = spec.is_positional ? name : (spec.is_flag ? "--[no-]" + name : "--" + name + " VALUE");
     out << "  " << shown << "\n      " << spec.help;
-    if (spec.fallback && !spec.is_flag) out << " (default: " << *spec.fallback << ")";
+    // A help text that explains its own default ("default: the model's") says it better
+    // than the sentinel value the option stores.
+    const bool help_names_default = spec.help.find("(default: ") != std::string::npos;
+    if (spec.fallback && !spec.is_flag && !help_names_default) out << " (default: " << *spec.fallback << ")";
     if (spec.is_flag && spec.fallback == std::string("true")) out << " (default: on)";
     out << "\n";
   }
@@ -117,10 +121,10 @@ double CliArgs::GetDouble(const std::string& name) const {
   try {
     size_t used = 0;
     double value = std::stod(text, &used);
-    if (used == text.size()) return value;
+    if (used == text.size() && std::isfinite(value)) return value;
   } catch (const std::exception&) {
   }
-  throw CliError(command_ + ": --" + name + " must be a number, got '" + text + "'");
+  throw CliError(command_ + ": --" + name + " must be a finite number, got '" + text + "'");
 }
 
 bool CliArgs::GetFlag(const std::string& name) const { return GetString(name) == "true"; }

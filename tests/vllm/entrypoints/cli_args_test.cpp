@@ -1,0 +1,88 @@
+// vllm::CliArgs, the parser every vllm-cpp subcommand uses: values, vLLM's
+// --flag / --no-flag pairs, positionals, and errors that name the subcommand and the
+// option.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "vllm/entrypoints/cli_args.h"
+
+namespace vllm {
+namespace {
+
+CliArgs ServeLikeArgs() {
+  CliArgs cli("serve");
+  cli.AddPositional("model", "HF folder or .gguf", true);
+  cli.AddOption("port", "port to listen on", "8000");
+  cli.AddOption("temperature", "sampling temperature", "1.0");
+  cli.AddOption("max-model-len", "longest prompt + output (default: the model's)", "0");
+  cli.AddOption("api-key", "bearer key");
+  cli.AddFlag("enable-prefix-caching", "reuse KV blocks", true);
+  cli.AddFlag("json", "print JSON lines");
+  return cli;
+}
+
+std::string ErrorOf(const std::vector<std::string>& args) {
+  CliArgs cli = ServeLikeArgs();
+  try {
+    cli.Parse(args);
+  } catch (const CliError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CliArgsTest, ValuesFlagsAndPositionals) {
+  CliArgs cli = ServeLikeArgs();
+  cli.Parse({"model_dir", "--port=9000", "--temperature", "0.5", "--no-enable-prefix-caching", "--json"});
+  EXPECT_EQ(cli.GetString("model"), "model_dir");
+  EXPECT_EQ(cli.GetInt("port"), 9000);
+  EXPECT_DOUBLE_EQ(cli.GetDouble("temperature"), 0.5);
+  EXPECT_FALSE(cli.GetFlag("enable-prefix-caching"));
+  EXPECT_TRUE(cli.GetFlag("json"));
+  EXPECT_TRUE(cli.WasGiven("port"));
+  EXPECT_FALSE(cli.WasGiven("max-model-len"));
+  EXPECT_EQ(cli.GetInt("max-model-len"), 0);  // the default
+  EXPECT_FALSE(cli.Has("api-key"));
+}
+
+TEST(CliArgsTest, ErrorsNameTheCommandAndTheOption) {
+  EXPECT_EQ(ErrorOf({"m", "--prot", "1"}), "serve: unknown option --prot (see `vllm-cpp serve --help`)");
+  EXPECT_EQ(ErrorOf({"m", "--port"}), "serve: --port needs a value");
+  EXPECT_EQ(ErrorOf({"m", "extra"}), "serve: unexpected argument 'extra'");
+  EXPECT_EQ(ErrorOf({"--port", "1"}), "serve: missing required argument model");
+  EXPECT_EQ(ErrorOf({"m", "--json=maybe"}), "serve: --json takes no value or true/false, got 'maybe'");
+  EXPECT_EQ(ErrorOf({"m", "--no-port"}), "serve: unknown option --no-port (see `vllm-cpp serve --help`)");
+}
+
+TEST(CliArgsTest, NumbersAreCheckedWhenRead) {
+  for (const char* bad : {"12x", "", "1e999", "nan", "inf", "-inf"}) {
+    SCOPED_TRACE(bad);
+    CliArgs cli = ServeLikeArgs();
+    cli.Parse({"m", "--port", bad, "--temperature", bad});
+    EXPECT_THROW(cli.GetInt("port"), CliError);
+    try {
+      cli.GetDouble("temperature");
+      ADD_FAILURE() << "accepted --temperature " << bad;
+    } catch (const CliError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("serve: --temperature must be a finite number, got '") + bad + "'");
+    }
+  }
+  CliArgs cli = ServeLikeArgs();
+  cli.Parse({"m", "--port", "99999999999999999999"});
+  EXPECT_THROW(cli.GetInt("port"), CliError);  // out of int64's range
+}
+
+TEST(CliArgsTest, HelpShowsDefaultsOnce) {
+  const std::string help = ServeLikeArgs().Help();
+  EXPECT_NE(help.find("port to listen on (default: 8000)"), std::string::npos) << help;
+  EXPECT_NE(help.find("reuse KV blocks (default: on)"), std::string::npos) << help;
+  // The option whose help explains its default does not also print the stored sentinel.
+  EXPECT_NE(help.find("(default: the model's)\n"), std::string::npos) << help;
+  EXPECT_EQ(help.find("(default: 0)"), std::string::npos) << help;
+  EXPECT_NE(help.find("usage: vllm-cpp serve model [options]"), std::string::npos) << help;
+}
+
+}  // namespace
+}  // namespace vllm
