@@ -1,7 +1,12 @@
 // Many clients at once: simultaneous greedy streams each get what they would get alone,
-// and clients that close their connection mid-stream have their requests aborted, their
-// KV pages returned, and nobody else disturbed.
+// and clients that close their connection mid-stream (or while a non-streaming request
+// runs) have their requests aborted, their KV pages returned, and nobody else disturbed.
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <latch>
@@ -153,6 +158,46 @@ TEST_P(ApiServerDisconnectTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeT
   EXPECT_EQ(stayed.ids, IdsOf(stay_alone)) << "a disconnect disturbed another request";
   // The server goes on serving.
   EXPECT_EQ(IdsOf(server.PostOk(PathOf(stay), stay)), IdsOf(stay_alone));
+}
+
+// A non-streaming request writes nothing until it is done, so the server has to notice
+// the closed connection on its own (src/vllm/entrypoints/openai/client_connection.h).
+TEST(ApiServerDisconnectTest, ClientsThatLeaveANonStreamingRequestAreAborted) {
+  EngineConfig config = testing::ServerEngineConfig();
+  config.max_model_len = 4096;
+  config.num_gpu_blocks_override = 1024;
+  TestServer server(config);
+  constexpr int kMaxTokens = 4000;  // far more than can be generated before the client leaves
+  for (const bool chat : {false, true}) {
+    SCOPED_TRACE(chat ? "chat" : "completions");
+    const json body = Request(chat ? 1 : 0, kMaxTokens);
+    const std::string payload = body.dump();
+    const std::string head = std::string("POST ") + PathOf(body) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                             "Content-Type: application/json\r\nContent-Length: " + std::to_string(payload.size()) +
+                             "\r\n\r\n";
+    const int sock = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(sock, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    const std::string request = head + payload;
+    ASSERT_EQ(send(sock, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    // Leave once the request runs.
+    for (int attempt = 0; attempt < 1000 && server.Metric("vllm:num_requests_running") < 1; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(server.Metric("vllm:num_requests_running"), 1);
+    close(sock);
+    ASSERT_TRUE(server.WaitUntilIdle());
+  }
+  EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"abort\""), 2);
+  EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0) << "pages of the aborted requests leaked";
+  EXPECT_LT(server.Metric("vllm:generation_tokens_total"), kMaxTokens);
+  // A client that stays gets its answer, however long it waits.
+  const json stay = Request(2, 300);
+  EXPECT_EQ(IdsOf(server.PostOk(PathOf(stay), stay)).size(), 300u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ApiServerDisconnectTest,

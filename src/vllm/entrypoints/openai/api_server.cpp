@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "client_connection.h"
 #include "serving_chat.h"
 #include "serving_completion.h"
 #include "serving_tokenization.h"
@@ -65,6 +66,24 @@ void Write(ApiResponse answer, httplib::Response& res) {
   });
 }
 
+// The ClientGone of a non-streaming request: the connection is looked up the first
+// time it is asked (a request answered within the first poll never pays for it).
+ClientGone ClientGoneOf(const httplib::Request& req) {
+  auto connection = std::make_shared<std::optional<ClientConnection>>();
+  auto looked_up = std::make_shared<bool>(false);
+  return [&req, connection, looked_up] {
+    if (!*looked_up) {
+      *looked_up = true;
+      *connection = ClientConnection::Find({req.local_addr, req.local_port}, {req.remote_addr, req.remote_port});
+      if (!*connection) return true;  // no such connection any more
+    }
+    return !*connection || (*connection)->Closed();
+  };
+}
+
+// nginx's "client closed request": logged, never seen by the client.
+constexpr int kClientClosedRequest = 499;
+
 void WriteError(const OpenAIError& error, httplib::Response& res) {
   Write({error.status(), error.ToJson(), nullptr}, res);
 }
@@ -72,6 +91,8 @@ void WriteError(const OpenAIError& error, httplib::Response& res) {
 void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Response& res) {
   try {
     Write(endpoint(req), res);
+  } catch (const ClientDisconnected&) {
+    res.status = kClientClosedRequest;
   } catch (const OpenAIError& e) {
     WriteError(e, res);
   } catch (const std::exception& e) {
@@ -119,8 +140,8 @@ struct ApiServer::Impl {
          }},
         {"POST", "/tokenize", [this](const httplib::Request& req) { return tokenization.Tokenize(req.body); }},
         {"POST", "/detokenize", [this](const httplib::Request& req) { return tokenization.Detokenize(req.body); }},
-        {"POST", "/v1/completions", [this](const httplib::Request& req) { return completion.Create(req.body); }},
-        {"POST", "/v1/chat/completions", [this](const httplib::Request& req) { return chat.Create(req.body); }},
+        {"POST", "/v1/completions", [this](const httplib::Request& req) { return completion.Create(req.body, ClientGoneOf(req)); }},
+        {"POST", "/v1/chat/completions", [this](const httplib::Request& req) { return chat.Create(req.body, ClientGoneOf(req)); }},
     };
   }
 

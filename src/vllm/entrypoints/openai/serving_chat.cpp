@@ -184,7 +184,7 @@ class ChatStream : public EventStream {
 
 }  // namespace
 
-ApiResponse ServingChat::Create(const std::string& body) const {
+ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
   ChatRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   engine_requests.push_back({request.request_id, request.prompt_ids, request.params});
@@ -193,7 +193,7 @@ ApiResponse ServingChat::Create(const std::string& body) const {
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<ChatStream>(std::move(request), std::move(group), tokenizer)};
   }
-  return {200, ResponseJson(request, group->WaitAll().front(), tokenizer), nullptr};
+  return {200, ResponseJson(request, group->WaitAll(client_gone).front(), tokenizer), nullptr};
 }
 
 }  // namespace vllm::openai

@@ -304,7 +304,7 @@ class CompletionStream : public EventStream {
 
 }  // namespace
 
-ApiResponse ServingCompletion::Create(const std::string& body) const {
+ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone& client_gone) const {
   CompletionRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
@@ -316,7 +316,7 @@ ApiResponse ServingCompletion::Create(const std::string& body) const {
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<CompletionStream>(std::move(request), std::move(group), tokenizer)};
   }
-  return {200, ResponseJson(request, group->WaitAll(), tokenizer), nullptr};
+  return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
 }
 
 }  // namespace vllm::openai

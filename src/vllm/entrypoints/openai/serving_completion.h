@@ -12,7 +12,8 @@ namespace vllm::openai {
 class ServingCompletion {
  public:
   explicit ServingCompletion(const ServingContext& context) : context_(context) {}
-  ApiResponse Create(const std::string& body) const;
+  // `client_gone`: asked while a non-streaming answer waits (see RequestGroup::WaitAll).
+  ApiResponse Create(const std::string& body, const ClientGone& client_gone = {}) const;
 
  private:
   const ServingContext& context_;

@@ -127,11 +127,18 @@ std::optional<RequestOutput> RequestGroup::Next(std::chrono::milliseconds timeou
   return std::move(item->output);
 }
 
-std::vector<RequestOutput> RequestGroup::WaitAll() {
+std::vector<RequestOutput> RequestGroup::WaitAll(const ClientGone& client_gone) {
+  constexpr auto kProbeInterval = std::chrono::milliseconds(200);
   std::vector<RequestOutput> outputs(request_ids_.size());
+  auto next_probe = std::chrono::steady_clock::now() + kProbeInterval;
   while (!finished()) {
-    std::optional<RequestOutput> output = Next(std::chrono::seconds(1));
+    std::optional<RequestOutput> output = Next(kProbeInterval);
     if (output && output->finished) outputs[IndexOf(output->request_id)] = std::move(*output);
+    // Outputs come every engine step; the client is asked on a clock, not per output.
+    if (client_gone && std::chrono::steady_clock::now() >= next_probe) {
+      if (client_gone()) throw ClientDisconnected();
+      next_probe = std::chrono::steady_clock::now() + kProbeInterval;
+    }
   }
   return outputs;
 }

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,17 @@ std::string SseEvent(const nlohmann::json& data);
 // JSON text; invalid UTF-8 (never produced by the detokenizer) is replaced, not thrown.
 std::string DumpJson(const nlohmann::json& value);
 
+// Asked while a non-streaming answer waits for the engine: true once the client has
+// closed its connection (nobody will read the answer).
+using ClientGone = std::function<bool()>;
+
+// Thrown by RequestGroup::WaitAll when the client left; the group's requests are
+// aborted as it is destroyed, and nothing is written.
+class ClientDisconnected : public std::runtime_error {
+ public:
+  ClientDisconnected() : std::runtime_error("the client closed the connection before the answer was ready") {}
+};
+
 // The engine requests made for one HTTP request (one per prompt), sharing an OutputQueue.
 class RequestGroup {
  public:
@@ -51,8 +64,9 @@ class RequestGroup {
   // The next output of any of the requests, nullopt when none came within `timeout`;
   // a 500 when the engine failed a request.
   std::optional<RequestOutput> Next(std::chrono::milliseconds timeout);
-  // The final output of every request, in the order given (waits for all).
-  std::vector<RequestOutput> WaitAll();
+  // The final output of every request, in the order given (waits for all). Between
+  // outputs, `client_gone` (when set) is asked every 200 ms; ClientDisconnected when it says so.
+  std::vector<RequestOutput> WaitAll(const ClientGone& client_gone = {});
   size_t IndexOf(const std::string& request_id) const;
   size_t size() const { return request_ids_.size(); }
   bool finished() const { return num_finished_ == request_ids_.size(); }
