@@ -21,7 +21,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 std::string ReadTemplate(const std::string& name) {
-  const std::string path = std::string(VT_SHARED_DATA_DIR) + "/templates/" + name + ".jinja";
+  const std::string path = std::string(VT_TEST_DATA_DIR) + "/chat/templates/" + name + ".jinja";
   std::ifstream file(path);
   if (!file) throw std::runtime_error("chat_template_bench: cannot open " + path);
   std::stringstream buffer;
