@@ -3,6 +3,7 @@
 // same fields).
 //
 //   vllm_peer_bench --model FILE.gguf --prompt-ids 1,2,3 [--max-tokens 64] [--threads 2] [--warmup 1]
+//                   [--reach 1]
 //
 // Drives vllm::LLMEngine directly so that model loading is timed apart from the
 // tokens: one request, greedy, EOS ignored. The first Step() runs the whole prompt
@@ -11,7 +12,8 @@
 //   prefill tok/s = prompt tokens / first step,  decode tok/s = (N - 1) / later steps.
 // With --warmup 1 a short request (16 prompt tokens, 4 generated) runs first, so
 // first-touch costs (page faults on mapped weights, allocator growth) stay out of
-// both numbers. Prints one JSON line on stdout.
+// both numbers. Prints one JSON line on stdout. --reach 1 also lists on stderr the
+// vt reach counters of the timed request (which kernel variants ran, how often).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vllm/engine/llm_engine.h"
+#include "vt/reach.h"
 
 namespace {
 
@@ -34,6 +37,7 @@ struct Options {
   int64_t max_tokens = 64;
   int threads = 2;
   bool warmup = true;
+  bool reach = false;
 };
 
 double SecondsSince(Clock::time_point start) {
@@ -64,6 +68,8 @@ Options ParseArgs(int argc, char** argv) {
       o.threads = std::stoi(value);
     } else if (flag == "--warmup") {
       o.warmup = value != "0";
+    } else if (flag == "--reach") {
+      o.reach = value != "0";
     } else {
       throw std::invalid_argument("vllm_peer_bench: unknown flag " + flag);
     }
@@ -114,7 +120,13 @@ void Run(const Options& o) {
     const size_t n = std::min<size_t>(16, o.prompt_ids.size());
     RunRequest(engine, "warmup", std::vector<int32_t>(o.prompt_ids.begin(), o.prompt_ids.begin() + n), 4);
   }
+  vt::reach::Reset();
   const RunTimes t = RunRequest(engine, "bench", o.prompt_ids, o.max_tokens);
+  if (o.reach) {
+    for (const auto& [name, count] : vt::reach::Snapshot()) {
+      std::fprintf(stderr, "%10llu  %s\n", static_cast<unsigned long long>(count), name.c_str());
+    }
+  }
   const auto prompt_tokens = static_cast<double>(o.prompt_ids.size());
   const auto decode_tokens = static_cast<double>(t.ids.size()) - 1;
   nlohmann::json j;
