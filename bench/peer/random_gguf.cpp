@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "vllm/config/model_config.h"
+#include "vllm/entrypoints/cli_args.h"
 #include "vllm/model_loader/gguf_writer.h"
 #include "vllm/model_loader/hf_to_gguf.h"
 #include "vllm/model_loader/weight_names.h"
@@ -40,10 +42,10 @@ namespace {
 
 struct Options {
   std::string out;
-  std::string shape = "0.8b";
-  std::string outtype = "q8_0";
-  uint64_t seed = 1;
-  std::string tokenizer = VT_PEER_DEFAULT_TOKENIZER;
+  std::string shape;
+  std::string outtype;
+  uint64_t seed = 0;
+  std::string tokenizer;
 };
 
 // qwen35.md §1.2: the dense sizes with Hk = Hv = 16 (no value-head reorder needed).
@@ -217,26 +219,26 @@ void WriteRandomGguf(const Options& o) {
 }
 
 Options ParseArgs(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("random_gguf: " + flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--out") {
-      o.out = value;
-    } else if (flag == "--shape") {
-      o.shape = value;
-    } else if (flag == "--outtype") {
-      o.outtype = value;
-    } else if (flag == "--seed") {
-      o.seed = std::stoull(value);
-    } else if (flag == "--tokenizer") {
-      o.tokenizer = value;
-    } else {
-      throw std::invalid_argument("random_gguf: unknown flag " + flag);
-    }
+  vllm::CliArgs cli("random_gguf");
+  cli.AddOption("out", "the GGUF file to write");
+  cli.AddOption("shape", "Qwen3.5 shapes: 0.8b or 2b", "0.8b");
+  cli.AddOption("outtype", "weight matrices: q8_0, q4_0, q4_k, q5_k, q6_k, f16, bf16 or f32", "q8_0");
+  cli.AddOption("seed", "seed of the random weights", "1");
+  cli.AddOption("tokenizer", "folder holding tokenizer.json (padded to the vocabulary)", VT_PEER_DEFAULT_TOKENIZER);
+  cli.AddFlag("help", "show this help");
+  cli.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (cli.GetFlag("help")) {
+    std::printf("%s", cli.Help().c_str());
+    std::exit(0);
   }
-  if (o.out.empty()) throw std::invalid_argument("random_gguf: --out FILE is required");
+  Options o;
+  o.out = cli.GetString("out");
+  o.shape = cli.GetString("shape");
+  o.outtype = cli.GetString("outtype");
+  const int64_t seed = cli.GetInt("seed");
+  if (seed < 0) throw vllm::CliError("random_gguf: --seed must be >= 0");
+  o.seed = static_cast<uint64_t>(seed);
+  o.tokenizer = cli.GetString("tokenizer");
   return o;
 }
 
@@ -252,8 +254,7 @@ int main(int argc, char** argv) {
                  o.outtype.c_str(), s);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n\nusage: random_gguf --out FILE [--shape 0.8b|2b] [--outtype q8_0|q4_0|q4_k|q5_k|q6_k|f16|bf16|f32]"
-                 " [--seed N] [--tokenizer DIR]\n", e.what());
+    std::fprintf(stderr, "%s (see random_gguf --help)\n", e.what());
     return 1;
   }
 }

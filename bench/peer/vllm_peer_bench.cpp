@@ -2,20 +2,21 @@
 // (compare_with_llama_cpp.sh; llama_cpp_bench.mjs is the other side and prints the
 // same fields).
 //
-//   vllm_peer_bench --model FILE.gguf --prompt-ids 1,2,3 [--max-tokens 64] [--threads 2] [--warmup 1]
-//                   [--reach 1]
+//   vllm_peer_bench --model FILE.gguf --prompt-ids 1,2,3 [--max-tokens 64] [--threads 2] [--no-warmup]
+//                   [--reach]
 //
 // Drives vllm::LLMEngine directly so that model loading is timed apart from the
 // tokens: one request, greedy, EOS ignored. The first Step() runs the whole prompt
 // (it fits one batch) and samples the first token: that is the prefill. Each later
 // Step() feeds one token and samples the next: decode. So
 //   prefill tok/s = prompt tokens / first step,  decode tok/s = (N - 1) / later steps.
-// With --warmup 1 a short request (16 prompt tokens, 4 generated) runs first, so
+// With --warmup (the default) a short request (16 prompt tokens, 4 generated) runs first, so
 // first-touch costs (page faults on mapped weights, allocator growth) stay out of
-// both numbers. Prints one JSON line on stdout. --reach 1 also lists on stderr the
+// both numbers. Prints one JSON line on stdout. --reach also lists on stderr the
 // vt reach counters of the timed request (which kernel variants ran, how often).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vllm/engine/llm_engine.h"
+#include "vllm/entrypoints/cli_args.h"
 #include "vt/reach.h"
 
 namespace {
@@ -44,40 +46,43 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Comma-separated token ids (the list compare_with_llama_cpp.sh draws).
 std::vector<int32_t> ParseIds(const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) ids.push_back(static_cast<int32_t>(std::stol(item)));
-  if (ids.empty()) throw std::invalid_argument("vllm_peer_bench: --prompt-ids is empty");
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      ids.push_back(static_cast<int32_t>(std::stol(item)));
+    } catch (const std::exception&) {
+      throw vllm::CliError("vllm_peer_bench: --prompt-ids must be comma-separated token ids, got '" + item + "'");
+    }
+  }
+  if (ids.empty()) throw vllm::CliError("vllm_peer_bench: --prompt-ids is empty");
   return ids;
 }
 
 Options ParseArgs(int argc, char** argv) {
+  vllm::CliArgs cli("vllm_peer_bench");
+  cli.AddOption("model", "the GGUF file (or HF folder)");
+  cli.AddOption("prompt-ids", "prompt token ids, comma-separated");
+  cli.AddOption("max-tokens", "tokens to generate (at least 2: one from the prefill, the rest decode)", "64");
+  cli.AddOption("threads", "CPU threads", "2");
+  cli.AddFlag("warmup", "run a short request first (16 prompt tokens, 4 generated)", true);
+  cli.AddFlag("reach", "list the vt reach counters of the timed request on stderr");
+  cli.AddFlag("help", "show this help");
+  cli.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (cli.GetFlag("help")) {
+    std::printf("%s", cli.Help().c_str());
+    std::exit(0);
+  }
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("vllm_peer_bench: " + flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--model") {
-      o.model = value;
-    } else if (flag == "--prompt-ids") {
-      o.prompt_ids = ParseIds(value);
-    } else if (flag == "--max-tokens") {
-      o.max_tokens = std::stoll(value);
-    } else if (flag == "--threads") {
-      o.threads = std::stoi(value);
-    } else if (flag == "--warmup") {
-      o.warmup = value != "0";
-    } else if (flag == "--reach") {
-      o.reach = value != "0";
-    } else {
-      throw std::invalid_argument("vllm_peer_bench: unknown flag " + flag);
-    }
-  }
-  if (o.model.empty() || o.prompt_ids.empty()) {
-    throw std::invalid_argument("vllm_peer_bench: --model and --prompt-ids are required");
-  }
-  if (o.max_tokens < 2) throw std::invalid_argument("vllm_peer_bench: --max-tokens must be >= 2");
+  o.model = cli.GetString("model");
+  o.prompt_ids = ParseIds(cli.GetString("prompt-ids"));
+  o.max_tokens = cli.GetInt("max-tokens");
+  o.threads = static_cast<int>(cli.GetInt("threads"));
+  o.warmup = cli.GetFlag("warmup");
+  o.reach = cli.GetFlag("reach");
+  if (o.max_tokens < 2) throw vllm::CliError("vllm_peer_bench: --max-tokens must be >= 2");
   return o;
 }
 
