@@ -69,15 +69,12 @@ void Write(ApiResponse answer, httplib::Response& res) {
 // The ClientGone of a non-streaming request: the connection is looked up the first
 // time it is asked (a request answered within the first poll never pays for it).
 ClientGone ClientGoneOf(const httplib::Request& req) {
-  auto connection = std::make_shared<std::optional<ClientConnection>>();
-  auto looked_up = std::make_shared<bool>(false);
-  return [&req, connection, looked_up] {
-    if (!*looked_up) {
-      *looked_up = true;
-      *connection = ClientConnection::Find({req.local_addr, req.local_port}, {req.remote_addr, req.remote_port});
-      if (!*connection) return true;  // no such connection any more
+  return [&req, looked_up = false, connection = std::optional<ClientConnection>()]() mutable {
+    if (!looked_up) {
+      looked_up = true;
+      connection = ClientConnection::Find({req.local_addr, req.local_port}, {req.remote_addr, req.remote_port});
     }
-    return !*connection || (*connection)->Closed();
+    return !connection || connection->Closed();  // no such connection any more, or it closed
   };
 }
 
