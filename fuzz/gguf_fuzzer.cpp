@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "touch_tensors.h"
 #include "vllm/config/model_config.h"
 #include "vllm/model_loader/gguf_reader.h"
 #include "vt/error.h"
@@ -21,21 +22,6 @@ void TouchMetadata(const vllm::GgufMetadata& metadata) {
   }
 }
 
-volatile uint8_t g_sink;
-
-void TouchTensors(const vllm::GgufFile& file) {
-  for (const vllm::GgufTensorInfo& info : file.tensors()) {
-    try {
-      const vt::Tensor t = file.Tensor(info);
-      if (t.nbytes() == 0) continue;
-      const auto* bytes = static_cast<const uint8_t*>(t.data());
-      g_sink = bytes[0];
-      g_sink = bytes[t.nbytes() - 1];
-    } catch (const vt::Error&) {
-    }
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -43,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const vllm::GgufFile file =
         vllm::GgufFile::Parse(vllm::MappedFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz.gguf"));
     TouchMetadata(file.metadata());
-    TouchTensors(file);
+    vllm::fuzz::TouchTensors(file);
     vllm::ModelConfigFromGguf(file, [](const std::string&) {});
   } catch (const vt::Error&) {
   }

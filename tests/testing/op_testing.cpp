@@ -17,6 +17,12 @@ std::vector<Device> TestDevices() {
   return devices;
 }
 
+std::vector<Device> GpuTestDevices() {
+  std::vector<Device> gpus = TestDevices();
+  std::erase_if(gpus, [](Device d) { return d.type == DeviceType::kCPU; });
+  return gpus;
+}
+
 void ForEachCpuIsa(const std::function<void()>& body) {
   const cpu::Isa detected = cpu::DetectedIsa();
   for (int level = 0; level <= static_cast<int>(detected); ++level) {
@@ -66,6 +72,20 @@ Tensor WithTransposedStorage(const Tensor& t, int dim0, int dim1) {
   Tensor view = buffer.Transpose(dim0, dim1);
   view.CopyFrom(t);
   return view;
+}
+
+std::vector<double> MatMulReference(const Tensor& x, const Tensor& w) {
+  const std::vector<double> xs = ToDoubles(x), ws = ToDoubles(w);
+  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
+  std::vector<double> out(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t e = 0; e < k; ++e) sum += xs[i * k + e] * ws[j * k + e];
+      out[i * n + j] = sum;
+    }
+  }
+  return out;
 }
 
 std::vector<double> ToDoubles(const Tensor& t) {

@@ -22,6 +22,8 @@ namespace vt::testing {
 
 // cpu, plus cuda:0 / rocm:0 when their backend is loaded and a device exists.
 std::vector<Device> TestDevices();
+// TestDevices() without the CPU: the GPU tests skip themselves when it is empty.
+std::vector<Device> GpuTestDevices();
 
 // Runs `body` once per CPU instruction-set level available here (portable, avx2,
 // avx512), restoring the limit afterwards; SCOPED_TRACE names the level.
@@ -45,6 +47,10 @@ Tensor WithTransposedStorage(const Tensor& t, int dim0, int dim1);
 // Element values as doubles in row-major order of the view (any device/dtype).
 std::vector<double> ToDoubles(const Tensor& t);
 std::vector<int64_t> ToInts(const Tensor& t);
+
+// out[m, n] = sum_k x[m, k] w[n, k] in double, from the values as stored: the
+// MatMul reference (x [M, K], w [N, K], any dtype incl. quantized blocks).
+std::vector<double> MatMulReference(const Tensor& x, const Tensor& w);
 
 // Relative tolerance for results stored in `dtype` after f32 accumulation:
 // f32 1e-5, bf16 1e-2 (8-bit mantissa: 2^-8 = 3.9e-3 per rounding, a few roundings),

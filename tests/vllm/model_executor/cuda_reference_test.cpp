@@ -196,16 +196,8 @@ TEST_P(Bf16DeviceReferenceTest, LogitsWithinTheBf16BoundAndGreedyIdsOrExplainedT
   }
 }
 
-std::string VariantName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  return name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, Bf16DeviceReferenceTest, ::testing::ValuesIn(testing::ReferenceModelVariants()),
-                         VariantName);
+                         [](const auto& info) { return testing::VariantTestName(info.param); });
 
 }  // namespace
 }  // namespace vllm

@@ -236,16 +236,8 @@ TEST(HfPrefixCacheTest, Qwen3RequestOnCachedPagesMatchesHf) {
   }
 }
 
-std::string VariantName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  return name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, HfReferenceTest, ::testing::ValuesIn(testing::ReferenceModelVariants()),
-                         VariantName);
+                         [](const auto& info) { return testing::VariantTestName(info.param); });
 
 }  // namespace
 }  // namespace vllm

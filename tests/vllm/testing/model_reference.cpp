@@ -52,6 +52,12 @@ ReferenceModel LoadReference(const std::string& name, const std::string& hf_subf
   return model;
 }
 
+std::string VariantTestName(const std::string& variant) {
+  std::string name = variant;
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
+
 std::vector<std::string> ReferenceModelVariants() {
   return {"qwen35_dense_untied", "qwen35_tied_realshapes", "qwen35_norope", "qwen35_moe",
           "qwen35_moe/hf_fused",  "qwen3",                  "qwen35_causallm"};

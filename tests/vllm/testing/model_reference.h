@@ -44,6 +44,8 @@ ReferenceModel LoadReference(const std::string& name, const std::string& hf_subf
 
 // The reference models, and the HF subfolder of each variant: "name" or "name/hf_fused".
 std::vector<std::string> ReferenceModelVariants();
+// A variant as a test-name suffix ('/' is not allowed there): "qwen35_moe_hf_fused".
+std::string VariantTestName(const std::string& variant);
 ReferenceModel LoadReferenceVariant(const std::string& variant);
 
 struct LogitsError {

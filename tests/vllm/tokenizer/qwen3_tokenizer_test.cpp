@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <utf8proc.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "nfc_reference.h"
 #include "vllm/tokenizer/detokenizer.h"
 #include "vllm/tokenizer/pre_tokenizer.h"
 #include "vllm/tokenizer/tokenizer.h"
@@ -33,15 +33,7 @@ std::vector<json> ReadJsonLines(const std::filesystem::path& path) {
   return lines;
 }
 
-std::string Nfc(const std::string& text) {
-  utf8proc_uint8_t* out = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                              static_cast<utf8proc_ssize_t>(text.size()), &out,
-                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-  std::free(out);
-  return result;
-}
+using testing::Nfc;
 
 class Qwen3TokenizerTest : public ::testing::Test {
  protected:

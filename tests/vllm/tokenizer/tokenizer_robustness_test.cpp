@@ -4,11 +4,11 @@
 // sequential encoding (the piece cache is shared by threads).
 #include <gtest/gtest.h>
 
-#include <utf8proc.h>
 
 #include <random>
 #include <thread>
 
+#include "nfc_reference.h"
 #include "tiny_tokenizer.h"
 #include "vllm/tokenizer/tokenizer.h"
 #include "vllm/tokenizer/utf8.h"
@@ -30,15 +30,7 @@ std::string TinyJsonText(bool lstrip) {
 
 Tokenizer Tiny() { return Tokenizer::FromHfJson(TinyJsonText(false), "", "tiny"); }
 
-std::string Nfc(const std::string& text) {
-  utf8proc_uint8_t* out = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                              static_cast<utf8proc_ssize_t>(text.size()), &out,
-                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-  std::free(out);
-  return result;
-}
+using testing::Nfc;
 
 // Random text from pieces that exercise every stage: words, spaces, digits, added
 // tokens (whole and broken), combining marks, CJK, emoji, controls.

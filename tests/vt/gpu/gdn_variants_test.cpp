@@ -30,14 +30,6 @@ class ForcedGdnVariant {
   ~ForcedGdnVariant() { tuning::SetVariant(kFamily, ""); }
 };
 
-std::vector<Device> Gpus() {
-  std::vector<Device> gpus;
-  for (Device d : testing::TestDevices()) {
-    if (d.type != DeviceType::kCPU) gpus.push_back(d);
-  }
-  return gpus;
-}
-
 struct Case {
   std::vector<int32_t> tokens_per_seq;
   std::vector<int32_t> slots;
@@ -88,7 +80,7 @@ void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19
 }
 
 TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
-  const std::vector<Device> gpus = Gpus();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   std::mt19937 rng(31);
   const std::vector<Case> cases = {
@@ -111,7 +103,7 @@ TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
 }
 
 TEST(GdnRecurrentVariantsTest, AnUnknownVariantIsAnError) {
-  const std::vector<Device> gpus = Gpus();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   std::mt19937 rng(32);
   const Device d = gpus[0];

@@ -28,14 +28,6 @@ std::vector<DeviceType> BuiltGpuBackends() {
   return built;
 }
 
-std::vector<Device> GpuDevices() {
-  std::vector<Device> gpus;
-  for (Device d : testing::TestDevices()) {
-    if (d.type != DeviceType::kCPU) gpus.push_back(d);
-  }
-  return gpus;
-}
-
 TEST(GpuBackendTest, EveryBuiltBackendLoadsAndRegistersEveryOp) {
   LoadBackends();
   for (DeviceType type : BuiltGpuBackends()) {
@@ -69,7 +61,7 @@ TEST(GpuBackendTest, AMissingDeviceIsAnErrorNamingIt) {
 }
 
 TEST(GpuDeviceTest, AllocatorReusesFreedBlocksAndReportsMemory) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   for (Device device : gpus) {
     DeviceBackend& backend = GetDeviceBackend(device.type);
@@ -90,7 +82,7 @@ TEST(GpuDeviceTest, AllocatorReusesFreedBlocksAndReportsMemory) {
 }
 
 TEST(GpuDeviceTest, OutOfMemoryIsAnErrorNamingTheDevice) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   for (Device device : gpus) {
     try {
@@ -103,7 +95,7 @@ TEST(GpuDeviceTest, OutOfMemoryIsAnErrorNamingTheDevice) {
 }
 
 TEST(GpuDeviceTest, PageableHostCopiesRoundTrip) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   std::mt19937 rng(7);
   for (Device device : gpus) {
@@ -126,7 +118,7 @@ TEST(GpuDeviceTest, PageableHostCopiesRoundTrip) {
 }
 
 TEST(GpuDeviceTest, WorkRunsInQueueOrder) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   for (Device device : gpus) {
     // Thirty dependent launches with no host synchronisation between them: only

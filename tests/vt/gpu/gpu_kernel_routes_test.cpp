@@ -19,33 +19,10 @@ using testing::AllClose;
 using testing::RandomTensor;
 using testing::ToDoubles;
 
-std::vector<Device> GpuDevices() {
-  std::vector<Device> gpus;
-  for (Device d : testing::TestDevices()) {
-    if (d.type != DeviceType::kCPU) gpus.push_back(d);
-  }
-  return gpus;
-}
-
-// out[m, n] = sum_k x[m, k] w[n, k] in double.
-std::vector<double> MatMulReference(const Tensor& x, const Tensor& w) {
-  const std::vector<double> xs = ToDoubles(x), ws = ToDoubles(w);
-  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
-  std::vector<double> out(m * n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t e = 0; e < k; ++e) sum += xs[i * k + e] * ws[j * k + e];
-      out[i * n + j] = sum;
-    }
-  }
-  return out;
-}
-
 // Tolerances: f32 results accumulate K products in f32 (relative error ~K * 6e-8,
 // well under 1e-5 for K <= 1024); bf16 results are rounded once to bf16 (2^-8).
 TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   struct Case {
     int64_t m, n, k;
@@ -73,7 +50,7 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
         // 16-bit weights on aligned decode rows take the loads-in-flight walk (matmul_choice.h).
         if (route == "skinny_vector_loads" && dtype == DType::kBF16) route = "skinny_loads_in_flight";
         EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
-        EXPECT_TRUE(AllClose(MatMulReference(x, w), out, testing::DefaultTolerance(dtype)));
+        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, testing::DefaultTolerance(dtype)));
       }
     }
   }
@@ -111,7 +88,7 @@ std::vector<double> AttentionReference(const AttentionCase& c, const std::vector
 }
 
 TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   struct RouteCase {
     AttentionCase shape;
@@ -186,7 +163,7 @@ std::vector<double> DeltaRuleReference(int64_t tokens, int64_t hk, int64_t hv, i
 }
 
 TEST(GpuKernelRoutesTest, GdnStateInSharedOrGlobalMemoryMatchesTheReference) {
-  const std::vector<Device> gpus = GpuDevices();
+  const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   std::mt19937 rng(13);
   for (Device device : gpus) {

@@ -29,20 +29,6 @@ class ForcedSkinnyVariant {
   ~ForcedSkinnyVariant() { tuning::SetVariant(gpu::kSkinnyVariantFamily, ""); }
 };
 
-std::vector<double> Reference(const Tensor& x, const Tensor& w) {
-  const std::vector<double> xs = testing::ToDoubles(x), ws = testing::ToDoubles(w);
-  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
-  std::vector<double> out(m * n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t e = 0; e < k; ++e) sum += xs[i * k + e] * ws[j * k + e];
-      out[i * n + j] = sum;
-    }
-  }
-  return out;
-}
-
 struct Shape3 {
   int64_t n, k;
   int64_t pad;  // extra elements per row of x, w and out (a multiple of 8 keeps rows 16-byte aligned)
@@ -65,7 +51,7 @@ void ExpectVariantMatches(Device device, const std::string& variant, const char*
       reach::Reset();
       MatMul({.x = x, .w = w, .out = out});
       EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + reach_name), 1u) << reach_name;
-      EXPECT_TRUE(testing::AllClose(Reference(x, w), out, testing::DefaultTolerance(x_dtype)));
+      EXPECT_TRUE(testing::AllClose(testing::MatMulReference(x, w), out, testing::DefaultTolerance(x_dtype)));
     }
   }
 }

@@ -36,21 +36,6 @@ Tensor RandomWeights(int64_t n, int64_t k, DType dtype, int64_t pad_blocks, std:
 
 Tensor OnDevice(const Tensor& t, Device device) { return device == t.device() ? t : t.To(device); }
 
-// ref[m, n] = sum_k x[m, k] * w[n, k] in double, from the values as stored.
-std::vector<double> Reference(const Tensor& x, const Tensor& w) {
-  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
-  const std::vector<double> xv = testing::ToDoubles(x), wv = testing::ToDoubles(w);
-  std::vector<double> ref(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t l = 0; l < k; ++l) sum += xv[i * k + l] * wv[j * k + l];
-      ref[i * n + j] = sum;
-    }
-  }
-  return ref;
-}
-
 // Relative to the largest |out| (AllClose), on top of the rounding of out's dtype:
 //  - block-type weights: the kernel may quantize each activation block to 8 bits
 //    (Q8_0 / Q8_K-like). Each x_i then moves by at most amax / 254 (0.4% of the
@@ -72,7 +57,7 @@ void CheckMatMul(DType x_dtype, DType w_dtype, int64_t m, int64_t n, int64_t k, 
   const int64_t pad = m % 2;  // odd M: strided rows everywhere; even M: contiguous
   const Tensor w = RandomWeights(n, k, w_dtype, pad, rng);
   const Tensor x = testing::WithPaddedRows(testing::RandomTensor({m, k}, x_dtype, kCpu, rng), 3 * pad);
-  const std::vector<double> ref = Reference(x, w);
+  const std::vector<double> ref = testing::MatMulReference(x, w);
   testing::ForEachDeviceAndIsa([&](Device device) {
     const Tensor out = testing::WithPaddedRows(Tensor::Zeros({m, n}, x_dtype, device), 5 * pad);
     testing::Poison(out);
@@ -127,7 +112,7 @@ TEST(MatMulTest, WeightViewIntoFusedTensor) {
     const Tensor w = fused.Slice(0, 19, 38);
     for (int64_t m : {1, 64}) {
       const Tensor x = testing::RandomTensor({m, 256}, DType::kF32, kCpu, rng);
-      const std::vector<double> ref = Reference(x, w);
+      const std::vector<double> ref = testing::MatMulReference(x, w);
       testing::ForEachDeviceAndIsa([&](Device device) {
         const Tensor out = Tensor::Zeros({m, 19}, DType::kF32, device);
         testing::Poison(out);
