@@ -1,6 +1,9 @@
 // Contract tests of vt::Argmax: the index of each row's largest value, the first
 // one on ties, as i32; f32/bf16/f16, a Qwen3.5-sized vocabulary, strided rows,
 // every device and CPU ISA level.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -54,6 +57,28 @@ TEST(ArgmaxTest, FirstIndexOnTies) {
       EXPECT_EQ(ToInts(out), (std::vector<int64_t>{1, 0, 1})) << DTypeName(dtype);
     }
   });
+}
+
+// A row that ends where readable memory ends (a PROT_NONE page after it): no kernel
+// may load past the row's last element, however its tail is masked afterwards.
+TEST(ArgmaxTest, ReadsNothingPastTheRow) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(pages, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE), 0);
+  constexpr int64_t kWidth = 17;  // one full 16-lane vector and a 1-element tail
+  float* row = reinterpret_cast<float*>(static_cast<char*>(pages) + page) - kWidth;
+  for (int64_t i = 0; i < kWidth; ++i) row[i] = static_cast<float>(i % 5);
+  row[kWidth - 1] = 9;  // the search for the maximum reaches the tail
+  const Tensor x = Tensor::FromExternal(row, {1, kWidth}, DType::kF32, kCpu, nullptr);
+  testing::ForEachCpuIsa([&] {
+    Tensor out = Tensor::Empty({1}, DType::kI32);
+    Argmax({.x = x, .out = out});
+    EXPECT_EQ(ToInts(out), (std::vector<int64_t>{kWidth - 1}));
+    Tensor logprobs = Tensor::Empty({1, kWidth}, DType::kF32);
+    LogSoftmax({.x = x, .out = logprobs});
+  });
+  munmap(pages, 2 * page);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ int64_t Argmax(const float* x, int64_t n) {
   }
   const __m512 target = _mm512_set1_ps(_mm512_reduce_max_ps(best));
   for (int64_t i = 0; i < n; i += kLanes) {
-    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i) , target, _CMP_EQ_OQ) & TailMask(n - i);
+    // Masked load: the row's tail may end at the last readable byte.
+    const __mmask16 hit = _mm512_cmp_ps_mask(LoadOrMinusInf(x + i, n - i), target, _CMP_EQ_OQ) & TailMask(n - i);
     if (hit != 0) return i + __builtin_ctz(hit);
   }
   return 0;
