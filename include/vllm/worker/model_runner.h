@@ -66,6 +66,8 @@ class ModelRunner {
 
  private:
   void ResetStateSlots(const SchedulerOutput& output) const;
+  // PrepareBatch with the logits rows already planned (PlanLogitsRows(output)).
+  ForwardBatch PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const;
 
   const Model& model_;
   ModelCaches caches_;

@@ -74,13 +74,16 @@ std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const SchedulerOutput& outpu
 }
 
 ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output) const {
+  return PrepareBatch(output, PlanLogitsRows(output));
+}
+
+ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const {
   const int64_t B = static_cast<int64_t>(output.scheduled.size());
   HostBatch h;
   for (const ScheduledRequest& s : output.scheduled) {
     h.max_blocks = std::max<int64_t>(h.max_blocks, static_cast<int64_t>(s.block_ids.size()));
   }
   h.block_tables.assign(B * h.max_blocks, 0);
-  const std::vector<LogitsRows> plan = PlanLogitsRows(output);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t row0 = static_cast<int64_t>(h.input_ids.size());
     AddSequence(output.scheduled[b], b, block_size_, h);
@@ -127,7 +130,7 @@ StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) {
     return step;
   }
   ResetStateSlots(output);
-  ForwardBatch batch = PrepareBatch(output);
+  ForwardBatch batch = PrepareBatch(output, step.rows);
   vt::Tensor logits = ModelRegistry::Forward(model_, batch, caches_);  // [N, V] f32
   step.logits = logits.device().type == vt::DeviceType::kCPU ? logits : logits.To(vt::kCpu);
   return step;
