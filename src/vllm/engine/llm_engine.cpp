@@ -152,7 +152,7 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
 void LLMEngine::AbortRequest(const std::string& request_id) {
   scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);
   runner_->ReleaseRequest(request_id);
-  if (outputs_->Has(request_id)) outputs_->Finish(request_id, "abort");
+  outputs_->Abort(request_id);
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {

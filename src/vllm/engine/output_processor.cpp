@@ -60,16 +60,19 @@ std::optional<std::string> OutputProcessor::AddTokens(const std::string& id, con
   return stop;
 }
 
-RequestOutput OutputProcessor::Report(State& s) {
-  RequestOutput out = s.output;
+void OutputProcessor::ReportNew(State& s, RequestOutput& out) {
   out.new_token_ids.assign(s.output.token_ids.begin() + s.reported_tokens, s.output.token_ids.end());
   out.new_text = s.output.text.substr(std::min(s.reported_text, s.output.text.size()));
   s.reported_tokens = s.output.token_ids.size();
   s.reported_text = s.output.text.size();
-  return out;
 }
 
-RequestOutput OutputProcessor::Snapshot(const std::string& id) { return Report(states_.at(id)); }
+RequestOutput OutputProcessor::Snapshot(const std::string& id) {
+  State& s = states_.at(id);
+  RequestOutput out = s.output;
+  ReportNew(s, out);
+  return out;
+}
 
 RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& finish_reason) {
   State& s = states_.at(id);
@@ -77,9 +80,12 @@ RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& 
   if (s.detokenizer && s.output.stop_reason.empty()) s.output.text += s.detokenizer->Finish();
   s.output.finished = true;
   s.output.finish_reason = finish_reason;
-  RequestOutput out = Report(s);
+  ReportNew(s, s.output);
+  RequestOutput out = std::move(s.output);  // the state is forgotten right after
   states_.erase(id);
   return out;
 }
+
+void OutputProcessor::Abort(const std::string& id) { states_.erase(id); }
 
 }  // namespace vllm

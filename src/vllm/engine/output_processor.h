@@ -32,7 +32,8 @@ class OutputProcessor {
   RequestOutput Finish(const std::string& request_id, const std::string& finish_reason);
   // The request's output so far (new_* fields: what arrived since the last call).
   RequestOutput Snapshot(const std::string& request_id);
-  bool Has(const std::string& request_id) const { return states_.count(request_id) > 0; }
+  // Forgets the request without building its output (nothing when it is unknown).
+  void Abort(const std::string& request_id);
 
  private:
   struct State {
@@ -43,7 +44,8 @@ class OutputProcessor {
     size_t reported_text = 0;
   };
   std::optional<std::string> FindStop(State& state) const;
-  RequestOutput Report(State& state);
+  // Sets out's new_* fields (what arrived since the last report) and marks them reported.
+  void ReportNew(State& state, RequestOutput& out);
 
   std::optional<Tokenizer> tokenizer_;
   std::unordered_map<std::string, State> states_;
