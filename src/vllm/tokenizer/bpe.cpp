@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include "byte_level.h"
 #include "vt/error.h"
@@ -83,7 +84,7 @@ BpeModel::BpeModel(const VocabIndex& vocab, const std::vector<std::pair<std::str
     const int32_t merged = LookUp(vocab, joined, i, merge, source);
     merges_.InsertOrAssign(left, right, MergeResult{static_cast<int32_t>(i), merged});
   }
-  if (ignore_merges) whole_pieces_ = vocab;
+  if (ignore_merges) whole_pieces_ = &vocab;
 }
 
 bool BpeModel::PieceCache::AppendIfCached(std::string_view piece, std::vector<int32_t>& ids) const {

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -27,8 +26,10 @@ class BpeModel {
  public:
   // `merges`: pairs of byte-level spellings, in rank order; a pair listed twice keeps
   // its later rank (as HF does). With `ignore_merges`, a piece that is itself a
-  // vocabulary entry is taken whole. Throws, naming `source`, if a byte has no
-  // vocabulary entry or a merge names a spelling that is not in `vocab`.
+  // vocabulary entry is taken whole: it is looked up in `vocab`, which must then
+  // outlive the model (Tokenizer::Impl owns both); without it, `vocab` is only read
+  // here. Throws, naming `source`, if a byte has no vocabulary entry or a merge names
+  // a spelling that is not in `vocab`.
   BpeModel(const VocabIndex& vocab, const std::vector<std::pair<std::string, std::string>>& merges,
            bool ignore_merges, const std::string& source);
 
@@ -82,7 +83,7 @@ class BpeModel {
 
   int32_t byte_ids_[256] = {};
   MergeTable merges_;
-  std::optional<VocabIndex> whole_pieces_;  // only with ignore_merges
+  const VocabIndex* whole_pieces_ = nullptr;  // only with ignore_merges; not owned
   PieceCache cache_;
 };
 
