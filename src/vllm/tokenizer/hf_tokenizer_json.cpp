@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "json_fields.h"
 #include "tokenizer_json_parser.h"
@@ -188,15 +191,35 @@ std::optional<std::string> ReadTokenName(const JsonFields& c, const std::string&
   c.Fail(key, "must be a string, an object with 'content' or null, found " + std::string(value->type_name()));
 }
 
-std::optional<int32_t> IdOfTokenNamed(const JsonFields& c, const TokenizerSpec& spec, const std::string& key) {
+// The ids of bos_token and the like: an added token's content (the first one listed
+// wins), else a vocabulary spelling (the first one listed wins). The vocabulary is
+// hashed only when a name is not an added token, which special tokens usually are.
+class NamedTokenIds {
+ public:
+  explicit NamedTokenIds(const TokenizerSpec& spec) : spec_(spec) {
+    for (const AddedToken& token : spec.added_tokens) added_.try_emplace(token.content, token.id);
+  }
+
+  std::optional<int32_t> Find(std::string_view name) {
+    if (auto it = added_.find(name); it != added_.end()) return it->second;
+    if (vocab_.empty()) {
+      vocab_.reserve(spec_.vocab.size());
+      for (const auto& [spelling, id] : spec_.vocab) vocab_.try_emplace(spelling, id);
+    }
+    if (auto it = vocab_.find(name); it != vocab_.end()) return it->second;
+    return std::nullopt;
+  }
+
+ private:
+  const TokenizerSpec& spec_;
+  std::unordered_map<std::string_view, int32_t> added_;
+  std::unordered_map<std::string_view, int32_t> vocab_;  // filled on first need
+};
+
+std::optional<int32_t> IdOfTokenNamed(const JsonFields& c, NamedTokenIds& ids, const std::string& key) {
   const std::optional<std::string> name = ReadTokenName(c, key);
   if (!name) return std::nullopt;
-  for (const AddedToken& token : spec.added_tokens) {
-    if (token.content == *name) return token.id;
-  }
-  for (const auto& [spelling, id] : spec.vocab) {
-    if (spelling == *name) return id;
-  }
+  if (const std::optional<int32_t> id = ids.Find(*name)) return id;
   c.Fail(key, "names '" + *name + "', which is neither an added token nor in the vocabulary");
 }
 
@@ -245,9 +268,10 @@ void ApplyTokenizerConfig(const JsonFields& c, bool use_add_flags, TokenizerSpec
     c.Fail("split_special_tokens", "true is not supported (special tokens in text are always recognised)");
   }
   MergeAddedTokensDecoder(c, spec);
-  spec.bos_id = IdOfTokenNamed(c, spec, "bos_token");
-  spec.eos_id = IdOfTokenNamed(c, spec, "eos_token");
-  spec.pad_id = IdOfTokenNamed(c, spec, "pad_token");
+  NamedTokenIds named_ids(spec);
+  spec.bos_id = IdOfTokenNamed(c, named_ids, "bos_token");
+  spec.eos_id = IdOfTokenNamed(c, named_ids, "eos_token");
+  spec.pad_id = IdOfTokenNamed(c, named_ids, "pad_token");
   if (use_add_flags) {
     if (c.GetBool(c.root(), "", "add_bos_token", false)) {
       if (!spec.bos_id) c.Fail("add_bos_token", "is true but bos_token is not set");
