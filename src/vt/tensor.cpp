@@ -296,18 +296,9 @@ void Tensor::CopyFrom(const Tensor& src) const {
   }
   // Across devices: move contiguous bytes of src's dtype, then cast/scatter on the destination.
   Tensor packed = src.Contiguous();
-  bool direct = is_contiguous() && dtype_ == src.dtype_;
-  Tensor staging = direct ? *this : Empty(shape_, src.dtype_, device());
-  size_t bytes = static_cast<size_t>(packed.nbytes());
-  Device from = src.device(), to = device();
-  if (from.type == DeviceType::kCPU) {
-    GetDeviceBackend(to.type).CopyHostToDevice(staging.data(), packed.data(), bytes, to.index);
-  } else if (to.type == DeviceType::kCPU) {
-    GetDeviceBackend(from.type).CopyDeviceToHost(staging.data(), packed.data(), bytes, from.index);
-  } else {
-    Tensor host = packed.To(kCpu);
-    GetDeviceBackend(to.type).CopyHostToDevice(staging.data(), host.data(), bytes, to.index);
-  }
+  const bool direct = is_contiguous() && dtype_ == src.dtype_;
+  const Tensor staging = direct ? *this : Empty(shape_, src.dtype_, device());
+  MoveBytes(staging.data(), device(), packed.data(), src.device(), static_cast<size_t>(packed.nbytes()));
   if (!direct) Copy({.src = staging, .dst = *this});
 }
 
