@@ -21,6 +21,7 @@
 
 #include "../cpu_util.h"
 #include "matmul_kernels.h"
+#include "row_kernels.h"
 #include "vt/ops.h"
 
 namespace vt::cpu {
@@ -59,12 +60,10 @@ bool UpFollowsGate(const Tensor& gate, const Tensor& up) {
 }
 
 // silu(gate) * up, in place into gate; both [rows, I] with the given row strides.
+// The portable SiluMul row (the vectorised ones round differently in the last ulp).
 void SiluMulRows(float* gate, int64_t gate_stride, const float* up, int64_t up_stride, int64_t rows, int64_t inter) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* g = gate + r * gate_stride;
-    const float* u = up + r * up_stride;
-    for (int64_t i = 0; i < inter; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
+  const auto silu_mul = ActivationRowsPortable(DType::kF32).silu_mul;
+  for (int64_t r = 0; r < rows; ++r) silu_mul(gate + r * gate_stride, up + r * up_stride, inter, gate + r * gate_stride);
 }
 
 // The buffers of one expert that received `count` (token, slot) pairs.
