@@ -6,6 +6,7 @@
 
 #include "output_processor.h"
 #include "vllm/model_executor/models/model_registry.h"
+#include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
 #include "vt/ops.h"
 
@@ -20,6 +21,17 @@ bool HasTokenizer(const std::string& path, const LoadedModel& loaded) {
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) return fs::exists(fs::path(path) / "tokenizer.json");
   return loaded.gguf_metadata && loaded.gguf_metadata->Find("tokenizer.ggml.tokens") != nullptr;
+}
+
+// --tokenizer's tokenizer, else the model's own when it has one. A .gguf model's is built
+// from the metadata the loader already parsed instead of opening the file again.
+std::optional<Tokenizer> LoadTokenizer(const EngineConfig& config, const LoadedModel& loaded) {
+  if (!config.tokenizer.empty()) return Tokenizer::FromPath(config.tokenizer);
+  if (!HasTokenizer(config.model, loaded)) return std::nullopt;
+  if (loaded.gguf_metadata && std::filesystem::path(config.model).extension() == ".gguf") {
+    return Tokenizer::FromGguf(GgufTokenizerDataFromMetadata(*loaded.gguf_metadata));
+  }
+  return Tokenizer::FromPath(config.model);
 }
 
 // Bytes the caches may use on the device.
@@ -45,10 +57,7 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   }
   if (on_progress) on_progress(0, 3);
   loaded_ = LoadModel(config.model, config.load_options);
-  const std::string tokenizer_path = config.tokenizer.empty() ? config.model : config.tokenizer;
-  if (!config.tokenizer.empty() || HasTokenizer(config.model, loaded_)) {
-    tokenizer_ = Tokenizer::FromPath(tokenizer_path);
-  }
+  tokenizer_ = LoadTokenizer(config, loaded_);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
   model_ = ModelRegistry::Create(loaded_, options);
