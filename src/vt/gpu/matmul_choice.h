@@ -1,15 +1,15 @@
 // The one place that picks a MatMul kernel for a shape (out[M,N] = x[M,K] . w[N,K]^T).
 //
-//   kSkinnyVectorLoads    M <= kSkinnyMaxRows (decode) with f32/f16/bf16 weights
-//                         and x whose rows start on 16 bytes: one warp per output
-//                         column streams its weight row in 16-byte loads and dots
-//                         it with every x row; weight bytes dominate, so this is
-//                         the bandwidth path of decode.
+//   kSkinnyVectorLoads    M <= kSkinnyMaxRows (decode) with f32 weights and x whose
+//                         rows start on 16 bytes: one warp per output column
+//                         streams its weight row in 16-byte loads and dots it with
+//                         every x row; weight bytes dominate, so this is the
+//                         bandwidth path of f32 decode.
 //   kSkinnyWarpPerColumn  other decode shapes (block-format weights, odd K or
 //                         unaligned rows): the same walk one element per lane,
 //                         decoding block formats in registers.
-//   kSkinnyLoadsInFlight  (only when forced, see ApplySkinnyVariant) decode shapes
-//                         with f16/bf16 weights (x any float dtype), rows aligned: the
+//   kSkinnyLoadsInFlight  decode shapes with f16/bf16 weights (x any float dtype),
+//                         rows aligned (every bf16/f16 model's decode): the
 //                         vector-load walk with the row count a template constant
 //                         (few registers, so full occupancy), four 16-byte weight
 //                         loads in flight per lane, and a grid of the device's
