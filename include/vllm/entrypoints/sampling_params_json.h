@@ -3,6 +3,9 @@
 // wrong types and values throw std::invalid_argument naming the field.
 #pragma once
 
+#include <initializer_list>
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "vllm/sample/sampling_params.h"
@@ -14,6 +17,9 @@ namespace vllm {
 // max_tokens, min_tokens, stop (string or list), stop_token_ids, ignore_eos,
 // include_stop_str_in_output, skip_special_tokens, logprobs, prompt_logprobs.
 SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams base);
+// The same, leaving alone the fields named in `skip` (ones a caller reads its own way).
+SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams base,
+                                      std::initializer_list<std::string_view> skip);
 
 // Parses untrusted JSON text, refusing documents nested deeper than `max_depth`
 // (copying, printing and destroying nlohmann values recurse: a document nested

@@ -1,8 +1,10 @@
 #include "vllm/entrypoints/sampling_params_json.h"
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace vllm {
 namespace {
@@ -47,26 +49,34 @@ bool Present(const json& body, const char* field) { return body.contains(field) 
 
 }  // namespace
 
-SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p) {
+SamplingParams SamplingParamsFromJson(const json& body, SamplingParams base) {
+  return SamplingParamsFromJson(body, std::move(base), {});
+}
+
+SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p,
+                                      std::initializer_list<std::string_view> skip) {
   if (!body.is_object()) WrongType("request", "a JSON object", body);
-  if (Present(body, "temperature")) p.temperature = Number(body, "temperature");
-  if (Present(body, "top_p")) p.top_p = Number(body, "top_p");
-  if (Present(body, "top_k")) p.top_k = static_cast<int>(Integer(body, "top_k"));
-  if (Present(body, "min_p")) p.min_p = Number(body, "min_p");
-  if (Present(body, "repetition_penalty")) p.repetition_penalty = Number(body, "repetition_penalty");
-  if (Present(body, "presence_penalty")) p.presence_penalty = Number(body, "presence_penalty");
-  if (Present(body, "frequency_penalty")) p.frequency_penalty = Number(body, "frequency_penalty");
-  if (Present(body, "seed")) p.seed = static_cast<uint64_t>(Integer(body, "seed", INT64_MIN, INT64_MAX));
-  if (Present(body, "max_tokens")) p.max_tokens = Integer(body, "max_tokens", 0, INT64_MAX);
-  if (Present(body, "min_tokens")) p.min_tokens = Integer(body, "min_tokens", 0, INT64_MAX);
-  if (Present(body, "ignore_eos")) p.ignore_eos = Boolean(body, "ignore_eos");
-  if (Present(body, "include_stop_str_in_output")) {
+  const auto given = [&](const char* field) {
+    return Present(body, field) && std::find(skip.begin(), skip.end(), field) == skip.end();
+  };
+  if (given("temperature")) p.temperature = Number(body, "temperature");
+  if (given("top_p")) p.top_p = Number(body, "top_p");
+  if (given("top_k")) p.top_k = static_cast<int>(Integer(body, "top_k"));
+  if (given("min_p")) p.min_p = Number(body, "min_p");
+  if (given("repetition_penalty")) p.repetition_penalty = Number(body, "repetition_penalty");
+  if (given("presence_penalty")) p.presence_penalty = Number(body, "presence_penalty");
+  if (given("frequency_penalty")) p.frequency_penalty = Number(body, "frequency_penalty");
+  if (given("seed")) p.seed = static_cast<uint64_t>(Integer(body, "seed", INT64_MIN, INT64_MAX));
+  if (given("max_tokens")) p.max_tokens = Integer(body, "max_tokens", 0, INT64_MAX);
+  if (given("min_tokens")) p.min_tokens = Integer(body, "min_tokens", 0, INT64_MAX);
+  if (given("ignore_eos")) p.ignore_eos = Boolean(body, "ignore_eos");
+  if (given("include_stop_str_in_output")) {
     p.include_stop_str_in_output = Boolean(body, "include_stop_str_in_output");
   }
-  if (Present(body, "skip_special_tokens")) p.skip_special_tokens = Boolean(body, "skip_special_tokens");
-  if (Present(body, "logprobs")) p.logprobs = static_cast<int>(Integer(body, "logprobs"));
-  if (Present(body, "prompt_logprobs")) p.prompt_logprobs = static_cast<int>(Integer(body, "prompt_logprobs"));
-  if (Present(body, "stop")) {
+  if (given("skip_special_tokens")) p.skip_special_tokens = Boolean(body, "skip_special_tokens");
+  if (given("logprobs")) p.logprobs = static_cast<int>(Integer(body, "logprobs"));
+  if (given("prompt_logprobs")) p.prompt_logprobs = static_cast<int>(Integer(body, "prompt_logprobs"));
+  if (given("stop")) {
     const json& stop = body.at("stop");
     p.stop.clear();
     if (stop.is_string()) {
@@ -80,7 +90,7 @@ SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p) {
       WrongType("stop", "a string or a list of strings", stop);
     }
   }
-  if (Present(body, "stop_token_ids")) {
+  if (given("stop_token_ids")) {
     const json& ids = body.at("stop_token_ids");
     if (!ids.is_array()) WrongType("stop_token_ids", "a list of integers", ids);
     p.stop_token_ids.clear();

@@ -44,6 +44,8 @@ inline constexpr int kMaxJsonDepth = 100;
 
 // The request body as JSON (an object); a 400 saying what is wrong otherwise.
 nlohmann::json ParseBody(const std::string& body);
+// The same body with object keys in document order (what chat templates iterate); only
+// for a body ParseBody accepted, whose checks it does not repeat.
 nlohmann::ordered_json ParseOrderedBody(const std::string& body);
 
 // Typed optional fields: absent or null gives nullopt; a wrong type is a 400 naming the field.

@@ -91,10 +91,7 @@ json ParseBody(const std::string& body) {
   return parsed;
 }
 
-nlohmann::ordered_json ParseOrderedBody(const std::string& body) {
-  ParseBody(body);  // the same errors
-  return nlohmann::ordered_json::parse(body);
-}
+nlohmann::ordered_json ParseOrderedBody(const std::string& body) { return nlohmann::ordered_json::parse(body); }
 
 std::optional<bool> OptionalBool(const json& body, const char* field) {
   if (!Present(body, field)) return std::nullopt;
@@ -127,12 +124,10 @@ StreamOptions ReadStreamOptions(const json& body) {
 
 RequestSampling ReadSampling(const json& body) {
   RefuseUnsupported(body);
-  json fields = body;
-  fields.erase("logprobs");  // an int for completions, a bool for chat: the endpoints read it
-  fields.erase("max_tokens");
   RequestSampling sampling;
   try {
-    sampling.params = SamplingParamsFromJson(fields, SamplingParams{});
+    // logprobs is an int for completions, a bool for chat: the endpoints read it.
+    sampling.params = SamplingParamsFromJson(body, SamplingParams{}, {"logprobs", "max_tokens"});
   } catch (const std::invalid_argument& e) {
     throw OpenAIError(400, e.what(), FieldOfMessage(e.what()));
   }
