@@ -27,6 +27,8 @@ LeadInfo Lead(uint8_t b) {
 
 }  // namespace
 
+int LeadLength(uint8_t lead) { return Lead(lead).length; }
+
 Sequence ScanSequence(std::string_view bytes, size_t pos) {
   const auto* s = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint8_t lead = s[pos];

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ struct Sequence {
 };
 
 Sequence ScanSequence(std::string_view bytes, size_t pos);
+
+// The length (1 to 4) of the character that a byte `lead` starts, 0 if no character
+// starts with it; the bytes that follow are not looked at.
+int LeadLength(uint8_t lead);
 
 // The offset of the first byte that is not part of a well-formed character, if any.
 std::optional<size_t> FindInvalid(std::string_view bytes);

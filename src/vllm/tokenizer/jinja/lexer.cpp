@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "py_string.h"
+#include "tokenizer/utf8.h"
 #include "vllm/tokenizer/chat_template.h"
 
 namespace vllm::jinja {
@@ -71,9 +73,8 @@ class Lexer {
   // Length of the Python whitespace code point at pos, 0 if there is none.
   size_t WhitespaceLength(size_t pos) const {
     if (pos >= src_.size()) return 0;
-    const size_t len = std::max(1, py::Utf8SequenceLength(static_cast<unsigned char>(src_[pos])));
-    const std::u32string cp = py::DecodeUtf8(std::string_view(src_).substr(pos, len));
-    return !cp.empty() && py::IsSpace(cp[0]) ? len : 0;
+    const utf8::Sequence seq = utf8::ScanSequence(src_, pos);
+    return seq.kind == utf8::Sequence::kValid && py::IsSpace(seq.code_point) ? seq.length : 0;
   }
 
   size_t SkipWhitespace(size_t pos) const {
@@ -223,7 +224,7 @@ class Lexer {
       }
     }
     if (std::string_view("+-/*%~[](){}><=.:|,;").find(c) == std::string_view::npos) {
-      Fail(pos, "unexpected character '" + src_.substr(pos, std::max(1, py::Utf8SequenceLength(c))) + "'");
+      Fail(pos, "unexpected character '" + src_.substr(pos, utf8::ScanSequence(src_, pos).length) + "'");
     }
     if (c == '(' || c == '[' || c == '{') open_brackets.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
     if (c == ')' || c == ']' || c == '}') {
@@ -375,10 +376,10 @@ class Lexer {
 }  // namespace
 
 std::vector<Token> Tokenize(std::string_view source) {
-  if (const size_t bad = py::FindInvalidUtf8(source); bad != std::string_view::npos) {
-    const auto line = std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(bad), '\n') + 1;
+  if (const std::optional<size_t> bad = utf8::FindInvalid(source)) {
+    const auto line = std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(*bad), '\n') + 1;
     throw ChatTemplateError(ChatTemplateError::Kind::kSyntax, static_cast<int>(line),
-                            "template source is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
+                            "template source is not valid UTF-8 (byte offset " + std::to_string(*bad) + ")");
   }
   return Lexer(NormalizeNewlines(source)).Run();
 }

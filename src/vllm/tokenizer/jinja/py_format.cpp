@@ -20,19 +20,16 @@ void AppendJsonString(std::string_view s, bool ensure_ascii, std::string& out) {
   for (size_t i = 0; i < s.size();) {
     const auto byte = static_cast<unsigned char>(s[i]);
     if (byte >= 0x80) {
-      const size_t len = std::max(1, py::Utf8SequenceLength(byte));
+      const size_t start = i;
+      const char32_t cp = py::NextCodePoint(s, i);
       if (!ensure_ascii) {
-        out.append(s.substr(i, len));
+        out.append(s.substr(start, i - start));
+      } else if (cp >= 0x10000) {
+        append_u(0xD800 + ((cp - 0x10000) >> 10));
+        append_u(0xDC00 + ((cp - 0x10000) & 0x3FF));
       } else {
-        const char32_t cp = py::DecodeUtf8(s.substr(i, len))[0];
-        if (cp >= 0x10000) {
-          append_u(0xD800 + ((cp - 0x10000) >> 10));
-          append_u(0xDC00 + ((cp - 0x10000) & 0x3FF));
-        } else {
-          append_u(cp);
-        }
+        append_u(cp);
       }
-      i += len;
       continue;
     }
     switch (byte) {

@@ -8,17 +8,17 @@
 #include "tokenizer/utf8.h"
 
 namespace vllm::jinja::py {
-namespace {
 
-// Next code point of valid UTF-8 at `i`; advances `i`.
 char32_t NextCodePoint(std::string_view s, size_t& i) {
   const auto lead = static_cast<unsigned char>(s[i]);
-  const int len = std::max(1, Utf8SequenceLength(lead));
+  const int len = std::max(1, utf8::LeadLength(lead));
   char32_t cp = len == 1 ? lead : lead & (0x7F >> len);
   for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   i += len;
   return cp;
 }
+
+namespace {
 
 bool ContainsCodePoint(const std::u32string& set, char32_t cp) { return set.find(cp) != std::u32string::npos; }
 
@@ -119,34 +119,6 @@ std::vector<std::string> SplitOnWhitespace(std::string_view s, int64_t max_split
 }
 
 }  // namespace
-
-int Utf8SequenceLength(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
-  return 0;
-}
-
-size_t FindInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    const int len = Utf8SequenceLength(lead);
-    if (len == 0 || i + len > s.size()) return i;
-    for (int k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
-    }
-    const auto second = static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
-    // Overlong 3/4-byte forms, UTF-16 surrogates and code points above U+10FFFF.
-    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) || (lead == 0xF0 && second < 0x90) ||
-        (lead == 0xF4 && second > 0x8F)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
 
 std::u32string DecodeUtf8(std::string_view s) {
   std::u32string out;

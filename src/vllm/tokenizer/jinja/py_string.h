@@ -20,10 +20,10 @@ std::u32string DecodeUtf8(std::string_view s);
 void AppendUtf8(char32_t cp, std::string& out);
 std::string EncodeUtf8(std::u32string_view s);
 
-// The byte length of the UTF-8 sequence starting with `lead`, 0 if `lead` is not a lead byte.
-int Utf8SequenceLength(unsigned char lead);
-// The byte offset of the first invalid UTF-8 sequence, or npos when `s` is valid.
-size_t FindInvalidUtf8(std::string_view s);
+// The code point at byte `i`, which it advances past. Lenient: a UTF-16 surrogate
+// (which '%c' % 0xD800 can put into a string) decodes as itself; a byte that starts
+// no character is a code point of its own.
+char32_t NextCodePoint(std::string_view s, size_t& i);
 
 size_t CodePointCount(std::string_view s);
 
