@@ -234,9 +234,7 @@ Value ItemsFilter(const Value& input, CallArgs& args) {
   BindArgs("items", args, {});
   if (input.IsUndefined()) return Value::List({});
   if (!input.IsDict()) throw RenderError("Can only get item pairs from a mapping.");
-  ValueList pairs;
-  for (const auto& [key, value] : input.AsDict().items()) pairs.push_back(Value::Tuple({Value::String(key), value}));
-  return Value::List(std::move(pairs));
+  return ItemPairs(input.AsDict());
 }
 
 Value Join(const Value& input, CallArgs& args) {

@@ -212,9 +212,7 @@ Value DictGet(const Value& self, CallArgs& args) {
 
 Value DictItems(const Value& self, CallArgs& args) {
   BindArgs("items", args, {});
-  ValueList pairs;
-  for (const auto& [key, value] : self.AsDict().items()) pairs.push_back(Value::Tuple({Value::String(key), value}));
-  return Value::List(std::move(pairs));
+  return ItemPairs(self.AsDict());
 }
 
 Value DictKeys(const Value& self, CallArgs& args) {

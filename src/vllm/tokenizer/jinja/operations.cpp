@@ -388,6 +388,12 @@ std::shared_ptr<const ValueList> Iterate(const Value& value) {
   }
 }
 
+Value ItemPairs(const ValueDict& dict) {
+  ValueList pairs;
+  for (const auto& [key, value] : dict.items()) pairs.push_back(Value::Tuple({Value::String(key), value}));
+  return Value::List(std::move(pairs));
+}
+
 size_t Length(const Value& value) {
   switch (value.kind()) {
     case Value::Kind::kUndefined: return 0;

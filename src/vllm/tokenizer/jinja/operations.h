@@ -33,6 +33,8 @@ bool Contains(const Value& container, const Value& item);
 // The items `for x in value` visits: list items, str characters, dict keys;
 // Undefined visits nothing. Throws for values that are not iterable.
 std::shared_ptr<const ValueList> Iterate(const Value& value);
+// dict.items(): a list of (key, value) tuples in insertion order.
+Value ItemPairs(const ValueDict& dict);
 // len(value); Undefined has length 0.
 size_t Length(const Value& value);
 // callee(args).
