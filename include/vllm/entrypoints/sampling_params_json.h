@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,13 @@ SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams
 // The same, leaving alone the fields named in `skip` (ones a caller reads its own way).
 SamplingParams SamplingParamsFromJson(const nlohmann::json& body, SamplingParams base,
                                       std::initializer_list<std::string_view> skip);
+
+// Whether `body` (an object) holds `field` with a value other than null.
+bool JsonFieldPresent(const nlohmann::json& body, const char* field);
+
+// "'field' must be <expected>, got <value>": scalars shown in full, containers by their
+// type only (an error never echoes a whole list or object back).
+std::string WrongTypeMessage(const std::string& field, const char* expected, const nlohmann::json& value);
 
 // Parses untrusted JSON text, refusing documents nested deeper than `max_depth`
 // (copying, printing and destroying nlohmann values recurse: a document nested

@@ -11,13 +11,8 @@ namespace {
 
 using nlohmann::json;
 
-// The value as shown in errors: scalars in full, containers by their type only.
-std::string Shown(const json& value) {
-  return value.is_structured() ? std::string("a JSON ") + value.type_name() : value.dump();
-}
-
 [[noreturn]] void WrongType(const std::string& field, const char* expected, const json& value) {
-  throw std::invalid_argument("'" + field + "' must be " + expected + ", got " + Shown(value));
+  throw std::invalid_argument(WrongTypeMessage(field, expected, value));
 }
 
 double Number(const json& body, const std::string& field) {
@@ -45,9 +40,18 @@ bool Boolean(const json& body, const std::string& field) {
   return v.get<bool>();
 }
 
-bool Present(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
-
 }  // namespace
+
+bool JsonFieldPresent(const json& body, const char* field) {
+  return body.contains(field) && !body.at(field).is_null();
+}
+
+std::string WrongTypeMessage(const std::string& field, const char* expected, const json& value) {
+  // Scalars in full, containers by their type only.
+  const std::string shown = value.is_structured() ? std::string("a JSON ") + value.type_name()
+                                                  : value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return "'" + field + "' must be " + expected + ", got " + shown;
+}
 
 SamplingParams SamplingParamsFromJson(const json& body, SamplingParams base) {
   return SamplingParamsFromJson(body, std::move(base), {});
@@ -57,7 +61,7 @@ SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p,
                                       std::initializer_list<std::string_view> skip) {
   if (!body.is_object()) WrongType("request", "a JSON object", body);
   const auto given = [&](const char* field) {
-    return Present(body, field) && std::find(skip.begin(), skip.end(), field) == skip.end();
+    return JsonFieldPresent(body, field) && std::find(skip.begin(), skip.end(), field) == skip.end();
   };
   if (given("temperature")) p.temperature = Number(body, "temperature");
   if (given("top_p")) p.top_p = Number(body, "top_p");

@@ -22,12 +22,8 @@ std::optional<std::string> FieldOfMessage(const std::string& message) {
   return message.substr(begin, end - begin);
 }
 
-bool Present(const json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
-
 [[noreturn]] void WrongType(const char* field, const char* expected, const json& value) {
-  BadRequest(std::string("'") + field + "' must be " + expected + ", got " +
-                 value.dump(-1, ' ', false, json::error_handler_t::replace),
-             field);
+  BadRequest(WrongTypeMessage(field, expected, value), field);
 }
 
 void RefuseUnsupported(const json& body) {
@@ -39,10 +35,10 @@ void RefuseUnsupported(const json& body) {
   if (const std::optional<int64_t> best_of = OptionalInt(body, "best_of"); best_of && *best_of != 1) {
     BadRequest("best_of must be 1, got " + std::to_string(*best_of), "best_of");
   }
-  if (Present(body, "logit_bias") && !body.at("logit_bias").empty()) {
+  if (JsonFieldPresent(body, "logit_bias") && !body.at("logit_bias").empty()) {
     BadRequest("logit_bias is not supported by vllm-cpp", "logit_bias");
   }
-  if (Present(body, "response_format")) {
+  if (JsonFieldPresent(body, "response_format")) {
     const json& format = body.at("response_format");
     if (!format.is_object() || format.value("type", "") != "text") {
       BadRequest("response_format other than {\"type\": \"text\"} (structured outputs) is not supported by vllm-cpp",
@@ -94,19 +90,19 @@ json ParseBody(const std::string& body) {
 nlohmann::ordered_json ParseOrderedBody(const std::string& body) { return nlohmann::ordered_json::parse(body); }
 
 std::optional<bool> OptionalBool(const json& body, const char* field) {
-  if (!Present(body, field)) return std::nullopt;
+  if (!JsonFieldPresent(body, field)) return std::nullopt;
   if (!body.at(field).is_boolean()) WrongType(field, "true or false", body.at(field));
   return body.at(field).get<bool>();
 }
 
 std::optional<int64_t> OptionalInt(const json& body, const char* field) {
-  if (!Present(body, field)) return std::nullopt;
+  if (!JsonFieldPresent(body, field)) return std::nullopt;
   if (!body.at(field).is_number_integer()) WrongType(field, "an integer", body.at(field));
   return body.at(field).get<int64_t>();
 }
 
 std::optional<std::string> OptionalString(const json& body, const char* field) {
-  if (!Present(body, field)) return std::nullopt;
+  if (!JsonFieldPresent(body, field)) return std::nullopt;
   if (!body.at(field).is_string()) WrongType(field, "a string", body.at(field));
   return body.at(field).get<std::string>();
 }
@@ -114,7 +110,7 @@ std::optional<std::string> OptionalString(const json& body, const char* field) {
 StreamOptions ReadStreamOptions(const json& body) {
   StreamOptions options;
   options.stream = OptionalBool(body, "stream").value_or(false);
-  if (!Present(body, "stream_options")) return options;
+  if (!JsonFieldPresent(body, "stream_options")) return options;
   const json& stream_options = body.at("stream_options");
   if (!stream_options.is_object()) WrongType("stream_options", "an object", stream_options);
   if (!options.stream) BadRequest("stream_options can only be set when stream is true", "stream_options");
