@@ -22,6 +22,14 @@ const char* KindName(JsonKind kind) {
 
 std::string Join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
+json Parse(const std::string& name, std::string_view text) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    throw vt::Error(name + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
 }  // namespace
 
 bool IsKind(const json& value, JsonKind kind) {
@@ -39,14 +47,7 @@ void FailJsonKey(const std::string& file, const std::string& key_path, const std
   throw vt::Error(file + ": key '" + key_path + "' " + problem);
 }
 
-JsonFields::JsonFields(std::string name, std::string_view text) : name_(std::move(name)) {
-  try {
-    root_ = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw vt::Error(name_ + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!root_.is_object()) throw vt::Error(name_ + ": must hold a JSON object, found " + root_.type_name());
-}
+JsonFields::JsonFields(std::string name, std::string_view text) : JsonFields(name, Parse(name, text)) {}
 
 JsonFields::JsonFields(std::string name, json root) : name_(std::move(name)), root_(std::move(root)) {
   if (!root_.is_object()) throw vt::Error(name_ + ": must hold a JSON object, found " + root_.type_name());
