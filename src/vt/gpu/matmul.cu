@@ -254,16 +254,7 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   return shape;
 }
 
-void RejectActivationBlockWeights(const char* op, const Tensor& w) {
-  if (w.dtype() == DType::kQ8_K) {
-    throw Error(std::string("vt::") + op + " on " + w.device().ToString() +
-                ": q8_k is an activation format, not a weight format; weights may be f32, f16, bf16, q4_0, q8_0, "
-                "q4_k, q5_k or q6_k, got w " + w.Describe());
-  }
-}
-
 void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
-  RejectActivationBlockWeights("MatMul", a.w);
   gpuStream_t stream = PrepareDevice(a.out.device());
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);

@@ -39,6 +39,15 @@ void OpCheck::FloatDType(const Tensor& t, const char* name) const {
   DType(t, name, {vt::DType::kF32, vt::DType::kF16, vt::DType::kBF16});
 }
 
+void OpCheck::WeightDType(const Tensor& t, const char* name) const {
+  if (IsInteger(t.dtype())) Fail(std::string(name) + " must be a float or block dtype, got " + t.Describe());
+  if (t.dtype() == vt::DType::kQ8_K) {
+    Fail(std::string(name) + " " + t.Describe() +
+         " is q8_k, the activation format of K-quant dot products, not a weight format; weights may be f32, f16, "
+         "bf16, q4_0, q8_0, q4_k, q5_k or q6_k");
+  }
+}
+
 void OpCheck::IndexDType(const Tensor& t, const char* name) const {
   DType(t, name, {vt::DType::kI32, vt::DType::kI64});
 }

@@ -28,6 +28,9 @@ class OpCheck {
   void DType(const Tensor& t, const char* name, std::initializer_list<vt::DType> allowed) const;
   void FloatDType(const Tensor& t, const char* name) const;  // f32, f16 or bf16
   void IndexDType(const Tensor& t, const char* name) const;  // i32 or i64
+  // A matmul weight: a float dtype or a GGUF block type, but not q8_k (the
+  // activation format of K-quant dot products).
+  void WeightDType(const Tensor& t, const char* name) const;
   void Rank(const Tensor& t, const char* name, int ndim) const;
   void MinRank(const Tensor& t, const char* name, int ndim) const;
   void Shape(const Tensor& t, const char* name, const vt::Shape& expected) const;

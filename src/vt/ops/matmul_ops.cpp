@@ -11,7 +11,7 @@ void MatMul(const MatMulArgs& args) {
   check.Rank(args.x, "x", 2);
   check.Rank(args.w, "w", 2);
   check.FloatDType(args.x, "x");
-  if (IsInteger(args.w.dtype())) check.Fail("w must be a float or block dtype, got " + args.w.Describe());
+  check.WeightDType(args.w, "w");
   check.Size(args.w, "w", 1, args.x.size(1), "K, the inner size of x");
   check.DType(args.out, "out", {args.x.dtype()});
   check.Shape(args.out, "out", {args.x.size(0), args.w.size(0)});

@@ -39,14 +39,14 @@ void MoeExperts(const MoeExpertsArgs& args) {
   check.LastDimContiguous(args.x, "x");
   const int64_t tokens = args.x.size(0), hidden = args.x.size(1);
   check.Rank(args.w_gate, "w_gate", 3);
-  if (IsInteger(args.w_gate.dtype())) check.Fail("w_gate must be a float or block dtype, got " + args.w_gate.Describe());
+  check.WeightDType(args.w_gate, "w_gate");
   check.LastDimContiguous(args.w_gate, "w_gate");
   const int64_t experts = args.w_gate.size(0), inter = args.w_gate.size(1);
   check.Size(args.w_gate, "w_gate", 2, hidden, "hidden size of x");
   check.DType(args.w_up, "w_up", {args.w_gate.dtype()});
   check.SameShape(args.w_up, "w_up", args.w_gate, "w_gate");
   check.LastDimContiguous(args.w_up, "w_up");
-  if (IsInteger(args.w_down.dtype())) check.Fail("w_down must be a float or block dtype, got " + args.w_down.Describe());
+  check.WeightDType(args.w_down, "w_down");
   check.Shape(args.w_down, "w_down", {experts, hidden, inter});
   check.LastDimContiguous(args.w_down, "w_down");
   check.Rank(args.topk_weights, "topk_weights", 2);

@@ -67,13 +67,8 @@ XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
 
 }  // namespace
 
-PreparedMatMul PrepareMatMul(const MatMulArgs& a, const char* op) {
+PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
   const DType w_dtype = a.w.dtype();
-  if (w_dtype == DType::kQ8_K) {
-    throw Error(std::string("vt::") + op + " on cpu: weights " + a.w.Describe() +
-                " are q8_k, the activation format of K-quant dot products, not a weight format; "
-                "quantize weights to q8_0, q4_k, q5_k or q6_k");
-  }
   const int64_t m = a.x.size(0), k = a.x.size(1);
   const Variant variant = ChooseVariant(w_dtype);
   PreparedMatMul prepared{.problem = {.m = m,
@@ -124,7 +119,7 @@ void RunPreparedMatMuls(const std::vector<PreparedMatMul>& matmuls) {
 
 void MatMulCpu(const MatMulArgs& a) {
   std::vector<PreparedMatMul> matmuls;
-  matmuls.push_back(PrepareMatMul(a, "MatMul"));
+  matmuls.push_back(PrepareMatMul(a));
   RunPreparedMatMuls(matmuls);
 }
 

@@ -112,10 +112,10 @@ struct PreparedMatMul {
   }
 };
 
-// Checks the weight dtype (Q8_K is refused with an error naming `op`), chooses the
-// variant for ActiveIsa(), prepares x and counts the reach hit
-// "MatMulCpu.<w dtype>.<gemv|gemm>.<variant>". args must satisfy MatMulArgs.
-PreparedMatMul PrepareMatMul(const MatMulArgs& args, const char* op);
+// Chooses the variant for ActiveIsa(), prepares x and counts the reach hit
+// "MatMulCpu.<w dtype>.<gemv|gemm>.<variant>". args must satisfy MatMulArgs (the op
+// layer has refused q8_k weights).
+PreparedMatMul PrepareMatMul(const MatMulArgs& args);
 
 // Runs all work items of several prepared MatMuls in one parallel region (fewer
 // thread hand-offs than one region each, which matters for decode-sized MatMuls).

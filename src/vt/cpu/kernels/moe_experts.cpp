@@ -106,12 +106,12 @@ void RunGateUp(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
     const Tensor w_gate = a.w_gate.Select(0, w.expert), w_up = a.w_up.Select(0, w.expert);
     if (UpFollowsGate(w_gate, w_up)) {
       const Tensor w_gate_up = w_gate.AsStrided({2 * inter, hidden}, w_gate.strides(), w_gate.offset());
-      matmuls.push_back(matmul::PrepareMatMul({.x = w.rows, .w = w_gate_up, .out = w.gate_up}, "MoeExperts"));
+      matmuls.push_back(matmul::PrepareMatMul({.x = w.rows, .w = w_gate_up, .out = w.gate_up}));
     } else {
       matmuls.push_back(
-          matmul::PrepareMatMul({.x = w.rows, .w = w_gate, .out = w.gate_up.Slice(1, 0, inter)}, "MoeExperts"));
+          matmul::PrepareMatMul({.x = w.rows, .w = w_gate, .out = w.gate_up.Slice(1, 0, inter)}));
       matmuls.push_back(
-          matmul::PrepareMatMul({.x = w.rows, .w = w_up, .out = w.gate_up.Slice(1, inter, 2 * inter)}, "MoeExperts"));
+          matmul::PrepareMatMul({.x = w.rows, .w = w_up, .out = w.gate_up.Slice(1, inter, 2 * inter)}));
     }
   }
   matmul::RunPreparedMatMuls(matmuls);
@@ -123,7 +123,7 @@ void RunDown(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
   for (ExpertWork& w : work) {
     SiluMulRows(w.gate_up.data_ptr<float>(), 2 * inter, w.gate_up.data_ptr<float>() + inter, 2 * inter, w.count, inter);
     matmuls.push_back(matmul::PrepareMatMul(
-        {.x = w.gate_up.Slice(1, 0, inter), .w = a.w_down.Select(0, w.expert), .out = w.down}, "MoeExperts"));
+        {.x = w.gate_up.Slice(1, 0, inter), .w = a.w_down.Select(0, w.expert), .out = w.down}));
   }
   matmul::RunPreparedMatMuls(matmuls);
 }
