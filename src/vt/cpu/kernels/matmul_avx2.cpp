@@ -120,14 +120,9 @@ struct Int8Shape {
   static constexpr int kBlock32Rows = 2, kBlock32Cols = 2, kKQuantRows = 2, kKQuantCols = 2;
 };
 
-// GEMV: one weight row per panel (read in address order); GEMM: register tiles.
 template <class Kernel>
 void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
-  if (p.m <= kGemvMaxRows) {
-    RunTiles<Kernel, kGemvMaxRows, 1>(p, n_begin, n_end);
-  } else {
-    RunTiles<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
-  }
+  RunGemvOrGemm<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
 }
 
 }  // namespace

@@ -151,14 +151,9 @@ struct Int8Shape {
   static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
 };
 
-// GEMV: one weight row per panel (read in address order); GEMM: register tiles.
 template <class Kernel>
 void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
-  if (p.m <= kGemvMaxRows) {
-    RunTiles<Kernel, kGemvMaxRows, 1>(p, n_begin, n_end);
-  } else {
-    RunTiles<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
-  }
+  RunGemvOrGemm<Kernel, kFloatRows, kFloatCols>(p, n_begin, n_end);
 }
 
 // GEMM over block weights: each panel of RN weight rows is dequantized once
@@ -180,11 +175,7 @@ void RunBf16DequantizedPanels(const Problem& p, int64_t n_begin, int64_t n_end) 
 
 template <class Pairs>
 void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  if (p.m <= kGemvMaxRows) {
-    RunTiles<KQuantTiles512<Pairs>, kGemvMaxRows, 1>(p, n_begin, n_end);
-  } else {
-    RunTiles<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
-  }
+  RunGemvOrGemm<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
 }
 
 }  // namespace

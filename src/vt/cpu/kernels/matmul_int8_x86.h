@@ -340,39 +340,12 @@ template <class Ops, class Shape>
 void RunInt8Tiles(const Problem& p, int64_t n_begin, int64_t n_end) {
   constexpr int kR = Shape::kBlock32Rows, kC = Shape::kBlock32Cols;
   constexpr int kKR = Shape::kKQuantRows, kKC = Shape::kKQuantCols;
-  constexpr int kG = kGemvMaxRows;
-  const bool gemv = p.m <= kGemvMaxRows;
   switch (p.w_dtype) {
-    case DType::kQ8_0:
-      if (gemv)
-        RunTiles<Block32Tiles<Ops, Q8_0Format>, kG, 1>(p, n_begin, n_end);
-      else
-        RunTiles<Block32Tiles<Ops, Q8_0Format>, kR, kC>(p, n_begin, n_end);
-      return;
-    case DType::kQ4_0:
-      if (gemv)
-        RunTiles<Block32Tiles<Ops, Q4_0Format>, kG, 1>(p, n_begin, n_end);
-      else
-        RunTiles<Block32Tiles<Ops, Q4_0Format>, kR, kC>(p, n_begin, n_end);
-      return;
-    case DType::kQ4_K:
-      if (gemv)
-        RunTiles<KQuantTiles<Ops, Q4KFormat>, kG, 1>(p, n_begin, n_end);
-      else
-        RunTiles<KQuantTiles<Ops, Q4KFormat>, kKR, kKC>(p, n_begin, n_end);
-      return;
-    case DType::kQ5_K:
-      if (gemv)
-        RunTiles<KQuantTiles<Ops, Q5KFormat>, kG, 1>(p, n_begin, n_end);
-      else
-        RunTiles<KQuantTiles<Ops, Q5KFormat>, kKR, kKC>(p, n_begin, n_end);
-      return;
-    case DType::kQ6_K:
-      if (gemv)
-        RunTiles<KQuantTiles<Ops, Q6KFormat>, kG, 1>(p, n_begin, n_end);
-      else
-        RunTiles<KQuantTiles<Ops, Q6KFormat>, kKR, kKC>(p, n_begin, n_end);
-      return;
+    case DType::kQ8_0: return RunGemvOrGemm<Block32Tiles<Ops, Q8_0Format>, kR, kC>(p, n_begin, n_end);
+    case DType::kQ4_0: return RunGemvOrGemm<Block32Tiles<Ops, Q4_0Format>, kR, kC>(p, n_begin, n_end);
+    case DType::kQ4_K: return RunGemvOrGemm<KQuantTiles<Ops, Q4KFormat>, kKR, kKC>(p, n_begin, n_end);
+    case DType::kQ5_K: return RunGemvOrGemm<KQuantTiles<Ops, Q5KFormat>, kKR, kKC>(p, n_begin, n_end);
+    case DType::kQ6_K: return RunGemvOrGemm<KQuantTiles<Ops, Q6KFormat>, kKR, kKC>(p, n_begin, n_end);
     default: return;
   }
 }

@@ -73,5 +73,16 @@ void RunTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// The GEMV path (M <= kGemvMaxRows: one tile of x rows per single weight row) or the
+// GEMM path (RM x RN register tiles) of Kernel over out[0..M, n_begin..n_end).
+template <class Kernel, int RM, int RN>
+void RunGemvOrGemm(const Problem& p, int64_t n_begin, int64_t n_end) {
+  if (p.m <= kGemvMaxRows) {
+    RunTiles<Kernel, kGemvMaxRows, 1>(p, n_begin, n_end);
+  } else {
+    RunTiles<Kernel, RM, RN>(p, n_begin, n_end);
+  }
+}
+
 }  // namespace
 }  // namespace vt::cpu::matmul
