@@ -22,6 +22,7 @@
 
 namespace vllm {
 
+struct ChatTemplateTokens;
 struct GgufTokenizerData;
 struct TokenizerSpec;
 
@@ -76,5 +77,9 @@ class Tokenizer {
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+// The special tokens a chat template sees (bos_token, eos_token, pad_token): those the
+// tokenizer has (chat_template.h).
+ChatTemplateTokens ChatTemplateTokensOf(const Tokenizer& tokenizer);
 
 }  // namespace vllm

@@ -38,9 +38,7 @@ class Inputs {
                      "chat_template.jinja or GGUF tokenizer.chat_template)");
     }
     chat_template_.emplace(tokenizer.chat_template());
-    if (tokenizer.bos_token_id()) tokens_.bos_token = tokenizer.bos_token();
-    if (tokenizer.eos_token_id()) tokens_.eos_token = tokenizer.eos_token();
-    if (tokenizer.pad_token_id()) tokens_.pad_token = tokenizer.pad_token();
+    tokens_ = ChatTemplateTokensOf(tokenizer);
   }
 
   // One JSON input line; `where` is "FILE:LINE" for errors.

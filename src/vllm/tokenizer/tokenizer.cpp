@@ -11,6 +11,7 @@
 #include "utf8.h"
 #include "vocab_index.h"
 #include "vllm/model_loader/gguf_reader.h"
+#include "vllm/tokenizer/chat_template.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vt/error.h"
 
@@ -284,5 +285,13 @@ const std::string& Tokenizer::eos_token() const { return impl_->eos_token; }
 const std::string& Tokenizer::pad_token() const { return impl_->pad_token; }
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
 const std::string& Tokenizer::source() const { return impl_->source; }
+
+ChatTemplateTokens ChatTemplateTokensOf(const Tokenizer& tokenizer) {
+  ChatTemplateTokens tokens;
+  if (tokenizer.bos_token_id()) tokens.bos_token = tokenizer.bos_token();
+  if (tokenizer.eos_token_id()) tokens.eos_token = tokenizer.eos_token();
+  if (tokenizer.pad_token_id()) tokens.pad_token = tokenizer.pad_token();
+  return tokens;
+}
 
 }  // namespace vllm

@@ -162,9 +162,7 @@ ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> 
       chat_template_error_ = e.what();
     }
   }
-  if (tokenizer && tokenizer->bos_token_id()) template_tokens_.bos_token = tokenizer->bos_token();
-  if (tokenizer && tokenizer->eos_token_id()) template_tokens_.eos_token = tokenizer->eos_token();
-  if (tokenizer && tokenizer->pad_token_id()) template_tokens_.pad_token = tokenizer->pad_token();
+  if (tokenizer) template_tokens_ = ChatTemplateTokensOf(*tokenizer);
 }
 
 std::string ServingContext::CheckModel(const json& body) const {
