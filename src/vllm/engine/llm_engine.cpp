@@ -89,13 +89,15 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
     num_slots = std::min<int64_t>(config_.max_num_seqs, std::max<int64_t>(1, budget / 2 / slot_bytes));
     budget -= num_slots * slot_bytes;
   }
+  // Enough for every sequence at full length, plus the null block.
+  const int64_t blocks_wanted = config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1;
   int64_t num_blocks;
   if (config_.num_gpu_blocks_override) {
     num_blocks = *config_.num_gpu_blocks_override;
   } else if (block_bytes == 0) {
-    num_blocks = config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1;  // pages cost nothing
+    num_blocks = blocks_wanted;  // pages cost nothing
   } else {
-    num_blocks = std::min<int64_t>(budget / block_bytes, config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1);
+    num_blocks = std::min<int64_t>(budget / block_bytes, blocks_wanted);
   }
   if (num_blocks < 2) {
     throw std::runtime_error("not enough memory on " + config_.device.ToString() + " for the KV cache (" +
