@@ -128,6 +128,9 @@ class AsyncLLMEngine {
     std::optional<Clock::time_point> last_token_time;
     int64_t num_prompt_tokens = 0;
     int64_t num_generation_tokens = 0;
+
+    // The request's statistics when it finishes at `now`.
+    FinishedRequestStats Finished(std::string finish_reason, Clock::time_point now) const;
   };
 
   void Loop();

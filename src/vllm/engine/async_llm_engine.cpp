@@ -10,6 +10,10 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 
 }  // namespace
 
+FinishedRequestStats AsyncLLMEngine::LiveRequest::Finished(std::string finish_reason, Clock::time_point now) const {
+  return {std::move(finish_reason), Seconds(now - arrival), num_prompt_tokens, num_generation_tokens};
+}
+
 void OutputQueue::Push(StreamItem item) {
   {
     std::lock_guard lock(mutex_);
@@ -113,8 +117,7 @@ void AsyncLLMEngine::ProcessAborts(const std::vector<std::string>& request_ids, 
     if (found == live_.end()) continue;  // finished before the abort arrived
     engine_->AbortRequest(id);
     const LiveRequest& r = found->second;
-    iteration.finished_requests.push_back(
-        {"abort", Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
+    iteration.finished_requests.push_back(r.Finished("abort", now));
     live_.erase(found);
   }
 }
@@ -167,8 +170,7 @@ void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {
   }
   std::shared_ptr<OutputQueue> queue = r.queue;
   if (output.finished) {
-    iteration.finished_requests.push_back(
-        {output.finish_reason, Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
+    iteration.finished_requests.push_back(r.Finished(output.finish_reason, now));
     live_.erase(found);
   }
   outbox_.emplace_back(std::move(queue), StreamItem{std::move(output), std::nullopt});
@@ -182,8 +184,7 @@ void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration
     } catch (const std::exception&) {
       // The request is reported failed either way; its state is being torn down.
     }
-    iteration.finished_requests.push_back(
-        {"error", Seconds(now - r.arrival), r.num_prompt_tokens, r.num_generation_tokens});
+    iteration.finished_requests.push_back(r.Finished("error", now));
     StreamItem item;
     item.output.request_id = id;
     item.error = error;
