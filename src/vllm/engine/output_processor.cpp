@@ -10,6 +10,7 @@ void OutputProcessor::AddRequest(const std::string& id, const std::vector<int32_
   s.output.request_id = id;
   s.output.prompt_token_ids = prompt_ids;
   s.params = params;
+  for (const std::string& stop : params.stop) s.longest_stop = std::max(s.longest_stop, stop.size());
   if (params.prompt_logprobs) s.output.prompt_logprobs.resize(prompt_ids.size());
   if (tokenizer_) {
     s.detokenizer = std::make_unique<IncrementalDetokenizer>(*tokenizer_, params.skip_special_tokens, prompt_ids);
@@ -31,9 +32,7 @@ std::optional<std::string> OutputProcessor::FindStop(State& s) const {
   if (s.params.stop.empty()) return std::nullopt;
   std::string& text = s.output.text;
   // Only the text that can contain a new match: the new part plus the longest stop - 1.
-  size_t longest = 0;
-  for (const std::string& stop : s.params.stop) longest = std::max(longest, stop.size());
-  const size_t from = s.reported_text > longest ? s.reported_text - longest + 1 : 0;
+  const size_t from = s.reported_text > s.longest_stop ? s.reported_text - s.longest_stop + 1 : 0;
   size_t best = std::string::npos;
   const std::string* which = nullptr;
   for (const std::string& stop : s.params.stop) {

@@ -42,6 +42,7 @@ class OutputProcessor {
     std::unique_ptr<IncrementalDetokenizer> detokenizer;
     size_t reported_tokens = 0;
     size_t reported_text = 0;
+    size_t longest_stop = 0;  // bytes of the longest of params.stop
   };
   std::optional<std::string> FindStop(State& state) const;
   // Sets out's new_* fields (what arrived since the last report) and marks them reported.
