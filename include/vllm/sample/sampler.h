@@ -38,6 +38,9 @@ class Sampler {
   // logits: [vocab] f32 for `request`, whose token history so far is
   // request.all_token_ids(). Creates the request's generator on first use.
   SampleResult Sample(const float* logits, int64_t vocab, const Request& request);
+  // Whether Sample would return the argmax of the raw logits (first on ties) and
+  // nothing else: greedy, no logprobs, no penalties, min_tokens reached.
+  static bool IsPlainGreedy(const Request& request);
   // Forgets a finished request's generator.
   void Release(const std::string& req_id) { request_rngs_.erase(req_id); }
 

@@ -4,7 +4,8 @@
 //
 // One step is two phases, as in vLLM v1: ExecuteModel (state resets, batch,
 // forward; returns the step's logits) and SampleTokens (sampler and prompt
-// logprobs from those logits). Execute runs both.
+// logprobs from those logits). Execute runs both, or the forward and a greedy
+// argmax on the device when that is all the step's requests need.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +51,10 @@ class ModelRunner {
  public:
   ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed);
 
-  // Both phases of one step.
+  // Both phases of one step. When every sampling request is plain greedy
+  // (Sampler::IsPlainGreedy) and none scores its prompt, the tokens are one
+  // vt::Argmax over the logits on the model's device and only they are copied
+  // back (a GPU then never sends the [N, vocab] logits to the host).
   RunnerOutput Execute(const SchedulerOutput& output);
   // Zeroes the state slots of new sequences, builds the batch and runs the model.
   StepLogits ExecuteModel(const SchedulerOutput& output);
@@ -66,6 +70,10 @@ class ModelRunner {
 
  private:
   void ResetStateSlots(const SchedulerOutput& output) const;
+  // State resets, batch and forward: the step's [N, vocab] f32 logits on the model's device.
+  vt::Tensor Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows);
+  static bool SamplesByArgmaxOnly(const SchedulerOutput& output);
+  RunnerOutput ExecuteGreedy(const SchedulerOutput& output);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(output)).
   ForwardBatch PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const;
 

@@ -110,6 +110,12 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
   return request_rngs_.emplace(r.req_id, std::mt19937_64(seed)).first->second;
 }
 
+bool Sampler::IsPlainGreedy(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  return p.IsGreedy() && !p.logprobs && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 &&
+         p.presence_penalty == 0.0 && r.num_output_tokens() >= p.min_tokens;
+}
+
 SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {
   const SamplingParams& p = r.sampling_params;
   SampleResult result;

@@ -5,6 +5,7 @@
 
 #include "vllm/model_executor/models/model_registry.h"
 #include "vt/ops.h"
+#include "vt/reach.h"
 
 namespace vllm {
 namespace {
@@ -16,10 +17,32 @@ bool WantsPromptLogprobs(const ScheduledRequest& s) {
   return r.sampling_params.prompt_logprobs.has_value() && s.num_computed_tokens + 1 < r.num_prompt_tokens();
 }
 
-vt::Tensor Upload(const std::vector<int32_t>& values, const vt::Shape& shape, vt::Device device) {
-  vt::Tensor host = vt::Tensor::FromVector(values, shape);
-  return device.type == vt::DeviceType::kCPU ? host : host.To(device);
-}
+// The batch's int32 metadata arrays, packed into one host buffer so that a GPU
+// gets them in one copy (each copy to the device is a wait for its queue), then
+// handed out as views of the uploaded buffer.
+class PackedUpload {
+ public:
+  // Returns the position of `values` in the buffer, for Take.
+  int64_t Add(const std::vector<int32_t>& values) {
+    const int64_t at = static_cast<int64_t>(buffer_.size());
+    buffer_.insert(buffer_.end(), values.begin(), values.end());
+    return at;
+  }
+  void Upload(vt::Device device) {
+    const vt::Tensor host = vt::Tensor::FromVector(buffer_, {static_cast<int64_t>(buffer_.size())});
+    uploaded_ = device.type == vt::DeviceType::kCPU ? host : host.To(device);
+  }
+  // A contiguous view of `shape` starting at `at`.
+  vt::Tensor Take(int64_t at, const vt::Shape& shape) const {
+    vt::Shape strides(shape.size(), 1);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+    return uploaded_.AsStrided(shape, strides, uploaded_.offset() + at);
+  }
+
+ private:
+  std::vector<int32_t> buffer_;
+  vt::Tensor uploaded_;
+};
 
 // Host-side metadata of one varlen batch, before upload (forward_batch.h).
 struct HostBatch {
@@ -93,16 +116,22 @@ ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output, const std:
   }
   const int64_t T = static_cast<int64_t>(h.input_ids.size());
   const vt::Device dev = model_.device();
+  PackedUpload packed;
+  const int64_t input_ids = packed.Add(h.input_ids), logits_rows = packed.Add(h.logits_rows);
+  const int64_t positions = packed.Add(h.positions), slot_mapping = packed.Add(h.slot_mapping);
+  const int64_t block_tables = packed.Add(h.block_tables), seq_lens = packed.Add(h.seq_lens);
+  const int64_t query_start_loc = packed.Add(h.query_start_loc), slots = packed.Add(h.slots);
+  packed.Upload(dev);
   ForwardBatch batch;
-  batch.input_ids = Upload(h.input_ids, {T}, dev);
-  batch.logits_indices = Upload(h.logits_rows, {static_cast<int64_t>(h.logits_rows.size())}, dev);
+  batch.input_ids = packed.Take(input_ids, {T});
+  batch.logits_indices = packed.Take(logits_rows, {static_cast<int64_t>(h.logits_rows.size())});
   AttnMetadata& m = batch.attn;
-  m.positions = Upload(h.positions, {T}, dev);
-  m.slot_mapping = Upload(h.slot_mapping, {T}, dev);
-  m.block_tables = Upload(h.block_tables, {B, h.max_blocks}, dev);
-  m.seq_lens = Upload(h.seq_lens, {B}, dev);
-  m.query_start_loc = Upload(h.query_start_loc, {B + 1}, dev);
-  m.state_slot_ids = Upload(h.slots, {B}, dev);
+  m.positions = packed.Take(positions, {T});
+  m.slot_mapping = packed.Take(slot_mapping, {T});
+  m.block_tables = packed.Take(block_tables, {B, h.max_blocks});
+  m.seq_lens = packed.Take(seq_lens, {B});
+  m.query_start_loc = packed.Take(query_start_loc, {B + 1});
+  m.state_slot_ids = packed.Take(slots, {B});
   m.num_tokens = T;
   m.num_seqs = B;
   m.num_decodes = output.num_decodes;
@@ -122,6 +151,12 @@ void ModelRunner::ResetStateSlots(const SchedulerOutput& output) const {
   }
 }
 
+vt::Tensor ModelRunner::Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows) {
+  ResetStateSlots(output);
+  const ForwardBatch batch = PrepareBatch(output, rows);
+  return ModelRegistry::Forward(model_, batch, caches_);  // [N, V] f32 on the model's device
+}
+
 StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) {
   StepLogits step;
   step.rows = PlanLogitsRows(output);
@@ -129,11 +164,31 @@ StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) {
     step.logits = vt::Tensor::Empty({0, model_.vocab_size()}, vt::DType::kF32, vt::kCpu);
     return step;
   }
-  ResetStateSlots(output);
-  ForwardBatch batch = PrepareBatch(output, step.rows);
-  vt::Tensor logits = ModelRegistry::Forward(model_, batch, caches_);  // [N, V] f32
+  const vt::Tensor logits = Forward(output, step.rows);
   step.logits = logits.device().type == vt::DeviceType::kCPU ? logits : logits.To(vt::kCpu);
   return step;
+}
+
+bool ModelRunner::SamplesByArgmaxOnly(const SchedulerOutput& output) {
+  return std::all_of(output.scheduled.begin(), output.scheduled.end(), [](const ScheduledRequest& s) {
+    return !WantsPromptLogprobs(s) && (!s.samples || Sampler::IsPlainGreedy(*s.request));
+  });
+}
+
+RunnerOutput ModelRunner::ExecuteGreedy(const SchedulerOutput& output) {
+  vt::reach::Hit("ModelRunner::ArgmaxOnDevice");
+  const std::vector<LogitsRows> rows = PlanLogitsRows(output);
+  const vt::Tensor logits = Forward(output, rows);  // [N, V]
+  RunnerOutput result;
+  if (logits.size(0) == 0) return result;
+  const vt::Tensor ids = vt::Tensor::Empty({logits.size(0)}, vt::DType::kI32, logits.device());  // [N]
+  vt::Argmax({.x = logits, .out = ids});
+  const std::vector<int64_t> tokens = ids.ToIntVector();
+  for (size_t b = 0; b < output.scheduled.size(); ++b) {
+    if (rows[b].num_rows == 0) continue;
+    result.sampled[output.scheduled[b].req_id].token_id = static_cast<int32_t>(tokens[rows[b].first_row]);
+  }
+  return result;
 }
 
 RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const StepLogits& step) {
@@ -169,6 +224,8 @@ RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const Step
 
 RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   if (output.empty()) return {};
+  if (SamplesByArgmaxOnly(output)) return ExecuteGreedy(output);
+  vt::reach::Hit("ModelRunner::HostSampler");
   const StepLogits step = ExecuteModel(output);
   return SampleTokens(output, step);
 }

@@ -11,6 +11,7 @@
 #include "vllm/worker/cache_engine.h"
 #include "vllm/worker/model_runner.h"
 #include "vt/ops.h"
+#include "vt/reach.h"
 
 namespace vllm {
 namespace {
@@ -147,6 +148,33 @@ TEST(ModelRunnerTest, ExecuteResetsNewSequencesAndSamplesTheirOwnRows) {
     for (float v : state.ssm_states.Select(0, slot).ToFloatVector()) EXPECT_EQ(v, expected) << "slot " << slot;
   }
   EXPECT_EQ(Ints(model.last_batch.attn.positions), (std::vector<int64_t>{9, 0, 1, 2, 3, 4, 6, 7, 8}));
+}
+
+// Greedy requests without logprobs, penalties or pending min_tokens are sampled by
+// one vt::Argmax over the step's logits on the model's device (only the token ids
+// come back); a request that needs the sampler's other work sends the whole step
+// through the host sampler. Both give each request its own row's token.
+TEST(ModelRunnerTest, PlainGreedyStepsTakeTheArgmaxOnTheDevice) {
+  RowEchoModel model;
+  for (const bool penalty : {false, true}) {
+    SCOPED_TRACE(penalty ? "r2 with a repetition penalty" : "all plain greedy");
+    ModelRunner runner(model, Caches(model), kBlockSize, 0);
+    MixedStep step = BuildMixedStep(false);
+    if (penalty) {
+      SamplingParams params;
+      params.temperature = 0;
+      params.repetition_penalty = 1.5;
+      step.requests[2] = std::make_unique<Request>("r2", std::vector<int32_t>(9, 2), params, std::vector<int32_t>{}, 2);
+      step.output.scheduled[2].request = step.requests[2].get();
+    }
+    vt::reach::Reset();
+    const RunnerOutput out = runner.Execute(step.output);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::ArgmaxOnDevice"), penalty ? 0u : 1u);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), penalty ? 1u : 0u);
+    ASSERT_EQ(out.sampled.size(), 2u);
+    EXPECT_EQ(out.sampled.at("r0").token_id, 0);
+    EXPECT_EQ(out.sampled.at("r2").token_id, 8);
+  }
 }
 
 TEST(ModelRunnerTest, RequestBeyondItsBlocksIsRefused) {
