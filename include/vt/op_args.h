@@ -31,7 +31,9 @@ struct AddArgs {
 };
 
 // table [V, H] (contiguous rows; any dtype incl. block types), ids [T] i32 or i64
-// with 0 <= id < V, out [T, H] float.
+// with 0 <= id < V, out [T, H] float. An id out of range is a vt::Error naming it:
+// thrown by the call on the CPU, at the device's next wait for its queue on a GPU
+// (ids live in device memory there; src/vt/gpu/gpu_runtime.h).
 struct GatherRowsArgs {
   Tensor table, ids, out;
 };
@@ -83,8 +85,9 @@ struct SigmoidMulArgs {
   Tensor x, gate, out;
 };
 
-// qg [T, H * 2 * D] contiguous, laid out q_h0 | g_h0 | q_h1 | g_h1 | ...
-// query [T, H, D] and gate [T, H * D] (rows may be strided).
+// qg [T, H * 2 * D], laid out q_h0 | g_h0 | q_h1 | g_h1 | ... (rows may be strided:
+// a column view of a merged q|k|v projection); query [T, H, D] and gate [T, H * D]
+// (rows may be strided).
 struct AttnGateSplitArgs {
   Tensor qg, query, gate;
   int64_t head_dim;
@@ -171,7 +174,8 @@ struct MoeRouterArgs {
 // x [T, H] float; w_gate, w_up [E, I, H] and w_down [E, H, I] (any dtype MatMul
 // accepts; each expert's matrix has contiguous rows, the expert stride is free, so
 // views into a fused gate_up tensor work); topk_weights [T, k] f32, topk_ids [T, k]
-// i32; out [T, H] (overwritten).
+// i32; out [T, H] (overwritten). An expert id outside [0, E) is an error reported
+// as GatherRows' bad ids are.
 struct MoeExpertsArgs {
   Tensor x, w_gate, w_up, w_down, topk_weights, topk_ids, out;
 };

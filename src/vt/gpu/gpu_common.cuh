@@ -117,6 +117,19 @@ __device__ inline int64_t LoadIndex(const void* base, DType dtype, int64_t i) {
                               : static_cast<int64_t>(static_cast<const int32_t*>(base)[i]);
 }
 
+// Records the first out-of-range index of the device (gpu_runtime.h): the first
+// thread to flip `found` writes the rest; the host reads the record only after the
+// queue has finished, so no fence is needed.
+__device__ inline void RecordBadIndex(BadIndexRecord* record, CheckedIndexOp op, int64_t position, int64_t value,
+                                      int64_t bound, int64_t columns) {
+  if (atomicCAS(&record->found, 0, 1) != 0) return;
+  record->op = static_cast<int32_t>(op);
+  record->position = position;
+  record->value = value;
+  record->bound = bound;
+  record->columns = columns;
+}
+
 // ---- reductions ------------------------------------------------------------------
 
 __device__ inline float WarpSum(float v) {

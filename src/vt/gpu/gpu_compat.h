@@ -49,6 +49,7 @@ inline constexpr auto gpuStreamNonBlocking = hipStreamNonBlocking;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuStreamCreateWithFlags hipStreamCreateWithFlags
 #define gpuStreamSynchronize hipStreamSynchronize
@@ -74,6 +75,7 @@ inline constexpr auto gpuStreamNonBlocking = cudaStreamNonBlocking;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
 #define gpuStreamSynchronize cudaStreamSynchronize

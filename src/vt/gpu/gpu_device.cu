@@ -5,6 +5,7 @@
 // device is counted or used, and a machine without a GPU (or without a driver)
 // simply has DeviceCount() == 0. Per-device state (stream, pool, properties) is
 // created on first use of that device.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,7 +29,25 @@ struct PerDevice {
   int warp_size = 32;
   std::string name;
   std::unique_ptr<CachingPool> pool;
+  // The kernels' record of a bad index (gpu_runtime.h), allocated on first use;
+  // `record_armed` says a checking kernel ran since the record was last read.
+  BadIndexRecord* bad_index = nullptr;
+  std::once_flag bad_index_once;
+  std::atomic<bool> record_armed{false};
 };
+
+// "vt::GatherRows on cuda:0: ids[2] = 5 is out of range for a table of 5 rows".
+std::string DescribeBadIndex(const BadIndexRecord& r, const std::string& device) {
+  const std::string where = " (found by the kernel; reported at the device's next wait for its queue)";
+  if (static_cast<CheckedIndexOp>(r.op) == CheckedIndexOp::kMoeExperts) {
+    const int64_t columns = r.columns > 0 ? r.columns : 1;
+    return "vt::MoeExperts on " + device + ": topk_ids[" + std::to_string(r.position / columns) + ", " +
+           std::to_string(r.position % columns) + "] = " + std::to_string(r.value) + " is not an expert of w_gate (" +
+           std::to_string(r.bound) + " experts)" + where;
+  }
+  return "vt::GatherRows on " + device + ": ids[" + std::to_string(r.position) + "] = " + std::to_string(r.value) +
+         " is out of range for a table of " + std::to_string(r.bound) + " rows" + where;
+}
 
 class GpuDeviceBackend final : public DeviceBackend {
  public:
@@ -94,6 +113,20 @@ class GpuDeviceBackend final : public DeviceBackend {
     PerDevice& device = State(index);
     CheckGpu(gpuSetDevice(index), "selecting the device");
     CheckGpu(gpuStreamSynchronize(device.stream), "waiting for the device's queue");
+    ReportBadIndex(device, index);
+  }
+
+  BadIndexRecord* BadIndexRecordOf(int index) {
+    PerDevice& device = State(index);
+    std::call_once(device.bad_index_once, [&] {
+      void* ptr = nullptr;
+      CheckGpu(gpuSetDevice(index), "selecting the device");
+      CheckGpu(gpuMalloc(&ptr, sizeof(BadIndexRecord)), "allocating the kernels' index-check record");
+      CheckGpu(gpuMemsetAsync(ptr, 0, sizeof(BadIndexRecord), device.stream), "clearing the index-check record");
+      device.bad_index = static_cast<BadIndexRecord*>(ptr);
+    });
+    device.record_armed = true;
+    return device.bad_index;
   }
 
   PerDevice& State(int index) const {
@@ -138,7 +171,22 @@ class GpuDeviceBackend final : public DeviceBackend {
     PerDevice& device = State(index);
     CheckGpu(gpuSetDevice(index), "selecting the device");
     CheckGpu(gpuMemcpyAsync(dst, src, bytes, kind, device.stream), "copying memory");
-    if (wait) CheckGpu(gpuStreamSynchronize(device.stream), "waiting for a copy");
+    if (!wait) return;
+    CheckGpu(gpuStreamSynchronize(device.stream), "waiting for a copy");
+    ReportBadIndex(device, index);
+  }
+
+  // After a wait for the queue: throws the bad index a kernel recorded, if any, and
+  // clears the record so that later work on the device is not blamed for it.
+  static void ReportBadIndex(PerDevice& device, int index) {
+    if (!device.record_armed.exchange(false)) return;
+    BadIndexRecord record{};
+    CheckGpu(gpuMemcpyAsync(&record, device.bad_index, sizeof record, gpuMemcpyDeviceToHost, device.stream),
+             "reading the kernels' index-check record");
+    CheckGpu(gpuStreamSynchronize(device.stream), "reading the kernels' index-check record");
+    if (record.found == 0) return;
+    CheckGpu(gpuMemsetAsync(device.bad_index, 0, sizeof record, device.stream), "clearing the index-check record");
+    throw Error(DescribeBadIndex(record, std::string(BackendName()) + ":" + std::to_string(index)));
   }
 
   mutable std::once_flag count_once_;
@@ -164,6 +212,8 @@ gpuStream_t PrepareDevice(Device device) {
   CheckGpu(gpuSetDevice(device.index), "selecting the device");
   return state.stream;
 }
+
+BadIndexRecord* BadIndexRecordFor(Device device) { return g_backend->BadIndexRecordOf(device.index); }
 
 int MultiprocessorCount(Device device) { return g_backend->State(device.index).multiprocessors; }
 int WarpSize(Device device) { return g_backend->State(device.index).warp_size; }

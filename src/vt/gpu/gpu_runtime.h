@@ -24,6 +24,29 @@ int MultiprocessorCount(Device device);
 // target it was built for, which is the same number on that device.
 int WarpSize(Device device);
 
+// Indices that kernels read from device memory (GatherRows' ids, MoeExperts'
+// expert ids) are checked by the kernels themselves: reading them back to validate
+// on the host would wait for the whole queue at every call, which a decode step
+// cannot afford. The first out-of-range index a kernel meets is recorded on the
+// device; the device backend reads the record after its next wait for the queue
+// (Synchronize, a copy to or from the host) and throws a vt::Error naming the op,
+// the position and the value there. The kernel skips the bad index (GatherRows
+// writes a NaN row, MoeExperts leaves the expert out).
+enum class CheckedIndexOp : int32_t { kNone = 0, kGatherRows = 1, kMoeExperts = 2 };
+
+struct BadIndexRecord {
+  int32_t found;     // 0 until a kernel records a bad index (later ones are dropped)
+  int32_t op;        // CheckedIndexOp
+  int64_t position;  // flat position in the index tensor
+  int64_t value;     // the bad index
+  int64_t bound;     // the valid range is [0, bound)
+  int64_t columns;   // the index tensor's last dim (1 for a vector), to name [row, column]
+};
+
+// The device's record, for a launcher to pass to a kernel that checks indices
+// (also tells the backend to read the record back at its next wait).
+BadIndexRecord* BadIndexRecordFor(Device device);
+
 [[noreturn]] void ThrowGpuError(gpuError_t error, const std::string& what);
 
 inline void CheckGpu(gpuError_t error, const char* what) {

@@ -14,9 +14,9 @@
 // (token, choice, intermediate row) computes silu(gate . x) * (up . x) into an f32
 // workspace [T, k, I]; ExpertDown: one warp per (token, hidden row) sums
 // w_j * (down_j . h_j) over the token's k choices. Weight rows are decoded from
-// their dtype in registers (gpu_dot.cuh). Expert ids are checked on the host before
-// the launch; the kernels also skip an id outside [0, E) rather than read past the
-// weights.
+// their dtype in registers (gpu_dot.cuh). An expert id outside [0, E) is skipped
+// and recorded for the host (gpu_runtime.h: reported at the device's next wait for
+// its queue), so the ids are never read back here.
 #include "gpu_dot.cuh"
 #include "matmul.h"
 #include "vt/ops.h"
@@ -119,6 +119,7 @@ struct ExpertParams {
   float* hidden;  // [T, k, I]
   int64_t tokens, k, experts, hidden_size, inter_size;
   int64_t x_row_stride, out_row_stride;
+  BadIndexRecord* bad_index;
 };
 
 constexpr int kExpertThreads = 128;
@@ -141,6 +142,8 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p
     const float g = WarpDotRow(ExpertRow(p.gate, p.gate_expert_stride, expert, i), p.gate.dtype, x, p.hidden_size);
     const float u = WarpDotRow(ExpertRow(p.up, p.up_expert_stride, expert, i), p.up.dtype, x, p.hidden_size);
     h = Silu(g) * u;
+  } else if (i == 0 && threadIdx.x % kWarpSize == 0) {
+    RecordBadIndex(p.bad_index, CheckedIndexOp::kMoeExperts, pair, expert, p.experts, p.k);
   }
   if (threadIdx.x % kWarpSize == 0) p.hidden[pair * p.inter_size + i] = h;
 }
@@ -164,22 +167,7 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) 
   if (threadIdx.x % kWarpSize == 0) p.out[token * p.out_row_stride + n] = FromFloat<X>(sum);
 }
 
-// The expert ids are read back to the host and checked first (as on CPU), one small
-// copy and a wait for the queue per call.
-void CheckExpertIds(const MoeExpertsArgs& a) {
-  const std::vector<int64_t> ids = a.topk_ids.ToIntVector();
-  const int64_t experts = a.w_gate.size(0), k = a.topk_ids.size(1);
-  for (size_t p = 0; p < ids.size(); ++p) {
-    if (ids[p] < 0 || ids[p] >= experts) {
-      throw Error("vt::MoeExperts on " + a.x.device().ToString() + ": topk_ids[" + std::to_string(p / k) + ", " +
-                  std::to_string(p % k) + "] = " + std::to_string(ids[p]) + " is not an expert of w_gate " +
-                  a.w_gate.Describe() + " (" + std::to_string(experts) + " experts)");
-    }
-  }
-}
-
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
-  CheckExpertIds(a);
   gpuStream_t stream = PrepareDevice(a.x.device());
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
   const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
@@ -204,7 +192,8 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       hidden_size,
                       inter_size,
                       a.x.stride(0),
-                      a.out.stride(0)};
+                      a.out.stride(0),
+                      BadIndexRecordFor(a.x.device())};
     const dim3 hidden_grid(GridFor(tokens * k, 1, "MoeExperts"), GridFor(inter_size, warps, "MoeExperts"));
     ExpertHidden<X><<<hidden_grid, kExpertThreads, 0, stream>>>(p);
     const dim3 down_grid(GridFor(tokens, 1, "MoeExperts"), GridFor(hidden_size, warps, "MoeExperts"));

@@ -190,6 +190,7 @@ TEST(MoeExpertsTest, OutOfRangeExpertIdThrows) {
                   .topk_weights = on(weights),
                   .topk_ids = on(ids),
                   .out = Tensor::Zeros({2, 64}, DType::kF32, device)});
+      Synchronize(device);  // a GPU kernel's bad id is reported at the next wait (gpu_runtime.h)
       ADD_FAILURE() << "expert id 4 of 4 experts was accepted";
     } catch (const Error& e) {
       const std::string what = e.what();
