@@ -2,12 +2,12 @@
 // L 32, H 4096, Nq/Nkv 16/4, D 256, rotary 64, FFN 12288, Hk/Hv 16/32, Dk = Dv = 128,
 // conv 4, vocab 248320, untied) in bf16, through the engine's real path:
 //
-//   Scheduler::schedule -> ModelRunner::ExecuteModel (batch metadata uploaded,
-//   ModelRegistry::Forward, logits copied back) -> SampleTokens (greedy) ->
+//   Scheduler::schedule -> ModelRunner::Execute (batch metadata uploaded,
+//   ModelRegistry::Forward, greedy argmax on the device, token id copied back) ->
 //   Scheduler::update_from_output
 //
 // for one request: a short prompt, then --steps decode steps, each timed on the host
-// from its schedule to its sampled token (the logits copy waits for the device).
+// from its schedule to its sampled token (the token copy waits for the device).
 //
 // The ceiling is a device-to-device copy measured in the same run (bytes read +
 // written per second, as in bench/gpu_notes.md). A decode step must read every
@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -303,6 +304,7 @@ struct DecodeRun {
   std::map<std::string, uint64_t> dispatches;  // vt ops of the first decode step, by op
   std::map<std::string, uint64_t> matmul_kernels;  // MatMulGpu.* reach counts of that step
   double enqueue_seconds = 0, forward_seconds = 0;  // one forward: host returns, device done
+  std::vector<float> decode_logits;  // [vocab] of that forward, to compare the variants' numerics
 };
 
 std::unique_ptr<Scheduler> MakeScheduler(int64_t total_tokens, int64_t num_blocks, int64_t block_size) {
@@ -364,6 +366,7 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   }
   run.enqueue_seconds = Median(enqueue);
   run.forward_seconds = Median(done);
+  run.decode_logits = ModelRegistry::Forward(model, batch, runner.caches()).To(vt::kCpu).ToFloatVector();
 }
 
 DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int64_t steps) {
@@ -384,8 +387,7 @@ DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int6
     }
     const auto start = Clock::now();
     const SchedulerOutput output = scheduler->schedule();
-    const StepLogits logits = runner.ExecuteModel(output);
-    const RunnerOutput ran = runner.SampleTokens(output, logits);
+    const RunnerOutput ran = runner.Execute(output);  // the engine's path: greedy argmax on the device
     const int32_t token = ran.sampled.at("bench").token_id;
     scheduler->update_from_output(output, {{"bench", token}});
     vt::Synchronize(device);
@@ -440,6 +442,31 @@ void PrintVariant(const VariantResult& r, const Ceiling& c, int64_t prompt_len) 
               run.enqueue_seconds * 1e3, run.forward_seconds * 1e3);
 }
 
+// The first decode forward's logits of every variant against the first variant's:
+// greedy ids that part ways are explained by a near-tie when the largest logit
+// difference exceeds the first variant's margin between its top two logits.
+void PrintLogitsAgreement(const std::vector<VariantResult>& results) {
+  if (results.empty() || results.front().run.decode_logits.empty()) return;
+  const std::vector<float>& base = results.front().run.decode_logits;
+  std::vector<float> sorted = base;
+  std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+  double sum = 0, squares = 0;
+  for (float v : base) sum += v, squares += static_cast<double>(v) * v;
+  const double mean = sum / static_cast<double>(base.size());
+  const double spread = std::sqrt(std::max(0.0, squares / static_cast<double>(base.size()) - mean * mean));
+  std::printf("  first decode logits of '%s': std %.4f, top-1 minus top-2 %.5f\n", results.front().variant.c_str(),
+              spread, sorted[0] - sorted[1]);
+  for (size_t i = 1; i < results.size(); ++i) {
+    const std::vector<float>& other = results[i].run.decode_logits;
+    double worst = 0;
+    for (size_t v = 0; v < base.size() && v < other.size(); ++v) {
+      worst = std::max(worst, std::fabs(static_cast<double>(other[v]) - base[v]));
+    }
+    std::printf("    '%s': max |logit difference| %.5f (%.4f of the std)\n", results[i].variant.c_str(), worst,
+                spread > 0 ? worst / spread : 0.0);
+  }
+}
+
 void PrintSummary(const std::vector<VariantResult>& results, const Ceiling& c, const Options& o) {
   std::printf("\nsummary: Qwen3.5 %s shapes, bf16, batch 1, %s; copy %.0f GB/s; %.2f GB read per step -> roofline "
               "%.3f ms = %.1f tokens/s\n",
@@ -456,8 +483,9 @@ void PrintSummary(const std::vector<VariantResult>& results, const Ceiling& c, c
                 (r.step_seconds - r.gemv_seconds) * 1e3, r.same_tokens, r.run.tokens.size());
   }
   std::printf("  (step: schedule to sampled token, median of %lld decode steps; rest = step - GEMVs: the other "
-              "kernels, launch gaps, batch upload, logits copy, sampling)\n",
+              "kernels, launch gaps, batch upload, argmax and token copy)\n",
               static_cast<long long>(o.steps));
+  PrintLogitsAgreement(results);
 }
 
 VariantResult RunVariant(const std::string& variant, const Model& model, const LoadedModel& loaded,

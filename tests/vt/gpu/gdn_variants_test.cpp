@@ -4,7 +4,8 @@
 // tests/vt/ops/gdn_test.cpp) on the same inputs: decode batches (one token per
 // sequence, slots out of order) and a varlen batch (several tokens per sequence),
 // Dk 128 / 64 / 100 (rows not a multiple of the 4 thread groups), Dv 128 and 70
-// (a partial 64-column block), grouped and tiled value heads, f32 and bf16. Dk 192
+// (a partial 64-column block), grouped and tiled value heads, f32 and bf16, and the
+// 9B's decode shape (16 key / 32 value heads, Dk = Dv = 128, batch 1). Dk 192
 // is past the variant's 128 rows: the default kernel runs. Skips itself without a GPU.
 #include <gtest/gtest.h>
 
@@ -36,12 +37,13 @@ struct Case {
   int64_t dk, dv;
   bool tiled;
   DType dtype;
+  int64_t hk = 2, hv = 4;  // key and value heads
 };
 
 // Runs GdnRecurrent on the CPU and (with the variant forced) on `device` from the
 // same inputs; expects equal outputs and final states.
 void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19937& rng) {
-  const int64_t hk = 2, hv = 4, slots = 3;
+  const int64_t hk = c.hk, hv = c.hv, slots = 3;
   int64_t tokens = 0;
   std::vector<int32_t> query_start_loc = {0};
   for (int32_t n : c.tokens_per_seq) query_start_loc.push_back(static_cast<int32_t>(tokens += n));
@@ -89,10 +91,14 @@ TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
       {{5, 1, 17}, {1, 2, 0}, 128, 70, false, DType::kF32},  // varlen: the token loop
       {{1, 1}, {0, 2}, 64, 128, true, DType::kF32},
       {{3, 1}, {2, 1}, 100, 70, false, DType::kBF16},        // 100 rows: groups of 25
+      {{1}, {1}, 128, 128, false, DType::kF32, 16, 32},       // the 9B's decode: batch 1, 16/32 heads
+      {{1}, {1}, 128, 128, false, DType::kBF16, 16, 32},
+      {{1}, {1}, 128, 128, true, DType::kBF16, 16, 32},
   };
   for (Device device : gpus) {
     for (const Case& c : cases) {
-      SCOPED_TRACE(device.ToString() + " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
+      SCOPED_TRACE(device.ToString() + " Hk/Hv=" + std::to_string(c.hk) + "/" + std::to_string(c.hv) +
+                   " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
                    DTypeName(c.dtype) + (c.tiled ? " tiled" : " grouped") + " seqs " +
                    std::to_string(c.slots.size()));
       ExpectMatchesCpu(device, c, true, rng);
