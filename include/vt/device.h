@@ -35,6 +35,9 @@ inline constexpr Device kCpu{DeviceType::kCPU, 0};
 // Parses "cpu", "cuda", "cuda:1", "rocm". Throws on anything else.
 Device ParseDevice(const std::string& text);
 
+class GraphMemory;    // device_graph.h
+class CapturedGraph;  // device_graph.h
+
 struct MemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
@@ -61,6 +64,16 @@ class DeviceBackend {
   virtual void CopyDeviceToHost(void* dst, const void* src, size_t bytes, int index) = 0;
   virtual void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int index) = 0;
   virtual void Synchronize(int index) = 0;
+
+  // Graph capture (device_graph.h). The defaults are those of a backend without
+  // graphs (the CPU's): not supported, and the other calls throw saying so.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual std::shared_ptr<GraphMemory> NewGraphMemory(int index);
+  // Starts recording the device's queue into a graph whose allocations come from `memory`.
+  virtual void BeginGraphCapture(const std::shared_ptr<GraphMemory>& memory, int index);
+  // Stops recording; returns the graph ready to replay. Throws (and leaves the
+  // queue running as usual) when the recording failed.
+  virtual std::unique_ptr<CapturedGraph> EndGraphCapture(int index);
 };
 
 // Installs the backend of a device type (called by the backend itself when loaded).

@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace vt::gpu {
@@ -83,6 +84,22 @@ class CachingPool {
     free_blocks_[size].push_back(ptr);
     cached_bytes_ += size;
     return true;
+  }
+
+  // Hands every live block over to the caller (for another pool to Adopt): used
+  // when a pool goes away while tensors still hold blocks it gave out.
+  std::vector<std::pair<void*, size_t>> TakeLiveBlocks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<void*, size_t>> blocks(live_blocks_.begin(), live_blocks_.end());
+    live_blocks_.clear();
+    live_bytes_ = 0;
+    return blocks;
+  }
+
+  // Takes a live block of size class `size` from another pool: its Free comes here.
+  void Adopt(void* ptr, size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Track(ptr, size);
   }
 
   // Gives every cached (free) block back to the raw allocator.

@@ -15,12 +15,34 @@
 #include "gpu_compat.h"
 #include "gpu_runtime.h"
 #include "vt/device.h"
+#include "vt/device_graph.h"
 #include "vt/error.h"
 
 namespace vt::gpu {
 namespace {
 
 const char* BackendName() { return DeviceTypeName(kGpuDeviceType); }
+
+// The raw allocator under every pool of device `index`.
+CachingPool::RawAllocate RawAllocator(int index) {
+  return [index](size_t bytes) -> void* {
+    void* ptr = nullptr;
+    if (gpuSetDevice(index) != gpuSuccess || gpuMalloc(&ptr, bytes) != gpuSuccess) {
+      (void)gpuGetLastError();  // out of memory is reported by Allocate
+      return nullptr;
+    }
+    return ptr;
+  };
+}
+
+CachingPool::RawFree RawFreer(int index) {
+  return [index](void* ptr) {
+    (void)gpuSetDevice(index);
+    (void)gpuFree(ptr);
+  };
+}
+
+class GpuGraphMemory;
 
 struct PerDevice {
   std::once_flag once;
@@ -34,6 +56,60 @@ struct PerDevice {
   BadIndexRecord* bad_index = nullptr;
   std::once_flag bad_index_once;
   std::atomic<bool> record_armed{false};
+  std::atomic<uint64_t> record_requests{0};  // BadIndexRecordFor calls, to tell whether a capture made any
+  // Graph capture (device_graph.h): the memory of the capture under way (null when
+  // none), and every live graph memory, whose blocks Free must recognise.
+  std::shared_ptr<GpuGraphMemory> capturing;
+  uint64_t record_requests_at_capture = 0;
+  std::mutex graph_mutex;
+  std::vector<GpuGraphMemory*> graph_memories;
+};
+
+// A pool of its own for the allocations of captured graphs. When it goes away,
+// blocks still held by tensors move to the device's main pool (their Free finds
+// them there); its cached blocks go back to the runtime.
+class GpuGraphMemory final : public GraphMemory {
+ public:
+  GpuGraphMemory(PerDevice& device, int index)
+      : device_(device), index_(index), pool_(RawAllocator(index), RawFreer(index)) {
+    std::lock_guard<std::mutex> lock(device_.graph_mutex);
+    device_.graph_memories.push_back(this);
+  }
+  ~GpuGraphMemory() override {
+    std::lock_guard<std::mutex> lock(device_.graph_mutex);
+    std::erase(device_.graph_memories, this);
+    for (const auto& [ptr, size] : pool_.TakeLiveBlocks()) device_.pool->Adopt(ptr, size);
+  }
+  CachingPool& pool() { return pool_; }
+  int index() const { return index_; }
+
+ private:
+  PerDevice& device_;
+  int index_;
+  CachingPool pool_;
+};
+
+class GpuCapturedGraph final : public CapturedGraph {
+ public:
+  GpuCapturedGraph(gpuGraphExec_t exec, PerDevice& device, int index, std::shared_ptr<GpuGraphMemory> memory,
+                   bool checks_indices)
+      : exec_(exec), device_(device), index_(index), memory_(std::move(memory)), checks_indices_(checks_indices) {}
+  ~GpuCapturedGraph() override {
+    (void)gpuSetDevice(index_);
+    (void)gpuGraphExecDestroy(exec_);
+  }
+  void Replay() override {
+    CheckGpu(gpuSetDevice(index_), "selecting the device");
+    if (checks_indices_) device_.record_armed = true;  // its kernels may record a bad index
+    CheckGpu(gpuGraphLaunch(exec_, device_.stream), "replaying a captured graph");
+  }
+
+ private:
+  gpuGraphExec_t exec_;
+  PerDevice& device_;
+  int index_;
+  std::shared_ptr<GpuGraphMemory> memory_;  // the blocks the graph's kernels use
+  bool checks_indices_;
 };
 
 // "vt::GatherRows on cuda:0: ids[2] = 5 is out of range for a table of 5 rows".
@@ -79,7 +155,7 @@ class GpuDeviceBackend final : public DeviceBackend {
   void* Allocate(size_t bytes, int index) override {
     PerDevice& device = State(index);
     CheckGpu(gpuSetDevice(index), "selecting the device");
-    void* ptr = device.pool->Allocate(bytes);
+    void* ptr = (device.capturing ? device.capturing->pool() : *device.pool).Allocate(bytes);
     if (ptr == nullptr) {
       size_t free_bytes = 0, total_bytes = 0;
       (void)gpuMemGetInfo(&free_bytes, &total_bytes);
@@ -93,10 +169,16 @@ class GpuDeviceBackend final : public DeviceBackend {
 
   void Free(void* ptr, int index) override {
     if (ptr == nullptr) return;
-    if (!State(index).pool->Free(ptr)) {
-      throw Error(std::string("vt: freeing a pointer that ") + BackendName() + ":" + std::to_string(index) +
-                  " did not allocate");
+    PerDevice& device = State(index);
+    if (device.pool->Free(ptr)) return;
+    {
+      std::lock_guard<std::mutex> lock(device.graph_mutex);
+      for (GpuGraphMemory* memory : device.graph_memories) {
+        if (memory->pool().Free(ptr)) return;
+      }
     }
+    throw Error(std::string("vt: freeing a pointer that ") + BackendName() + ":" + std::to_string(index) +
+                " did not allocate");
   }
 
   void CopyHostToDevice(void* dst, const void* src, size_t bytes, int index) override {
@@ -118,6 +200,57 @@ class GpuDeviceBackend final : public DeviceBackend {
 
   BadIndexRecord* BadIndexRecordOf(int index) {
     PerDevice& device = State(index);
+    AllocateBadIndexRecord(device, index);
+    device.record_armed = true;
+    ++device.record_requests;
+    return device.bad_index;
+  }
+
+  bool SupportsGraphs() const override { return true; }
+
+  std::shared_ptr<GraphMemory> NewGraphMemory(int index) override {
+    return std::make_shared<GpuGraphMemory>(State(index), index);
+  }
+
+  void BeginGraphCapture(const std::shared_ptr<GraphMemory>& memory, int index) override {
+    PerDevice& device = State(index);
+    auto gpu_memory = std::dynamic_pointer_cast<GpuGraphMemory>(memory);
+    if (!gpu_memory || gpu_memory->index() != index) {
+      throw Error(std::string("vt::CaptureGraph on ") + BackendName() + ":" + std::to_string(index) +
+                  ": the GraphMemory belongs to another device");
+    }
+    if (device.capturing) {
+      throw Error(std::string("vt::CaptureGraph on ") + BackendName() + ":" + std::to_string(index) +
+                  ": a capture is already under way");
+    }
+    AllocateBadIndexRecord(device, index);  // not inside the graph
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    CheckGpu(gpuStreamBeginCapture(device.stream, gpuStreamCaptureModeRelaxed), "starting a graph capture");
+    device.capturing = std::move(gpu_memory);
+    device.record_requests_at_capture = device.record_requests;
+  }
+
+  std::unique_ptr<CapturedGraph> EndGraphCapture(int index) override {
+    PerDevice& device = State(index);
+    std::shared_ptr<GpuGraphMemory> memory = std::move(device.capturing);
+    device.capturing.reset();
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    gpuGraph_t graph = nullptr;
+    const gpuError_t ended = gpuStreamEndCapture(device.stream, &graph);
+    (void)gpuGetLastError();  // a failed capture leaves its error behind: the queue runs on as usual
+    if (ended != gpuSuccess || graph == nullptr) {
+      if (graph != nullptr) (void)gpuGraphDestroy(graph);
+      ThrowGpuError(ended, "ending a graph capture (did the recorded code wait for the device?)");
+    }
+    gpuGraphExec_t exec = nullptr;
+    const gpuError_t instantiated = gpuGraphInstantiateWithFlags(&exec, graph, 0);
+    (void)gpuGraphDestroy(graph);
+    CheckGpu(instantiated, "instantiating a captured graph");
+    return std::make_unique<GpuCapturedGraph>(exec, device, index, std::move(memory),
+                                              device.record_requests != device.record_requests_at_capture);
+  }
+
+  static void AllocateBadIndexRecord(PerDevice& device, int index) {
     std::call_once(device.bad_index_once, [&] {
       void* ptr = nullptr;
       CheckGpu(gpuSetDevice(index), "selecting the device");
@@ -125,8 +258,6 @@ class GpuDeviceBackend final : public DeviceBackend {
       CheckGpu(gpuMemsetAsync(ptr, 0, sizeof(BadIndexRecord), device.stream), "clearing the index-check record");
       device.bad_index = static_cast<BadIndexRecord*>(ptr);
     });
-    device.record_armed = true;
-    return device.bad_index;
   }
 
   PerDevice& State(int index) const {
@@ -148,19 +279,7 @@ class GpuDeviceBackend final : public DeviceBackend {
     device.multiprocessors = props.multiProcessorCount;
     device.warp_size = props.warpSize;
     CheckGpu(gpuStreamCreateWithFlags(&device.stream, gpuStreamNonBlocking), "creating the device's stream");
-    device.pool = std::make_unique<CachingPool>(
-        [index](size_t bytes) -> void* {
-          void* ptr = nullptr;
-          if (gpuSetDevice(index) != gpuSuccess || gpuMalloc(&ptr, bytes) != gpuSuccess) {
-            (void)gpuGetLastError();  // out of memory is reported by Allocate
-            return nullptr;
-          }
-          return ptr;
-        },
-        [index](void* ptr) {
-          (void)gpuSetDevice(index);
-          (void)gpuFree(ptr);
-        });
+    device.pool = std::make_unique<CachingPool>(RawAllocator(index), RawFreer(index));
   }
 
   // Pageable host memory is safe: the host-side copies wait for the stream, so the

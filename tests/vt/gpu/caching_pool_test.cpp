@@ -116,5 +116,25 @@ TEST(CachingPoolTest, DestructorGivesCachedBlocksBack) {
   EXPECT_TRUE(device.live.empty());
 }
 
+// A graph's pool going away while a tensor still holds one of its blocks hands the
+// block to the device's main pool, whose Free then takes it (src/vt/gpu/gpu_device.cu).
+TEST(CachingPoolTest, LiveBlocksMoveToAnotherPool) {
+  FakeDevice device;
+  CachingPool main_pool = device.MakePool();
+  void* kept = nullptr;
+  {
+    CachingPool graph_pool = device.MakePool();
+    kept = graph_pool.Allocate(3000);
+    EXPECT_TRUE(graph_pool.Free(graph_pool.Allocate(100)));  // cached: given back with the pool
+    for (const auto& [ptr, size] : graph_pool.TakeLiveBlocks()) main_pool.Adopt(ptr, size);
+    EXPECT_EQ(graph_pool.live_bytes(), 0u);
+    EXPECT_FALSE(graph_pool.Free(kept));
+  }
+  EXPECT_EQ(device.live.size(), 1u);
+  EXPECT_EQ(main_pool.live_bytes(), CachingPool::SizeClass(3000));
+  EXPECT_TRUE(main_pool.Free(kept));
+  EXPECT_EQ(main_pool.Allocate(3000), kept);  // now cached by the main pool
+}
+
 }  // namespace
 }  // namespace vt::gpu
