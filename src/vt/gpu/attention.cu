@@ -2,8 +2,8 @@
 // (PagedAttention has its own file.)
 //
 // Shapes (op_args.h):
-//   AttnGateSplit  qg [T, H*2*D] contiguous, per head q_h | g_h -> query [T, H, D]
-//                  and gate [T, H*D] (rows of both may be strided).
+//   AttnGateSplit  qg [T, H*2*D], per head q_h | g_h -> query [T, H, D] and
+//                  gate [T, H*D] (rows of all three may be strided).
 //   RopeNeox       x [T, heads, D] in place (any strides, unit last dim),
 //                  positions [T] i32/i64; rotates pairs (i, i + R/2), i < R/2, where
 //                  R = rotary_dim, 0 < R <= D (the public op never dispatches R = 0).
@@ -30,7 +30,7 @@ struct GateSplitParams {
   T* query;
   T* gate;
   int64_t tokens, heads, head_dim;
-  int64_t query_token_stride, query_head_stride, gate_token_stride;
+  int64_t qg_token_stride, query_token_stride, query_head_stride, gate_token_stride;
 };
 
 template <typename T>
@@ -39,10 +39,11 @@ __global__ void GateSplitElements(GateSplitParams<T> p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / width, r = i % width, h = r / (2 * p.head_dim), c = r % (2 * p.head_dim);
+    const T value = p.qg[t * p.qg_token_stride + r];
     if (c < p.head_dim) {
-      p.query[t * p.query_token_stride + h * p.query_head_stride + c] = p.qg[i];
+      p.query[t * p.query_token_stride + h * p.query_head_stride + c] = value;
     } else {
-      p.gate[t * p.gate_token_stride + h * p.head_dim + (c - p.head_dim)] = p.qg[i];
+      p.gate[t * p.gate_token_stride + h * p.head_dim + (c - p.head_dim)] = value;
     }
   }
 }
@@ -53,7 +54,7 @@ void AttnGateSplitGpu(const AttnGateSplitArgs& a) {
     using T = decltype(tag);
     GateSplitParams<T> p{static_cast<const T*>(a.qg.data()), static_cast<T*>(a.query.data()),
                          static_cast<T*>(a.gate.data()), a.query.size(0), a.query.size(1), a.head_dim,
-                         a.query.stride(0), a.query.stride(1), a.gate.stride(0)};
+                         a.qg.stride(0), a.query.stride(0), a.query.stride(1), a.gate.stride(0)};
     GateSplitElements<T><<<GridStrideBlocks(a.qg.numel(), a.qg.device(), "AttnGateSplit"), kElementwiseThreads, 0,
                            stream>>>(p);
   });

@@ -35,7 +35,7 @@ void AttnGateSplit(const AttnGateSplitArgs& args) {
   OpCheck check("AttnGateSplit", {{"qg", &args.qg}, {"query", &args.query}, {"gate", &args.gate}});
   check.Rank(args.qg, "qg", 2);
   check.FloatDType(args.qg, "qg");
-  check.Contiguous(args.qg, "qg");
+  check.LastDimContiguous(args.qg, "qg");
   check.Require(args.head_dim > 0 && args.qg.size(1) % (2 * args.head_dim) == 0,
                 "qg's width must be heads * 2 * head_dim with head_dim " + std::to_string(args.head_dim) + ", got " +
                     args.qg.Describe());

@@ -1,6 +1,7 @@
 // Contract tests of vt::AttnGateSplit: per-head interleaved q | gate rows of the
 // q projection go to query [T, H, D] and gate [T, H * D] exactly (it is a copy),
-// for f32/bf16/f16, odd head dims, strided outputs, every device and CPU ISA level.
+// for f32/bf16/f16, odd head dims, strided outputs, a row-strided qg (a column view of
+// a merged q|k|v projection), every device and CPU ISA level.
 #include "testing/op_testing.h"
 
 namespace vt {
@@ -45,6 +46,7 @@ TEST(AttnGateSplitTest, SplitsInterleavedHeadsExactly) {
           Tensor query = Tensor::Empty({c.tokens, c.heads, c.d}, dtype, device);
           Tensor gate = Tensor::Empty({c.tokens, c.heads * c.d}, dtype, device);
           if (strided) {
+            qg = testing::WithPaddedRows(qg, 7);
             query = testing::WithTransposedStorage(testing::WithPaddedRows(query, 3), 0, 1);
             gate = testing::WithPaddedRows(gate, 5);
           }

@@ -5,8 +5,9 @@
 //   query[t, h, :] = q_h                                          [T, H, D]
 //   gate[t, h * D : (h + 1) * D] = g_h                            [T, H * D]
 //
-// qg is contiguous; query and gate may have strided rows (unit stride in the last
-// dim), so each head is two row copies (memcpy: all three share one dtype).
+// qg, query and gate may have strided rows (unit stride in the last dim; qg is then
+// a column view of a merged projection), so each head is two row copies (memcpy:
+// all three share one dtype).
 #include <algorithm>
 #include <cstring>
 
@@ -25,11 +26,12 @@ void AttnGateSplitCpu(const AttnGateSplitArgs& a) {
   const char* qg = static_cast<const char*>(a.qg.data());
   char* query = static_cast<char*>(a.query.data());
   char* gate = static_cast<char*>(a.gate.data());
-  const int64_t query_strides[2] = {a.query.stride(0), a.query.stride(1)}, gate_stride = a.gate.stride(0);
+  const int64_t qg_stride = a.qg.stride(0), gate_stride = a.gate.stride(0);
+  const int64_t query_strides[2] = {a.query.stride(0), a.query.stride(1)};
   ParallelFor(tokens, std::max<int64_t>(1, 4096 / (heads * d)), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t h = 0; h < heads; ++h) {
-        const char* src = qg + elem * (t * heads + h) * 2 * d;
+        const char* src = qg + elem * (t * qg_stride + h * 2 * d);
         std::memcpy(query + elem * (t * query_strides[0] + h * query_strides[1]), src, row_bytes);
         std::memcpy(gate + elem * (t * gate_stride + h * d), src + row_bytes, row_bytes);
       }
