@@ -1,9 +1,10 @@
 // dense_attn::AttnBlock: THE full-attention path for every model, every backend,
 // prefill and decode alike (DESIGN.md §2, qwen35.md §2).
 //
-//   x [T, H] -> q_proj -> [T, Nq*2D] --AttnGateSplit--> query [T, Nq, D], gate [T, Nq*D]
-//                                        (or [T, Nq*D] -> query when there is no gate)
-//            -> k_proj, v_proj -> k, v [T, Nkv, D]
+//   x [T, H] -> q_proj | k_proj | v_proj (one MergedProjection) -> projected [T, Nq*2D | Nkv*D | Nkv*D]
+//   projected[:, q] --AttnGateSplit--> query [T, Nq, D], gate [T, Nq*D]
+//                     (or [T, Nq*D] viewed as query when there is no gate)
+//   projected[:, k], projected[:, v] viewed as k, v [T, Nkv, D]
 //   query, k: per-head RMSNorm (plain or 1+w) -> partial NeoX RoPE (skipped at width 0)
 //   WriteKvCache(k, v) -> PagedAttention(query) -> attn [T, Nq, D]
 //   attn *= sigmoid(gate) (when gated) -> o_proj -> out [T, H]
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "vllm/model_executor/forward_batch.h"
+#include "vllm/model_executor/layers/merged_projection.h"
 #include "vt/tensor.h"
 
 namespace vllm::dense_attn {
@@ -43,7 +45,10 @@ struct AttnWeights {
 
 class AttnBlock {
  public:
-  AttnBlock(const AttnDims& dims, AttnWeights weights);
+  // q_proj, k_proj and v_proj go to placement.device through one MergedProjection
+  // (merged there when the placement's policy and their dtypes allow); the other
+  // weights must already be on that device.
+  AttnBlock(const AttnDims& dims, AttnWeights weights, const ProjectionPlacement& placement);
 
   // x [T, H] (already normalised), out [T, H] of x's dtype.
   void Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerKvCache& cache,
@@ -52,8 +57,12 @@ class AttnBlock {
   const AttnDims& dims() const { return dims_; }
 
  private:
+  // Columns of qkv_proj_'s output, in this order.
+  enum QkvProj : size_t { kQ, kK, kV };
+
   AttnDims dims_;
-  AttnWeights w_;
+  AttnWeights w_;  // q_proj, k_proj, v_proj are moved into qkv_proj_ (empty here)
+  MergedProjection qkv_proj_;
 };
 
 }  // namespace vllm::dense_attn

@@ -1,11 +1,12 @@
 // gdn::GdnBlock: THE Gated DeltaNet path (qwen35.md §3), prefill and decode alike.
 //
-//   x [T, H] -> in_proj_qkv -> mixed [T, conv_dim] -> causal conv + SiLU (state in/out)
+//   x [T, H] -> in_proj (qkv | z | b | a, one MergedProjection) -> projected [T, conv_dim + value_dim + 2 Hv]
+//   mixed = projected[:, qkv] [T, conv_dim] -> causal conv + SiLU (state in/out)
 //            -> q [T, Hk, Dk], k [T, Hk, Dk], v [T, Hv, Dv]   (views of the conv output)
 //   q, k: L2 norm (q also scaled by 1/sqrt(Dk))
-//   x -> in_proj_a, in_proj_b -> a, b [T, Hv] -> g = A softplus(a + dt_bias), beta = sigmoid(b)
+//   a, b = projected[:, a], projected[:, b] [T, Hv] -> g = A softplus(a + dt_bias), beta = sigmoid(b)
 //   gated delta rule (state [Hv, Dk, Dv] f32 per sequence slot) -> o [T, Hv, Dv]
-//   x -> in_proj_z -> z;  y = RMSNorm(o) * w * silu(z)  ->  out_proj -> out [T, H]
+//   z = projected[:, z] [T, Hv, Dv];  y = RMSNorm(o) * w * silu(z)  ->  out_proj -> out [T, H]
 //
 // A batch of single-token decodes takes the decode ops (CausalConv1dUpdate,
 // GdnRecurrent); any batch with a prompt chunk takes the varlen ops (CausalConv1d,
@@ -17,6 +18,7 @@
 #include <cstdint>
 
 #include "vllm/model_executor/forward_batch.h"
+#include "vllm/model_executor/layers/merged_projection.h"
 #include "vt/tensor.h"
 
 namespace vllm::gdn {
@@ -50,7 +52,10 @@ struct GdnWeights {
 
 class GdnBlock {
  public:
-  GdnBlock(const GdnDims& dims, GdnWeights weights);
+  // The four input projections go to placement.device through one MergedProjection
+  // (merged there when the placement's policy and their dtypes allow); the other
+  // weights must already be on that device.
+  GdnBlock(const GdnDims& dims, GdnWeights weights, const ProjectionPlacement& placement);
 
   // x [T, H] (already normalised), out [T, H] of x's dtype.
   void Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
@@ -59,8 +64,12 @@ class GdnBlock {
   const GdnDims& dims() const { return dims_; }
 
  private:
+  // Columns of in_proj_'s output, in this order.
+  enum InProj : size_t { kQkv, kZ, kB, kA };
+
   GdnDims dims_;
-  GdnWeights w_;
+  GdnWeights w_;  // in_proj_* are moved into in_proj_ (empty here)
+  MergedProjection in_proj_;
 };
 
 }  // namespace vllm::gdn

@@ -1,6 +1,7 @@
 // Feed-forward blocks: the SwiGLU MLP and the sparse MoE block (qwen35.md §4.3-4.4).
 //
-//   GatedMlp:  out = down( silu(gate(x)) * up(x) )
+//   GatedMlp:  out = down( silu(gate(x)) * up(x) ); gate and up are one MergedProjection
+//              writing [T, I | I], SiluMul reads its two column views into [T, I]
 //   SparseMoe: p = softmax(x Wr^T); top-k experts, renormalised;
 //              out = sum_j w_j expert_j(x) + sigmoid(x w_sg) * shared(x)
 #pragma once
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "vllm/model_executor/layers/merged_projection.h"
 #include "vt/tensor.h"
 
 namespace vllm {
@@ -20,12 +22,18 @@ struct MlpWeights {
 
 class GatedMlp {
  public:
-  explicit GatedMlp(MlpWeights weights);
+  // gate_proj and up_proj go to placement.device through one MergedProjection
+  // (merged there when the placement's policy and their dtypes allow); down_proj
+  // must already be on that device.
+  GatedMlp(MlpWeights weights, const ProjectionPlacement& placement);
   // x [T, H] -> out [T, H] of x's dtype.
   void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
 
  private:
-  MlpWeights w_;
+  enum GateUpProj : size_t { kGate, kUp };  // columns of gate_up_proj_'s output
+
+  MergedProjection gate_up_proj_;
+  vt::Tensor down_proj_;  // [H, I]
 };
 
 struct MoeWeights {
@@ -39,7 +47,9 @@ struct MoeWeights {
 
 class SparseMoe {
  public:
-  SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize);
+  // placement is the shared expert's (GatedMlp); the other weights must already be
+  // on placement.device.
+  SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize, const ProjectionPlacement& placement);
   void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
 
  private:

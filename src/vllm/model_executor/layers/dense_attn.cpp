@@ -9,7 +9,8 @@
 
 namespace vllm::dense_attn {
 
-AttnBlock::AttnBlock(const AttnDims& dims, AttnWeights weights) : dims_(dims), w_(std::move(weights)) {
+AttnBlock::AttnBlock(const AttnDims& dims, AttnWeights weights, const ProjectionPlacement& placement)
+    : dims_(dims), w_(std::move(weights)) {
   const int64_t H = dims.hidden_size, D = dims.head_dim;
   auto check = [](const vt::Tensor& t, const char* name, const vt::Shape& shape, const char* meaning) {
     if (!t.defined() || t.shape() != shape) {
@@ -30,6 +31,11 @@ AttnBlock::AttnBlock(const AttnDims& dims, AttnWeights weights) : dims_(dims), w
     throw vt::Error("dense_attn::AttnBlock: rotary_dim " + std::to_string(dims.rotary_dim) +
                     " must be even and within [0, head_dim " + std::to_string(D) + "]");
   }
+  qkv_proj_ = MergedProjection("dense_attn::AttnBlock",
+                               {{"q_proj", std::move(w_.q_proj)},
+                                {"k_proj", std::move(w_.k_proj)},
+                                {"v_proj", std::move(w_.v_proj)}},
+                               placement);
 }
 
 void AttnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerKvCache& cache,
@@ -39,14 +45,16 @@ void AttnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Lay
   const vt::DType dt = x.dtype();
   const vt::Device dev = x.device();
 
-  vt::Tensor q_out = vt::Tensor::Empty({T, w_.q_proj.size(0)}, dt, dev);  // [T, Nq*D*(1|2)]
-  vt::MatMul({.x = x, .w = w_.q_proj, .out = q_out});
-  vt::Tensor kv = vt::Tensor::Empty({T, 2 * Nkv * D}, dt, dev);  // [T, k | v]
-  vt::Tensor k = kv.Slice(1, 0, Nkv * D), v = kv.Slice(1, Nkv * D, 2 * Nkv * D);
-  vt::MatMul({.x = x, .w = w_.k_proj, .out = k});
-  vt::MatMul({.x = x, .w = w_.v_proj, .out = v});
-  vt::Tensor k3 = k.AsStrided({T, Nkv, D}, {2 * Nkv * D, D, 1}, k.offset());  // [T, Nkv, D]
-  vt::Tensor v3 = v.AsStrided({T, Nkv, D}, {2 * Nkv * D, D, 1}, v.offset());
+  // [T, Nq*D*(1|2) | Nkv*D | Nkv*D]: the q, k and v projections side by side; the
+  // heads below are views whose token rows are strided by W.
+  const int64_t W = qkv_proj_.out_features();
+  vt::Tensor projected = vt::Tensor::Empty({T, W}, dt, dev);
+  qkv_proj_.Forward(x, projected);
+  const vt::Tensor q_out = qkv_proj_.Columns(projected, kQ);  // [T, Nq*D*(1|2)]
+  auto heads = [&](size_t part, int64_t num_heads) {          // [T, num_heads, D]
+    return projected.AsStrided({T, num_heads, D}, {W, D, 1}, projected.offset() + qkv_proj_.begin(part));
+  };
+  const vt::Tensor k3 = heads(kK, Nkv), v3 = heads(kV, Nkv);
 
   vt::Tensor query, gate;
   if (dims_.output_gate) {
@@ -54,7 +62,7 @@ void AttnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Lay
     gate = vt::Tensor::Empty({T, Nq * D}, dt, dev);
     vt::AttnGateSplit({.qg = q_out, .query = query, .gate = gate, .head_dim = D});
   } else {
-    query = q_out.View({T, Nq, D});
+    query = heads(kQ, Nq);
   }
   if (w_.q_norm.defined()) {
     vt::RmsNorm({.x = query, .weight = w_.q_norm, .out = query, .eps = dims_.rms_norm_eps,

@@ -9,7 +9,8 @@
 
 namespace vllm::gdn {
 
-GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights) : dims_(dims), w_(std::move(weights)) {
+GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights, const ProjectionPlacement& placement)
+    : dims_(dims), w_(std::move(weights)) {
   auto check = [&](const vt::Tensor& t, const char* name, vt::Shape shape, const char* meaning) {
     if (!t.defined() || t.shape() != shape) {
       throw vt::Error(std::string("gdn::GdnBlock: ") + name + " must be " + vt::ShapeToString(shape) + " (" + meaning +
@@ -31,6 +32,12 @@ GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights) : dims_(dims), w_(st
   check(w_.dt_bias, "dt_bias", {Hv}, "[value_heads]");
   check(w_.norm, "norm", {dims.value_head_dim}, "[value_dim]");
   check(w_.out_proj, "out_proj", {H, dims.value_dim()}, "[hidden, value_heads * value_dim]");
+  in_proj_ = MergedProjection("gdn::GdnBlock",
+                              {{"in_proj_qkv", std::move(w_.in_proj_qkv)},
+                               {"in_proj_z", std::move(w_.in_proj_z)},
+                               {"in_proj_b", std::move(w_.in_proj_b)},
+                               {"in_proj_a", std::move(w_.in_proj_a)}},
+                              placement);
 }
 
 void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
@@ -42,8 +49,12 @@ void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Laye
   const vt::Device dev = x.device();
   const bool all_decodes = meta.max_query_len == 1;
 
-  vt::Tensor mixed = vt::Tensor::Empty({T, C}, dt, dev);  // raw [q | k | v] before the conv
-  vt::MatMul({.x = x, .w = w_.in_proj_qkv, .out = mixed});
+  // [T, C | Hv*Dv | Hv | Hv]: the qkv, z, b and a projections of x side by side;
+  // each consumer reads its columns through a view whose rows are strided by W.
+  const int64_t W = in_proj_.out_features();
+  vt::Tensor projected = vt::Tensor::Empty({T, W}, dt, dev);
+  in_proj_.Forward(x, projected);
+  const vt::Tensor mixed = in_proj_.Columns(projected, kQkv);  // raw [q | k | v] before the conv, [T, C]
   vt::Tensor conv = vt::Tensor::Empty({T, C}, dt, dev);
   if (all_decodes) {
     vt::CausalConv1dUpdate({.x = mixed, .weight = w_.conv1d, .conv_states = state.conv_states,
@@ -62,10 +73,7 @@ void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Laye
   vt::L2Norm({.x = q, .out = qn, .eps = 1e-6f, .scale = 1.0f / std::sqrt(static_cast<float>(Dk))});
   vt::L2Norm({.x = k, .out = kn, .eps = 1e-6f, .scale = 1.0f});
 
-  vt::Tensor ab = vt::Tensor::Empty({T, 2 * Hv}, dt, dev);  // [a | b]
-  vt::Tensor a = ab.Slice(1, 0, Hv), b = ab.Slice(1, Hv, 2 * Hv);
-  vt::MatMul({.x = x, .w = w_.in_proj_a, .out = a});
-  vt::MatMul({.x = x, .w = w_.in_proj_b, .out = b});
+  const vt::Tensor a = in_proj_.Columns(projected, kA), b = in_proj_.Columns(projected, kB);  // [T, Hv]
   vt::Tensor g = vt::Tensor::Empty({T, Hv}, vt::DType::kF32, dev);
   vt::Tensor beta = vt::Tensor::Empty({T, Hv}, vt::DType::kF32, dev);
   vt::GdnGates({.a = a, .b = b, .A = w_.A, .dt_bias = w_.dt_bias, .g = g, .beta = beta});
@@ -87,9 +95,9 @@ void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Laye
     vt::GdnChunkedPrefill(args);
   }
 
-  vt::Tensor z = vt::Tensor::Empty({T, Hv * Dv}, dt, dev);
-  vt::MatMul({.x = x, .w = w_.in_proj_z, .out = z});
-  vt::GatedRmsNorm({.x = core, .z = z.View({T, Hv, Dv}), .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
+  const vt::Tensor z_columns = in_proj_.Columns(projected, kZ);
+  const vt::Tensor z = z_columns.AsStrided({T, Hv, Dv}, {W, Dv, 1}, z_columns.offset());  // [T, Hv, Dv]
+  vt::GatedRmsNorm({.x = core, .z = z, .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
   vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
 }
 

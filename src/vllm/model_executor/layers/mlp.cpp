@@ -7,28 +7,32 @@
 
 namespace vllm {
 
-GatedMlp::GatedMlp(MlpWeights weights) : w_(std::move(weights)) {
-  const vt::Tensor& g = w_.gate_proj;
-  if (!g.defined() || g.ndim() != 2 || w_.up_proj.shape() != g.shape() || !w_.down_proj.defined() ||
-      w_.down_proj.shape() != vt::Shape{g.size(1), g.size(0)}) {
+GatedMlp::GatedMlp(MlpWeights weights, const ProjectionPlacement& placement) {
+  const vt::Tensor& g = weights.gate_proj;
+  if (!g.defined() || g.ndim() != 2 || weights.up_proj.shape() != g.shape() || !weights.down_proj.defined() ||
+      weights.down_proj.shape() != vt::Shape{g.size(1), g.size(0)}) {
     throw vt::Error("GatedMlp: expected gate_proj and up_proj [I, H] and down_proj [H, I], got gate_proj " +
-                    g.Describe() + ", up_proj " + w_.up_proj.Describe() + ", down_proj " + w_.down_proj.Describe());
+                    g.Describe() + ", up_proj " + weights.up_proj.Describe() + ", down_proj " +
+                    weights.down_proj.Describe());
   }
+  down_proj_ = std::move(weights.down_proj);
+  gate_up_proj_ = MergedProjection(
+      "GatedMlp", {{"gate_proj", std::move(weights.gate_proj)}, {"up_proj", std::move(weights.up_proj)}}, placement);
 }
 
 void GatedMlp::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
-  const int64_t T = x.size(0), I = w_.gate_proj.size(0);
-  // Separate buffers: silu(gate) * up is written over gate, which must not share
-  // memory with up.
-  vt::Tensor gate = vt::Tensor::Empty({T, I}, x.dtype(), x.device());
-  vt::Tensor up = vt::Tensor::Empty({T, I}, x.dtype(), x.device());
-  vt::MatMul({.x = x, .w = w_.gate_proj, .out = gate});
-  vt::MatMul({.x = x, .w = w_.up_proj, .out = up});
-  vt::SiluMul({.gate = gate, .up = up, .out = gate});
-  vt::MatMul({.x = gate, .w = w_.down_proj, .out = out});
+  const int64_t T = x.size(0), I = down_proj_.size(1);
+  vt::Tensor gate_up = vt::Tensor::Empty({T, 2 * I}, x.dtype(), x.device());  // [T, I | I]
+  gate_up_proj_.Forward(x, gate_up);
+  // silu(gate) * up goes to a fresh contiguous tensor, so down_proj reads dense rows
+  // as it did before the merge.
+  vt::Tensor act = vt::Tensor::Empty({T, I}, x.dtype(), x.device());  // [T, I]
+  vt::SiluMul({.gate = gate_up_proj_.Columns(gate_up, kGate), .up = gate_up_proj_.Columns(gate_up, kUp), .out = act});
+  vt::MatMul({.x = act, .w = down_proj_, .out = out});
 }
 
-SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize)
+SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize,
+                     const ProjectionPlacement& placement)
     : w_(std::move(weights)), top_k_(num_experts_per_tok), renormalize_(renormalize) {
   const int64_t E = w_.router.defined() ? w_.router.size(0) : 0;
   if (E < 1 || w_.experts_gate.ndim() != 3 || w_.experts_gate.size(0) != E || top_k_ < 1 || top_k_ > E) {
@@ -36,7 +40,8 @@ SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renor
                     " disagree, or top-k " + std::to_string(top_k_) + " is out of range");
   }
   if (w_.shared_expert) {
-    shared_.emplace(*w_.shared_expert);
+    shared_.emplace(*std::move(w_.shared_expert), placement);
+    w_.shared_expert.reset();
     if (!w_.shared_expert_gate.defined()) throw vt::Error("SparseMoe: shared expert without its gate");
   }
 }

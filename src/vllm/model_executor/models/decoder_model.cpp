@@ -55,6 +55,11 @@ vt::Tensor DecoderModel::Weight(const WeightStore& weights, const std::string& n
 DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore& weights) const {
   const std::string p = "layers." + std::to_string(i) + ".";
   auto W = [&](const std::string& name) { return Weight(weights, p + name); };
+  // Projections that read one input are handed over where the loader put them: the
+  // layer's MergedProjection builds them on the device (merged off the CPU, see
+  // merged_projection.h) instead of a copy per part here.
+  auto P = [&](const std::string& name) { return weights.Get(p + name); };
+  const ProjectionPlacement placement{.device = options_.device};
   DecoderLayer layer;
   layer.input_layernorm = W("input_layernorm.weight");
   layer.post_attention_layernorm = W("post_attention_layernorm.weight");
@@ -68,9 +73,11 @@ DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore
                               .rms_norm_eps = config_.rms_norm_eps,
                               .output_gate = config_.attn_output_gate,
                               .qk_norm_weight_offset = norm_offset_};
-    layer.attn.emplace(dims, dense_attn::AttnWeights{W("self_attn.q_proj.weight"), W("self_attn.k_proj.weight"),
-                                                     W("self_attn.v_proj.weight"), W("self_attn.o_proj.weight"),
-                                                     W("self_attn.q_norm.weight"), W("self_attn.k_norm.weight")});
+    layer.attn.emplace(dims,
+                       dense_attn::AttnWeights{P("self_attn.q_proj.weight"), P("self_attn.k_proj.weight"),
+                                               P("self_attn.v_proj.weight"), W("self_attn.o_proj.weight"),
+                                               W("self_attn.q_norm.weight"), W("self_attn.k_norm.weight")},
+                       placement);
   } else {
     gdn::GdnDims dims{.hidden_size = config_.hidden_size,
                       .num_key_heads = config_.linear_num_key_heads,
@@ -80,23 +87,25 @@ DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore
                       .conv_kernel = config_.linear_conv_kernel_dim,
                       .rms_norm_eps = config_.rms_norm_eps,
                       .tiled_value_heads = config_.gdn_tiled_value_heads};
-    layer.gdn.emplace(dims, gdn::GdnWeights{W("linear_attn.in_proj_qkv.weight"), W("linear_attn.in_proj_z.weight"),
-                                            W("linear_attn.in_proj_b.weight"), W("linear_attn.in_proj_a.weight"),
-                                            W("linear_attn.conv1d.weight"), W("linear_attn.A"),
-                                            W("linear_attn.dt_bias"), W("linear_attn.norm.weight"),
-                                            W("linear_attn.out_proj.weight")});
+    layer.gdn.emplace(dims,
+                      gdn::GdnWeights{P("linear_attn.in_proj_qkv.weight"), P("linear_attn.in_proj_z.weight"),
+                                      P("linear_attn.in_proj_b.weight"), P("linear_attn.in_proj_a.weight"),
+                                      W("linear_attn.conv1d.weight"), W("linear_attn.A"), W("linear_attn.dt_bias"),
+                                      W("linear_attn.norm.weight"), W("linear_attn.out_proj.weight")},
+                      placement);
   }
   if (config_.is_moe()) {
     MoeWeights moe{W("mlp.gate.weight"), W("mlp.experts.gate_proj"), W("mlp.experts.up_proj"),
                    W("mlp.experts.down_proj"), std::nullopt, vt::Tensor()};
     if (config_.shared_expert_intermediate_size > 0) {
-      moe.shared_expert = MlpWeights{W("mlp.shared_expert.gate_proj.weight"), W("mlp.shared_expert.up_proj.weight"),
+      moe.shared_expert = MlpWeights{P("mlp.shared_expert.gate_proj.weight"), P("mlp.shared_expert.up_proj.weight"),
                                      W("mlp.shared_expert.down_proj.weight")};
       moe.shared_expert_gate = W("mlp.shared_expert_gate.weight");
     }
-    layer.moe.emplace(std::move(moe), config_.num_experts_per_tok, config_.norm_topk_prob);
+    layer.moe.emplace(std::move(moe), config_.num_experts_per_tok, config_.norm_topk_prob, placement);
   } else {
-    layer.mlp.emplace(MlpWeights{W("mlp.gate_proj.weight"), W("mlp.up_proj.weight"), W("mlp.down_proj.weight")});
+    layer.mlp.emplace(MlpWeights{P("mlp.gate_proj.weight"), P("mlp.up_proj.weight"), W("mlp.down_proj.weight")},
+                      placement);
   }
   return layer;
 }
