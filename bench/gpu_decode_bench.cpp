@@ -18,10 +18,12 @@
 // one kernel launch each) and the MatMul kernels they reached, and the host time to
 // enqueue one forward against the time until the device has finished it.
 //
-// Variants (--variants): kernel choices forced through vt::tuning for the whole run
-// of each, so every variant is measured in one process, on the same weights and
-// against the same ceiling: "default" forces nothing, "gemv=V" forces the decode
-// MatMul variant V (gpu.matmul_skinny), "gdn=V" the GdnRecurrent variant V
+// Decode steps replay device graphs, as in the engine (decode_graphs.h), on a
+// device that has them. Variants (--variants): kernel choices forced through
+// vt::tuning for the whole run of each, so every variant is measured in one
+// process, on the same weights and against the same ceiling: "default" forces
+// nothing, "eager" runs every step op by op, "gemv=V" forces the decode MatMul
+// variant V (gpu.matmul_skinny), "gdn=V" the GdnRecurrent variant V
 // (gpu.gdn_recurrent), joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
 // gdn_variants_test.cpp check each variant against a reference; the greedy tokens
 // of each variant are compared with the first variant's here.
@@ -32,7 +34,7 @@
 // (norms, A, dt_bias, conv) are drawn on the host in ranges HF's initialisation uses.
 //
 // Usage: gpu_decode_bench [--device cuda:0] [--shape 9b|small] [--prompt-len 16]
-//                         [--steps 64] [--variants default,gemv=loads_in_flight,...]
+//                         [--steps 64] [--variants default,eager,gdn=state_in_registers,...]
 // `--device cpu --shape small` runs the same code on a machine without a GPU.
 #include <algorithm>
 #include <chrono>
@@ -42,6 +44,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -56,6 +59,7 @@
 #include "vllm/worker/model_runner.h"
 #include "vt/gpu/matmul_choice.h"
 #include "vt/ops.h"
+#include "vt/device_graph.h"
 #include "vt/reach.h"
 #include "vt/tuning.h"
 
@@ -95,21 +99,32 @@ const std::map<std::string, std::string>& Families() {
   return families;
 }
 
-// "default" (nothing forced) or "gemv=loads_in_flight+gdn=state_in_registers".
-std::vector<std::pair<std::string, std::string>> ParseVariant(const std::string& variant) {
+// What a variant changes: kernel choices forced through vt::tuning, and whether
+// decode steps run eagerly instead of replaying device graphs.
+struct VariantSpec {
   std::vector<std::pair<std::string, std::string>> forced;
-  if (variant == "default") return forced;
+  bool eager = false;
+};
+
+// "default" (nothing forced), "eager", or "gemv=loads_in_flight+gdn=state_in_registers+eager".
+VariantSpec ParseVariant(const std::string& variant) {
+  VariantSpec spec;
+  if (variant == "default") return spec;
   std::stringstream in(variant);
   for (std::string item; std::getline(in, item, '+');) {
+    if (item == "eager") {
+      spec.eager = true;
+      continue;
+    }
     const size_t eq = item.find('=');
     const auto family = Families().find(item.substr(0, eq));
     if (eq == std::string::npos || family == Families().end()) {
-      throw std::invalid_argument("variant '" + variant + "': expected default or FAMILY=VARIANT joined by '+', "
-                                  "FAMILY gemv (gpu.matmul_skinny) or gdn (gpu.gdn_recurrent)");
+      throw std::invalid_argument("variant '" + variant + "': expected default, or eager and FAMILY=VARIANT joined by "
+                                  "'+', FAMILY gemv (gpu.matmul_skinny) or gdn (gpu.gdn_recurrent)");
     }
-    forced.emplace_back(family->second, item.substr(eq + 1));
+    spec.forced.emplace_back(family->second, item.substr(eq + 1));
   }
-  return forced;
+  return spec;
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -129,9 +144,7 @@ Options ParseOptions(int argc, char** argv) {
   for (const std::string& variant : o.variants) ParseVariant(variant);  // bad names fail before any work
   if (o.variants.empty()) {
     o.variants = {"default"};
-    if (o.device.type != vt::DeviceType::kCPU) {
-      o.variants.insert(o.variants.end(), {"gemv=loads_in_flight", "gemv=loads_in_flight+gdn=state_in_registers"});
-    }
+    if (o.device.type != vt::DeviceType::kCPU) o.variants.insert(o.variants.end(), {"eager", "default"});
   }
   return o;
 }
@@ -301,8 +314,9 @@ struct DecodeRun {
   double prefill_seconds = 0;
   std::vector<double> step_seconds;  // decode steps
   std::vector<int32_t> tokens;       // the greedy ids, the prefill's first
-  std::map<std::string, uint64_t> dispatches;  // vt ops of the first decode step, by op
-  std::map<std::string, uint64_t> matmul_kernels;  // MatMulGpu.* reach counts of that step
+  size_t graph_steps = 0;                          // decode steps that replayed a device graph
+  std::map<std::string, uint64_t> dispatches;      // vt ops of one eager decode forward, by op
+  std::map<std::string, uint64_t> matmul_kernels;  // MatMulGpu.* reach counts of that forward
   double enqueue_seconds = 0, forward_seconds = 0;  // one forward: host returns, device done
   std::vector<float> decode_logits;  // [vocab] of that forward, to compare the variants' numerics
 };
@@ -355,10 +369,15 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   std::vector<double> enqueue, done;
   for (int i = 0; i < 11; ++i) {
     vt::Synchronize(model.device());
+    if (i == 10) {
+      vt::Registry::Get().ResetDispatchCounts();
+      vt::reach::Reset();
+    }
     const auto start = Clock::now();
     const vt::Tensor logits = ModelRegistry::Forward(model, batch, runner.caches());
     const auto queued = Clock::now();
     vt::Synchronize(model.device());
+    if (i == 10) SnapshotDispatches(model.device().type, run);
     if (i > 0) {
       enqueue.push_back(SecondsBetween(start, queued));
       done.push_back(SecondsBetween(start, Clock::now()));
@@ -369,22 +388,25 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   run.decode_logits = ModelRegistry::Forward(model, batch, runner.caches()).To(vt::kCpu).ToFloatVector();
 }
 
-DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int64_t steps) {
+// Decode steps replay device graphs (as in the engine) unless `eager` or the
+// device has none; state slot 1 is the graphs' padding slot (decode_graphs.h).
+DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int64_t steps, bool eager) {
   const vt::Device device = model.device();
   const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + steps + 1;
   const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
   std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
-  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
+  std::optional<DecodeGraphOptions> graphs;
+  if (!eager && vt::GraphsSupported(device)) {
+    graphs = DecodeGraphOptions{.max_batch = 1, .max_model_len = total + 1, .padding_state_slot = 1};
+  }
+  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 2, model.activation_dtype(),
                                            device),
-                     block_size, 0);
+                     block_size, 0, graphs);
   scheduler->add_request(GreedyRequest(prompt, steps + 1));
   DecodeRun run;
+  vt::reach::Reset();
   for (int64_t step = 0; scheduler->has_unfinished_requests(); ++step) {
     vt::Synchronize(device);
-    if (step == 1) {
-      vt::Registry::Get().ResetDispatchCounts();
-      vt::reach::Reset();
-    }
     const auto start = Clock::now();
     const SchedulerOutput output = scheduler->schedule();
     const RunnerOutput ran = runner.Execute(output);  // the engine's path: greedy argmax on the device
@@ -392,11 +414,11 @@ DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int6
     scheduler->update_from_output(output, {{"bench", token}});
     vt::Synchronize(device);
     const double seconds = SecondsBetween(start, Clock::now());
-    if (step == 1) SnapshotDispatches(device.type, run);
     if (step == 0) run.prefill_seconds = seconds;
     else run.step_seconds.push_back(seconds);
     run.tokens.push_back(token);
   }
+  run.graph_steps = vt::reach::Count("ModelRunner::DecodeGraph");
   MeasureEnqueue(model, prompt, run);
   return run;
 }
@@ -435,9 +457,10 @@ void PrintVariant(const VariantResult& r, const Ceiling& c, int64_t prompt_len) 
               sorted.front() * 1e3, sorted[sorted.size() * 9 / 10] * 1e3, sorted.back() * 1e3, sorted.size());
   std::printf("  GEMVs alone (every matrix once): %.3f ms = %.0f GB/s = %.2f of copy\n", r.gemv_seconds * 1e3,
               gemv_gbs, gemv_gbs * 1e9 / c.bandwidth);
-  std::printf("  vt op dispatches in one decode step: %llu (%s)\n", static_cast<unsigned long long>(dispatches),
+  std::printf("  decode steps that replayed a device graph: %zu of %zu\n", run.graph_steps, run.step_seconds.size());
+  std::printf("  vt op dispatches in one decode forward: %llu (%s)\n", static_cast<unsigned long long>(dispatches),
               Join(run.dispatches).c_str());
-  std::printf("  MatMul kernels in that step: %s\n", Join(run.matmul_kernels).c_str());
+  std::printf("  MatMul kernels in that forward: %s\n", Join(run.matmul_kernels).c_str());
   std::printf("  one forward on a decode batch: host enqueue %.3f ms, device done %.3f ms\n",
               run.enqueue_seconds * 1e3, run.forward_seconds * 1e3);
 }
@@ -490,11 +513,12 @@ void PrintSummary(const std::vector<VariantResult>& results, const Ceiling& c, c
 
 VariantResult RunVariant(const std::string& variant, const Model& model, const LoadedModel& loaded,
                          const std::vector<int32_t>& prompt, const Options& o) {
-  const auto forced = ParseVariant(variant);
+  const VariantSpec spec = ParseVariant(variant);
+  const auto& forced = spec.forced;
   for (const auto& [family, value] : forced) vt::tuning::SetVariant(family, value);
   VariantResult r;
   r.variant = variant;
-  r.run = RunDecode(model, prompt, o.steps);
+  r.run = RunDecode(model, prompt, o.steps, spec.eager);
   r.step_seconds = Median(r.run.step_seconds);
   r.gemv_seconds = GemvPassSeconds(loaded, o.device);
   for (const auto& entry : forced) vt::tuning::SetVariant(entry.first, "");

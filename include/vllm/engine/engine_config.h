@@ -27,8 +27,14 @@ struct EngineConfig {
   std::optional<bool> enable_prefix_caching;       // default: on for attention-only models
   uint64_t seed = 0;                 // the sampler's generator for requests without a seed
   int num_threads = 0;               // CPU threads, 0 = all
+  // vLLM's name: run every step op by op; otherwise decode batches of up to
+  // max_num_seqs (at most kMaxGraphBatch) replay device graphs where the device has them.
+  bool enforce_eager = false;
   LoadOptions load_options;
 };
+
+// The largest decode batch captured as a device graph (vLLM's default too).
+inline constexpr int64_t kMaxGraphBatch = 512;
 
 // Activation dtype for `dtype` ("auto": f32 on the CPU, else the checkpoint's float
 // dtype, bf16 for quantized checkpoints). Throws on unknown names.

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "vllm/model_executor/forward_batch.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/sample/sampler.h"
+#include "vllm/worker/decode_graphs.h"
 
 namespace vllm {
 
@@ -49,7 +52,12 @@ struct StepLogits {
 
 class ModelRunner {
  public:
-  ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed);
+  // With `decode_graphs`, plain-greedy decode batches run as device graphs
+  // (decode_graphs.h); the model's device must support them.
+  ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed,
+              std::optional<DecodeGraphOptions> decode_graphs = std::nullopt);
+  ModelRunner(const ModelRunner&) = delete;  // the decode graphs hold the caches' addresses
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Both phases of one step. When every sampling request is plain greedy
   // (Sampler::IsPlainGreedy) and none scores its prompt, the tokens are one
@@ -74,6 +82,7 @@ class ModelRunner {
   vt::Tensor Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows);
   static bool SamplesByArgmaxOnly(const SchedulerOutput& output);
   RunnerOutput ExecuteGreedy(const SchedulerOutput& output);
+  RunnerOutput ExecuteGreedyGraph(const SchedulerOutput& output);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(output)).
   ForwardBatch PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const;
 
@@ -81,6 +90,7 @@ class ModelRunner {
   ModelCaches caches_;
   int64_t block_size_;
   Sampler sampler_;
+  std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
 };
 
 }  // namespace vllm

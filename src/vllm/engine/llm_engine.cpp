@@ -8,6 +8,7 @@
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
+#include "vt/device_graph.h"
 #include "vt/ops.h"
 
 namespace vllm {
@@ -84,10 +85,14 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
   const int64_t reserve = config_.max_num_batched_tokens * loaded_.config.hidden_size * 4 * 32 +
                           config_.max_num_seqs * loaded_.config.vocab_size * 4 * 2;
   int64_t budget = CacheBudget(config_, reserve);
+  // Decode graphs pad batches with rows whose recurrent state goes to one more
+  // slot than the scheduler hands out (decode_graphs.h).
+  const bool use_graphs = !config_.enforce_eager && vt::GraphsSupported(config_.device);
+  const int64_t padding_slots = use_graphs && slot_bytes > 0 ? 1 : 0;
   int64_t num_slots = 0;
   if (slot_bytes > 0) {
     num_slots = std::min<int64_t>(config_.max_num_seqs, std::max<int64_t>(1, budget / 2 / slot_bytes));
-    budget -= num_slots * slot_bytes;
+    budget -= (num_slots + padding_slots) * slot_bytes;
   }
   // Enough for every sequence at full length, plus the null block.
   const int64_t blocks_wanted = config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1;
@@ -121,8 +126,14 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
                         .max_model_len = max_model_len_,
                         .enable_chunked_prefill = true};
   scheduler_ = std::make_unique<Scheduler>(sched, cache_config_);
-  ModelCaches caches = AllocateCaches(spec, num_blocks, bs, num_slots, cache_dtype, config_.device);
-  runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed);
+  std::optional<DecodeGraphOptions> graphs;
+  if (use_graphs) {
+    graphs = DecodeGraphOptions{.max_batch = std::min(config_.max_num_seqs, kMaxGraphBatch),
+                                .max_model_len = max_model_len_,
+                                .padding_state_slot = static_cast<int32_t>(num_slots)};
+  }
+  ModelCaches caches = AllocateCaches(spec, num_blocks, bs, num_slots + padding_slots, cache_dtype, config_.device);
+  runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 }
 

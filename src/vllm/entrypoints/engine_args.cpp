@@ -15,6 +15,7 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddOption("kv-cache-memory", "CPU: bytes for KV pages and recurrent state (default: min(4 GiB, 40% of free RAM))",
                 "0");
   cli.AddFlag("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default: on for attention-only models)");
+  cli.AddFlag("enforce-eager", "GPU: run decode steps op by op instead of replaying captured device graphs");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads", "CPU threads (0 = all)", "0");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
@@ -34,6 +35,7 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.gpu_memory_utilization = cli.GetDouble("gpu-memory-utilization");
   c.cpu_kv_cache_bytes = cli.GetInt("kv-cache-memory");
   if (cli.WasGiven("enable-prefix-caching")) c.enable_prefix_caching = cli.GetFlag("enable-prefix-caching");
+  c.enforce_eager = cli.GetFlag("enforce-eager");
   c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   c.num_threads = static_cast<int>(cli.GetInt("threads"));
   c.load_options.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order"));

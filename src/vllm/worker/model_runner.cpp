@@ -75,8 +75,11 @@ void AddSequence(const ScheduledRequest& s, int64_t b, int64_t block_size, HostB
 
 }  // namespace
 
-ModelRunner::ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed)
-    : model_(model), caches_(std::move(caches)), block_size_(block_size), sampler_(seed) {}
+ModelRunner::ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed,
+                         std::optional<DecodeGraphOptions> decode_graphs)
+    : model_(model), caches_(std::move(caches)), block_size_(block_size), sampler_(seed) {
+  if (decode_graphs) decode_graphs_ = std::make_unique<DecodeGraphs>(model_, caches_, block_size_, *decode_graphs);
+}
 
 std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const SchedulerOutput& output) {
   std::vector<LogitsRows> plan;
@@ -191,6 +194,14 @@ RunnerOutput ModelRunner::ExecuteGreedy(const SchedulerOutput& output) {
   return result;
 }
 
+RunnerOutput ModelRunner::ExecuteGreedyGraph(const SchedulerOutput& output) {
+  vt::reach::Hit("ModelRunner::DecodeGraph");
+  const std::vector<int32_t> tokens = decode_graphs_->RunGreedy(output);
+  RunnerOutput result;
+  for (size_t b = 0; b < output.scheduled.size(); ++b) result.sampled[output.scheduled[b].req_id].token_id = tokens[b];
+  return result;
+}
+
 RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const StepLogits& step) {
   RunnerOutput result;
   const int64_t V = step.logits.size(1);
@@ -224,7 +235,10 @@ RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const Step
 
 RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   if (output.empty()) return {};
-  if (SamplesByArgmaxOnly(output)) return ExecuteGreedy(output);
+  if (SamplesByArgmaxOnly(output)) {
+    if (decode_graphs_ && decode_graphs_->Accepts(output)) return ExecuteGreedyGraph(output);
+    return ExecuteGreedy(output);
+  }
   vt::reach::Hit("ModelRunner::HostSampler");
   const StepLogits step = ExecuteModel(output);
   return SampleTokens(output, step);

@@ -1,0 +1,88 @@
+// Decode steps replayed as device graphs (vLLM's CUDA graphs; `--enforce-eager`
+// turns them off). A batch-1 decode of a 9B model is ~550 kernels of a few
+// microseconds each: launched one by one from the host, the gaps between them
+// cost a large part of the step. A graph replays them with one launch.
+//
+// A graph is captured per padded shape, on first use: the batch padded to the next
+// power of two (at most max_batch) and the longest sequence rounded up to a bucket
+// (powers of two from 512, at most max_model_len), because kernel choices and
+// launch sizes taken at capture (the attention's split over the context, the
+// block table's width) are fixed in the graph. Every graph reads its inputs from
+// one device buffer of its own, rewritten by one host copy before each replay
+// (PackInputs gives its layout), and writes the greedy token of every row.
+//
+// Padding rows are harmless: token 0 at position 0, its K/V written to slot 0 of
+// the null block 0 (never given to a request), a context of that one token, and
+// the recurrent state of `padding_state_slot`, a slot the scheduler never hands
+// out. Their tokens are dropped.
+//
+// Before a shape's capture, the forward runs once eagerly on an all-padding batch
+// (first-use work such as library handles must not happen while recording, and
+// that run touches no request's state). All graphs share one GraphMemory: they
+// replay on the device's one queue, never at the same time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "vllm/core/scheduler_output.h"
+#include "vllm/model_executor/forward_batch.h"
+#include "vllm/model_executor/model.h"
+#include "vt/device_graph.h"
+
+namespace vllm {
+
+struct DecodeGraphOptions {
+  int64_t max_batch = 0;             // largest batch run as a graph
+  int64_t max_model_len = 0;         // longest sequence the engine admits
+  int32_t padding_state_slot = -1;   // a recurrent-state slot no request uses (models with GDN layers)
+};
+
+// The shape a graph is captured for.
+struct DecodeGraphShape {
+  int64_t batch = 0;        // P: rows, a power of two >= the real batch
+  int64_t max_seq_len = 0;  // S: the attention's context bound
+  int64_t table_width = 0;  // W = ceil(S / block_size): block-table entries per row
+  auto operator<=>(const DecodeGraphShape&) const = default;
+};
+
+class DecodeGraphs {
+ public:
+  DecodeGraphs(const Model& model, const ModelCaches& caches, int64_t block_size, DecodeGraphOptions options);
+
+  // Whether `output` can run as a graph: only decodes of running sequences (one
+  // token each, all sampling), at most max_batch of them, contexts within max_model_len.
+  bool Accepts(const SchedulerOutput& output) const;
+  // The greedy token of every scheduled request, in order; captures the graph of
+  // the batch's shape first if it is new.
+  std::vector<int32_t> RunGreedy(const SchedulerOutput& output);
+  size_t num_graphs() const { return graphs_.size(); }
+
+  DecodeGraphShape ShapeFor(const SchedulerOutput& output) const;
+  // The input buffer of `shape` for `output` (nullptr: every row padding), int32:
+  //   input_ids [P] | logits_rows [P] | positions [P] | slot_mapping [P] |
+  //   seq_lens [P] | query_start_loc [P + 1] | state_slots [P] | block_tables [P, W]
+  std::vector<int32_t> PackInputs(const SchedulerOutput* output, const DecodeGraphShape& shape) const;
+
+ private:
+  struct Graph {
+    vt::Tensor inputs;  // [PackInputs' length] i32 on the device
+    ForwardBatch batch;  // views of `inputs`
+    vt::Tensor tokens;   // [P] i32, written by each replay
+    std::unique_ptr<vt::CapturedGraph> graph;
+  };
+  Graph& GraphFor(const DecodeGraphShape& shape);
+  ForwardBatch BatchViews(const vt::Tensor& inputs, const DecodeGraphShape& shape) const;
+
+  const Model& model_;
+  const ModelCaches& caches_;
+  int64_t block_size_;
+  DecodeGraphOptions options_;
+  std::shared_ptr<vt::GraphMemory> memory_;
+  std::map<DecodeGraphShape, Graph> graphs_;
+};
+
+}  // namespace vllm

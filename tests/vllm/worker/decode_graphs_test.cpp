@@ -1,0 +1,220 @@
+// Decode graphs (src/vllm/worker/decode_graphs.cpp): which batches run as graphs,
+// the padded shape a batch gets, and the exact input buffer a replay reads
+// (padding rows included), checked on any machine; on a GPU, the engine's greedy
+// tokens with graphs equal HF's and those of the same engine run eagerly
+// (--enforce-eager), for the reference models, with batches that pad.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "testing/op_testing.h"
+#include "vllm/engine/llm_engine.h"
+#include "vllm/model_loader/safetensors.h"
+#include "vllm/worker/cache_engine.h"
+#include "vllm/worker/decode_graphs.h"
+#include "vt/reach.h"
+
+namespace vllm {
+namespace {
+
+constexpr int64_t kBlockSize = 4;
+
+// Only the cache layout matters here: DecodeGraphs' host side never runs the model.
+class CacheOnlyModel final : public Model {
+ public:
+  int64_t vocab_size() const override { return 16; }
+  vt::Device device() const override { return vt::kCpu; }
+  vt::DType activation_dtype() const override { return vt::DType::kF32; }
+  std::vector<LayerCacheSpec> cache_spec() const override {
+    return {{.kind = LayerCacheSpec::Kind::kGatedDeltaNet, .conv_dim = 3, .conv_kernel = 4, .num_value_heads = 1,
+             .key_head_dim = 2, .value_head_dim = 2}};
+  }
+  vt::Tensor Forward(const ForwardBatch&, const ModelCaches&) const override {
+    throw std::logic_error("CacheOnlyModel has no forward");
+  }
+};
+
+struct Batch {
+  std::vector<std::unique_ptr<Request>> requests;
+  SchedulerOutput output;
+  void AddDecode(int32_t token, int64_t computed, std::vector<int32_t> blocks, int32_t slot) {
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    const std::string id = "r" + std::to_string(requests.size());
+    requests.push_back(std::make_unique<Request>(id, std::vector<int32_t>{1, 2}, greedy, std::vector<int32_t>{}, 0));
+    output.scheduled.push_back({.req_id = id,
+                                .request = requests.back().get(),
+                                .token_ids = {token},
+                                .num_computed_tokens = computed,
+                                .block_ids = std::move(blocks),
+                                .state_slot = slot,
+                                .is_new_sequence = false,
+                                .samples = true});
+    output.num_decodes = static_cast<int64_t>(output.scheduled.size());
+    output.total_num_scheduled_tokens = output.num_decodes;
+  }
+};
+
+std::vector<int32_t> Blocks(int32_t first, int32_t count) {
+  std::vector<int32_t> blocks;
+  for (int32_t b = 0; b < count; ++b) blocks.push_back(first + b);
+  return blocks;
+}
+
+TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
+  CacheOnlyModel model;
+  const ModelCaches caches = AllocateCaches(model.cache_spec(), 400, kBlockSize, 4, vt::DType::kF32, vt::kCpu);
+  DecodeGraphs graphs(model, caches, kBlockSize, {.max_batch = 8, .max_model_len = 2000, .padding_state_slot = 3});
+  Batch batch;
+  batch.AddDecode(7, 9, {3, 5, 8}, 2);          // position 9: block 8, offset 1
+  batch.AddDecode(11, 4, {2, 6}, 0);            // position 4: block 6, offset 0
+  batch.AddDecode(13, 600, Blocks(10, 151), 1);  // position 600: block 10 + 150, offset 0
+  ASSERT_TRUE(graphs.Accepts(batch.output));
+  const DecodeGraphShape shape = graphs.ShapeFor(batch.output);
+  EXPECT_EQ(shape.batch, 4);
+  EXPECT_EQ(shape.max_seq_len, 1024);  // 601 tokens: the bucket above 512
+  EXPECT_EQ(shape.table_width, 256);
+  const std::vector<int32_t> v = graphs.PackInputs(&batch.output, shape);
+  const int64_t P = 4, W = 256;
+  ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W);
+  auto at = [&](int64_t offset, int64_t n) { return std::vector<int32_t>(v.begin() + offset, v.begin() + offset + n); };
+  EXPECT_EQ(at(0, P), (std::vector<int32_t>{7, 11, 13, 0}));                      // input ids
+  EXPECT_EQ(at(P, P), (std::vector<int32_t>{0, 1, 2, 3}));                        // logits rows
+  EXPECT_EQ(at(2 * P, P), (std::vector<int32_t>{9, 4, 600, 0}));                  // positions
+  EXPECT_EQ(at(3 * P, P), (std::vector<int32_t>{33, 24, 160 * 4, 0}));            // slots: block 0 for padding
+  EXPECT_EQ(at(4 * P, P), (std::vector<int32_t>{10, 5, 601, 1}));                 // seq lens
+  EXPECT_EQ(at(5 * P, P + 1), (std::vector<int32_t>{0, 1, 2, 3, 4}));             // query start loc
+  EXPECT_EQ(at(6 * P + 1, P), (std::vector<int32_t>{2, 0, 1, 3}));                // state slots: padding slot 3
+  const int64_t tables = 7 * P + 1;
+  EXPECT_EQ(at(tables, 4), (std::vector<int32_t>{3, 5, 8, 0}));
+  EXPECT_EQ(at(tables + 2 * W + 149, 3), (std::vector<int32_t>{159, 160, 0}));
+  for (int64_t i = 0; i < W; ++i) EXPECT_EQ(v[tables + 3 * W + i], 0) << "padding row's block table";
+  // An all-padding buffer (the warm-up run before a capture).
+  const std::vector<int32_t> padding = graphs.PackInputs(nullptr, shape);
+  EXPECT_EQ(std::vector<int32_t>(padding.begin(), padding.begin() + P), (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int32_t>(padding.begin() + 6 * P + 1, padding.begin() + 7 * P + 1),
+            (std::vector<int32_t>{3, 3, 3, 3}));
+}
+
+TEST(DecodeGraphsTest, ShapesAreBucketedAndCapped) {
+  CacheOnlyModel model;
+  const ModelCaches caches = AllocateCaches(model.cache_spec(), 400, kBlockSize, 2, vt::DType::kF32, vt::kCpu);
+  DecodeGraphs graphs(model, caches, kBlockSize, {.max_batch = 6, .max_model_len = 700, .padding_state_slot = 1});
+  Batch one;
+  one.AddDecode(1, 20, Blocks(1, 6), 0);
+  EXPECT_EQ(graphs.ShapeFor(one.output), (DecodeGraphShape{1, 512, 128}));
+  Batch five;
+  for (int i = 0; i < 5; ++i) five.AddDecode(1, 650, Blocks(1, 163), 0);
+  EXPECT_EQ(graphs.ShapeFor(five.output), (DecodeGraphShape{6, 700, 175}));  // both capped
+}
+
+TEST(DecodeGraphsTest, OnlyDecodesOfRunningSequencesWithinTheLimitsRunAsGraphs) {
+  CacheOnlyModel model;
+  const ModelCaches caches = AllocateCaches(model.cache_spec(), 400, kBlockSize, 2, vt::DType::kF32, vt::kCpu);
+  DecodeGraphs graphs(model, caches, kBlockSize, {.max_batch = 2, .max_model_len = 100, .padding_state_slot = 1});
+  Batch two;
+  two.AddDecode(1, 5, {1, 2}, 0);
+  two.AddDecode(1, 6, {3, 4}, 1);
+  EXPECT_TRUE(graphs.Accepts(two.output));
+  Batch three = std::move(two);
+  three.AddDecode(1, 6, {5, 6}, 1);
+  EXPECT_FALSE(graphs.Accepts(three.output)) << "more rows than max_batch";
+  Batch prefill;
+  prefill.AddDecode(1, 0, {1}, 0);
+  prefill.output.scheduled[0].token_ids = {1, 2, 3};
+  EXPECT_FALSE(graphs.Accepts(prefill.output));
+  Batch fresh;
+  fresh.AddDecode(1, 0, {1}, 0);
+  fresh.output.scheduled[0].is_new_sequence = true;  // its state must be reset first
+  EXPECT_FALSE(graphs.Accepts(fresh.output));
+  Batch too_long;
+  too_long.AddDecode(1, 100, Blocks(1, 26), 0);
+  EXPECT_FALSE(graphs.Accepts(too_long.output)) << "past max_model_len";
+  EXPECT_FALSE(graphs.Accepts(SchedulerOutput{}));
+}
+
+TEST(DecodeGraphsTest, APaddingSlotOutsideTheStateIsRefused) {
+  CacheOnlyModel model;
+  const ModelCaches caches = AllocateCaches(model.cache_spec(), 40, kBlockSize, 2, vt::DType::kF32, vt::kCpu);
+  EXPECT_THROW(DecodeGraphs(model, caches, kBlockSize, {.max_batch = 2, .max_model_len = 100, .padding_state_slot = 2}),
+               std::invalid_argument);
+  EXPECT_THROW(DecodeGraphs(model, caches, kBlockSize, {.max_batch = 2, .max_model_len = 100}), std::invalid_argument);
+}
+
+// ---- on a GPU: the engine with graphs against HF and against itself, eager -----
+
+std::string ModelDir(const std::string& name) { return std::string(VT_TEST_DATA_DIR) + "/models/" + name; }
+
+std::vector<std::vector<int32_t>> ReadIds(const std::string& name, const std::string& key) {
+  SafetensorsFile file = SafetensorsFile::Open(ModelDir(name) + "/reference.safetensors");
+  std::vector<std::vector<int32_t>> all;
+  for (int i = 0; file.FindTensor(key + "." + std::to_string(i)); ++i) {
+    const std::vector<int64_t> v = file.Tensor(*file.FindTensor(key + "." + std::to_string(i))).ToIntVector();
+    all.emplace_back(v.begin(), v.end());
+  }
+  return all;
+}
+
+// Every prompt at once (batches of 5, 4, ... as they finish: padded to 8, 4, ...),
+// f32 activations; returns each request's tokens.
+std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device device, bool eager,
+                                             const std::vector<std::vector<int32_t>>& prompts) {
+  EngineConfig c;
+  c.model = ModelDir(name) + "/hf";
+  c.device = device;
+  c.dtype = "float32";
+  c.max_num_seqs = 8;
+  c.max_model_len = 256;
+  c.block_size = 4;
+  c.num_gpu_blocks_override = 512;
+  c.enforce_eager = eager;
+  LLMEngine engine(c);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 8 + 2 * static_cast<int64_t>(i);  // requests finish at different steps
+    p.ignore_eos = true;
+    engine.AddRequest("r" + std::to_string(i), prompts[i], p);
+  }
+  std::map<std::string, std::vector<int32_t>> done;
+  while (engine.HasUnfinishedRequests()) {
+    for (RequestOutput& out : engine.Step()) {
+      if (out.finished) done[out.request_id] = out.token_ids;
+    }
+  }
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t i = 0; i < prompts.size(); ++i) tokens.push_back(done.at("r" + std::to_string(i)));
+  return tokens;
+}
+
+class DecodeGraphEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecodeGraphEngineTest, GreedyTokensEqualHfAndTheEagerEngine) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  const auto hf = ReadIds(GetParam(), "greedy_ids");
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    vt::reach::Reset();
+    const auto eager = RunPrompts(GetParam(), device, true, prompts);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+    vt::reach::Reset();
+    const auto graphed = RunPrompts(GetParam(), device, false, prompts);
+    EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+    EXPECT_GE(vt::reach::Count("DecodeGraphs::Capture"), 2u) << "batches of several padded sizes";
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(graphed[i], eager[i]) << "prompt " << i;
+      const std::vector<int32_t> hf_prefix(hf[i].begin(), hf[i].begin() + static_cast<int64_t>(graphed[i].size()));
+      EXPECT_EQ(graphed[i], hf_prefix) << "prompt " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DecodeGraphEngineTest, ::testing::Values("qwen35_dense_untied", "qwen3"));
+
+}  // namespace
+}  // namespace vllm
