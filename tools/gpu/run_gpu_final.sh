@@ -159,10 +159,10 @@ have() { [ -x "$bin/$1" ]; }
 device_flag=cuda:0
 [ $cpu_check = 1 ] && device_flag=cpu
 
-stage "the benchmark's forced kernel variants (decode MatMul, GdnRecurrent) against references on the GPU"
+stage "the benchmark's forced kernel variants (decode MatMul, GdnRecurrent) and device graphs, on the GPU"
 if have vt_tests; then
   timeout "$(budget 60 150)" "$bin/vt_tests" \
-    --gtest_filter='MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:MatMulChoiceTest.*:TuningTest.*' \
+    --gtest_filter='MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:MatMulChoiceTest.*:TuningTest.*:DeviceGraphTest.*' \
     >"$out/variants.log" 2>&1
   rc=$?
   tail -4 "$out/variants.log"
@@ -174,7 +174,7 @@ stage "9B-shape batch-1 decode benchmark"
 if have gpu_decode_bench; then
   # "default" runs first and last: the spread between the two is the noise.
   bench_args=(--device "$device_flag" --shape 9b --prompt-len 16 --steps 64
-              --variants default,gemv=vector_loads,default)
+              --variants default,eager,gdn=state_in_registers,default)
   [ $cpu_check = 1 ] && bench_args=(--device cpu --shape small --prompt-len 16 --steps 8)
   timeout "$(budget 150 110)" "$bin/gpu_decode_bench" "${bench_args[@]}" >"$out/bench.log" 2>&1
   rc=$?
@@ -193,10 +193,10 @@ if have vt_tests; then
   note "vt tests: $(verdict $rc); $(gtest_counts "$out/vt_tests.log")"
 fi
 
-stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds and greedy ties)"
+stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds and greedy ties; decode graphs vs eager)"
 if have vllm_tests; then
   timeout "$(budget 150 15)" "$bin/vllm_tests" \
-    --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*' \
+    --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*' \
     >"$out/models.log" 2>&1
   rc=$?
   grep -E "^\[  FAILED  \]|Failure|^\[ bf16" "$out/models.log" | head -40
