@@ -34,7 +34,8 @@
 // (norms, A, dt_bias, conv) are drawn on the host in ranges HF's initialisation uses.
 //
 // Usage: gpu_decode_bench [--device cuda:0] [--shape 9b|small] [--prompt-len 16]
-//                         [--steps 64] [--variants default,eager,gdn=state_in_registers,...]
+//                         [--steps 64] [--variants default,eager,gdn=token_recurrence,...]
+//                         [--mode bench|profile]
 // `--device cpu --shape small` runs the same code on a machine without a GPU.
 #include <algorithm>
 #include <chrono>
@@ -80,6 +81,7 @@ struct Options {
   std::string shape = "9b";
   int64_t prompt_len = 16;
   int64_t steps = 64;
+  std::string mode = "bench";  // or "profile": one eager prefill and decode step only, for ncu
   std::vector<std::string> variants;  // empty: default (plus the forced variants below on a GPU)
 };
 
@@ -138,6 +140,7 @@ Options ParseOptions(int argc, char** argv) {
     else if (flag == "--prompt-len") o.prompt_len = std::stoll(value);
     else if (flag == "--steps") o.steps = std::stoll(value);
     else if (flag == "--variants") o.variants = SplitCommas(value);
+    else if (flag == "--mode" && (value == "bench" || value == "profile")) o.mode = value;
     else throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top of gpu_decode_bench.cpp)");
   }
   if (o.prompt_len < 1 || o.steps < 2) throw std::invalid_argument("--prompt-len must be >= 1 and --steps >= 2");
@@ -276,34 +279,77 @@ double CopyBandwidth(vt::Device device) {
   return 2.0 * static_cast<double>(bytes) / Median(samples);
 }
 
-// Every weight matrix once (x [1, K] -> out [1, N], in the model's weight order, x
-// bf16 except for the LM head, which the model runs with f32 x and out), median
-// seconds of one such pass.
-double GemvPassSeconds(const LoadedModel& loaded, vt::Device device) {
-  struct Call {
-    vt::Tensor x, w, out;
-  };
-  std::vector<Call> calls;
-  std::map<std::pair<int64_t, vt::DType>, vt::Tensor> inputs;  // x by (K, dtype)
-  std::mt19937 rng(3);
+struct GemvCall {
+  vt::Tensor x, w, out;
+};
+
+// A [1, K] input of `dtype` per K, shared by the calls of a pass.
+vt::Tensor GemvInput(int64_t k, vt::DType dtype, vt::Device device,
+                     std::map<std::pair<int64_t, vt::DType>, vt::Tensor>& inputs) {
+  vt::Tensor& x = inputs[{k, dtype}];
+  if (!x.defined()) {
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    std::vector<float> values(static_cast<size_t>(k));
+    for (float& v : values) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    x = vt::Tensor::Empty({1, k}, dtype, device);
+    x.CopyFrom(vt::Tensor::FromVector(values, {1, k}));
+  }
+  return x;
+}
+
+// Every weight matrix of the checkpoint once (x [1, K] -> out [1, N], in the
+// model's weight order, x bf16 except for the LM head, which the model runs with
+// f32 x and out).
+std::vector<GemvCall> SeparateGemvs(const LoadedModel& loaded, vt::Device device) {
+  std::vector<GemvCall> calls;
+  std::map<std::pair<int64_t, vt::DType>, vt::Tensor> inputs;
   for (const WeightSpec& spec : ModelWeightSpecs(loaded.config)) {
     if (spec.kind != WeightKind::kMatrix) continue;
-    const int64_t n = spec.shape[0], k = spec.shape[1];
     const vt::DType dtype = spec.name == "lm_head.weight" ? vt::DType::kF32 : vt::DType::kBF16;
-    vt::Tensor& x = inputs[{k, dtype}];
-    if (!x.defined()) {
-      std::vector<float> values(static_cast<size_t>(k));
-      for (float& v : values) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
-      x = vt::Tensor::Empty({1, k}, dtype, device);
-      x.CopyFrom(vt::Tensor::FromVector(values, {1, k}));
-    }
-    calls.push_back({x, loaded.weights.Get(spec.name), vt::Tensor::Empty({1, n}, dtype, device)});
+    calls.push_back({GemvInput(spec.shape[1], dtype, device, inputs), loaded.weights.Get(spec.name),
+                     vt::Tensor::Empty({1, spec.shape[0]}, dtype, device)});
   }
+  return calls;
+}
+
+// The matrices as the model multiplies them off the CPU (merged_projection.h: GDN
+// qkv|z|b|a, attention q|k|v, MLP gate|up merged), the same bytes in 4 MatMuls per
+// layer instead of 5 to 8. Weights uninitialised: a GEMV's time does not depend on values.
+std::vector<GemvCall> MergedGemvs(const ModelConfig& c, vt::Device device) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // [N, K]
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.layer_types[l] == LayerType::kFullAttention) {
+      const int64_t q_rows = c.num_attention_heads * c.head_dim * (c.attn_output_gate ? 2 : 1);
+      shapes.push_back({q_rows + 2 * c.num_key_value_heads * c.head_dim, H});
+      shapes.push_back({H, c.num_attention_heads * c.head_dim});
+    } else {
+      const int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
+      shapes.push_back({c.linear_conv_dim() + value_dim + 2 * c.linear_num_value_heads, H});
+      shapes.push_back({H, value_dim});
+    }
+    shapes.push_back({2 * I, H});
+    shapes.push_back({H, I});
+  }
+  std::vector<GemvCall> calls;
+  std::map<std::pair<int64_t, vt::DType>, vt::Tensor> inputs;
+  for (const auto& [n, k] : shapes) {
+    calls.push_back({GemvInput(k, vt::DType::kBF16, device, inputs), vt::Tensor::Empty({n, k}, vt::DType::kBF16, device),
+                     vt::Tensor::Empty({1, n}, vt::DType::kBF16, device)});
+  }
+  calls.push_back({GemvInput(H, vt::DType::kF32, device, inputs),
+                   vt::Tensor::Empty({c.vocab_size, H}, vt::DType::kBF16, device),
+                   vt::Tensor::Empty({1, c.vocab_size}, vt::DType::kF32, device)});
+  return calls;
+}
+
+// Median seconds of one pass over `calls`, launched back to back.
+double GemvPassSeconds(const std::vector<GemvCall>& calls, vt::Device device) {
   std::vector<double> samples;
   for (int pass = 0; pass < 6; ++pass) {
     vt::Synchronize(device);
     const auto start = Clock::now();
-    for (const Call& c : calls) vt::MatMul({.x = c.x, .w = c.w, .out = c.out});
+    for (const GemvCall& c : calls) vt::MatMul({.x = c.x, .w = c.w, .out = c.out});
     vt::Synchronize(device);
     if (pass > 0) samples.push_back(SecondsBetween(start, Clock::now()));  // pass 0 warms up
   }
@@ -423,6 +469,26 @@ DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int6
   return run;
 }
 
+// --mode profile: the kernels of one eager prefill and one eager decode step and
+// nothing after them, so that a profiler's last forward is the decode step
+// (tools/gpu/kernel_times.py splits it off at its first GatherRows).
+void ProfileOneDecode(const Model& model, const std::vector<int32_t>& prompt) {
+  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + 2;
+  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
+  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
+                                           model.device()),
+                     block_size, 0);
+  scheduler->add_request(GreedyRequest(prompt, 2));
+  while (scheduler->has_unfinished_requests()) {
+    const SchedulerOutput output = scheduler->schedule();
+    const RunnerOutput ran = runner.Execute(output);
+    scheduler->update_from_output(output, {{"bench", ran.sampled.at("bench").token_id}});
+  }
+  vt::Synchronize(model.device());
+  std::printf("profile: one eager prefill of %zu tokens and one eager decode step ran\n", prompt.size());
+}
+
 std::string Join(const std::map<std::string, uint64_t>& counts) {
   std::string text;
   for (const auto& [name, count] : counts) text += (text.empty() ? "" : ", ") + name + " " + std::to_string(count);
@@ -433,7 +499,8 @@ struct VariantResult {
   std::string variant;
   DecodeRun run;
   double step_seconds = 0;  // median decode step
-  double gemv_seconds = 0;  // every matrix once
+  double gemv_seconds = 0;         // every matrix once, merged as the model runs them
+  double separate_gemv_seconds = 0;  // every checkpoint matrix once
   size_t same_tokens = 0;   // leading greedy ids equal to the first variant's
 };
 
@@ -455,8 +522,10 @@ void PrintVariant(const VariantResult& r, const Ceiling& c, int64_t prompt_len) 
   std::printf("  prefill of %lld tokens: %.2f ms\n", static_cast<long long>(prompt_len), run.prefill_seconds * 1e3);
   std::printf("  decode step: median %.3f ms, min %.3f, p90 %.3f, max %.3f (%zu steps)\n", r.step_seconds * 1e3,
               sorted.front() * 1e3, sorted[sorted.size() * 9 / 10] * 1e3, sorted.back() * 1e3, sorted.size());
-  std::printf("  GEMVs alone (every matrix once): %.3f ms = %.0f GB/s = %.2f of copy\n", r.gemv_seconds * 1e3,
-              gemv_gbs, gemv_gbs * 1e9 / c.bandwidth);
+  std::printf("  GEMVs alone (every matrix once, merged as the model runs them): %.3f ms = %.0f GB/s = %.2f of copy\n",
+              r.gemv_seconds * 1e3, gemv_gbs, gemv_gbs * 1e9 / c.bandwidth);
+  std::printf("  GEMVs alone (every checkpoint matrix separately): %.3f ms = %.2f of copy\n",
+              r.separate_gemv_seconds * 1e3, c.matrix_bytes / r.separate_gemv_seconds / c.bandwidth);
   std::printf("  decode steps that replayed a device graph: %zu of %zu\n", run.graph_steps, run.step_seconds.size());
   std::printf("  vt op dispatches in one decode forward: %llu (%s)\n", static_cast<unsigned long long>(dispatches),
               Join(run.dispatches).c_str());
@@ -520,7 +589,9 @@ VariantResult RunVariant(const std::string& variant, const Model& model, const L
   r.variant = variant;
   r.run = RunDecode(model, prompt, o.steps, spec.eager);
   r.step_seconds = Median(r.run.step_seconds);
-  r.gemv_seconds = GemvPassSeconds(loaded, o.device);
+  r.separate_gemv_seconds = GemvPassSeconds(SeparateGemvs(loaded, o.device), o.device);
+  r.gemv_seconds = o.device.type == vt::DeviceType::kCPU ? r.separate_gemv_seconds
+                                                          : GemvPassSeconds(MergedGemvs(loaded.config, o.device), o.device);
   for (const auto& entry : forced) vt::tuning::SetVariant(entry.first, "");
   return r;
 }
@@ -550,6 +621,10 @@ int Run(int argc, char** argv) {
   std::mt19937 rng(7);
   std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
   for (int32_t& id : prompt) id = std::uniform_int_distribution<int32_t>(0, 1000)(rng);
+  if (o.mode == "profile") {
+    ProfileOneDecode(*model, prompt);
+    return 0;
+  }
   std::vector<VariantResult> results;
   for (const std::string& variant : o.variants) {
     VariantResult r = RunVariant(variant, *model, loaded, prompt, o);

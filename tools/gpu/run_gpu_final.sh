@@ -174,7 +174,7 @@ stage "9B-shape batch-1 decode benchmark"
 if have gpu_decode_bench; then
   # "default" runs first and last: the spread between the two is the noise.
   bench_args=(--device "$device_flag" --shape 9b --prompt-len 16 --steps 64
-              --variants default,eager,gdn=state_in_registers,default)
+              --variants default,eager,gdn=token_recurrence,default)
   [ $cpu_check = 1 ] && bench_args=(--device cpu --shape small --prompt-len 16 --steps 8)
   timeout "$(budget 150 110)" "$bin/gpu_decode_bench" "${bench_args[@]}" >"$out/bench.log" 2>&1
   rc=$?
@@ -182,6 +182,22 @@ if have gpu_decode_bench; then
   note "decode benchmark: $(verdict $rc)"
   sed -n '/^summary/,$p' "$out/bench.log" >>"$summary"
   [ "${variants_ok:-no}" = yes ] || note "  (the variant tests did not all pass: see variants.log before trusting a forced variant's row)"
+fi
+
+stage "kernel times of one eager 9B decode step (Nsight Compute)"
+ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $cpu_check = 0 ] && [ -n "$ncu_bin" ] && have gpu_decode_bench; then
+  # Kernels only (no replay of the whole application): each launch is timed alone,
+  # caches left warm, clocks left alone (METHOD.md).
+  timeout "$(budget 150 100)" "$ncu_bin" --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum --csv "$bin/gpu_decode_bench" --device "$device_flag" --shape 9b \
+    --prompt-len 16 --mode profile >/tmp/ncu_decode.csv 2>/tmp/ncu_decode.err
+  rc=$?
+  { echo; echo "--- ncu: one eager decode step (rc $rc)"; python3 "$repo/tools/gpu/kernel_times.py" /tmp/ncu_decode.csv 2>&1 \
+      || tail -5 /tmp/ncu_decode.err; } | tee -a "$out/bench.log"
+  note "ncu kernel times: $(verdict $rc) (bench.log)"
+else
+  note "ncu kernel times: not run (no GPU, ncu or benchmark)"
 fi
 
 stage "vt tests (op contract tests on every device incl. cuda:0)"

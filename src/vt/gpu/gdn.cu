@@ -24,14 +24,16 @@
 // the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
 //
-// GdnRecurrent variant "state_in_registers" (forced through vt::tuning, family
-// "gpu.gdn_recurrent", for Dk <= 128): blocks of 4 x 64 threads per (sequence, value
-// head, 64 value columns); thread (group, j) keeps rows [group R, group R + R) of
-// column j in registers (R = ceil(Dk / 4) <= 32). At decode (one token per
-// sequence, 64 blocks at batch 1) the default kernel is latency-bound on each
-// thread's Dk dependent state loads; here each thread issues R independent loads,
+// GdnRecurrent at Dk <= 128 takes GdnStateInRegisters ("state_in_registers"):
+// blocks of 4 x 64 threads per (sequence, value head, 64 value columns); thread
+// (group, j) keeps rows [group R, group R + R) of column j in registers (R =
+// ceil(Dk / 4) <= 32). At decode (one token per sequence, 64 blocks at batch 1)
+// GdnTokenRecurrence is latency-bound on each thread's Dk dependent state loads
+// (16 us per 9B layer on the H200); here each thread issues R independent loads,
 // four times the threads share the work, and the two dot products over Dk are four
-// partial sums combined through shared memory.
+// partial sums combined through shared memory (0.36 ms less per 9B decode step,
+// bench/gpu_notes.md). vt::tuning family "gpu.gdn_recurrent" forces either kernel:
+// "token_recurrence" or "state_in_registers" (tests/vt/gpu/gdn_variants_test.cpp).
 #include <string>
 
 #include "gpu_common.cuh"
@@ -308,14 +310,15 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
   }
 }
 
-// The forced GdnRecurrent variant (see the top comment): "" or "state_in_registers".
+// Whether GdnRecurrent runs GdnStateInRegisters (see the top comment); GdnChunkedPrefill
+// always takes the token recurrence.
 bool UseStateInRegisters(const char* op, int64_t key_dim) {
   if (std::string(op) != "GdnRecurrent") return false;
   const std::string variant = tuning::Variant("gpu.gdn_recurrent");
-  if (variant.empty()) return false;
-  if (variant != "state_in_registers") {
+  if (variant == "token_recurrence") return false;
+  if (!variant.empty() && variant != "state_in_registers") {
     throw Error("vt::GdnRecurrent: unknown variant '" + variant +
-                "' forced for gpu.gdn_recurrent (known: state_in_registers)");
+                "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers)");
   }
   return key_dim <= kRegisterStateMaxKeyDim;
 }

@@ -17,7 +17,8 @@
 // 512-byte warp load each; this kernel fixes the row count at compile time (M = 1:
 // a few dozen registers, 64 warps per SM), issues 4 loads per lane before using
 // them (2 KB per warp), streams weights past L1 (x stays there), and sizes its grid
-// to the resident warps, each walking columns, so no block waits for a second wave.
+// so that every warp walks the same number of columns within one wave of resident
+// warps (no block waits for a second wave, no round of columns left to a few).
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
@@ -167,9 +168,14 @@ __global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmPara
 template <typename X, typename W>
 void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_t stream) {
   const int warps_per_block = kInFlightThreads / WarpSize(device);
-  const unsigned needed = GridFor(p.n, warps_per_block, "MatMul");
-  const unsigned resident = static_cast<unsigned>(MultiprocessorCount(device)) * kInFlightBlocksPerSm;
-  const unsigned grid = needed < resident ? needed : resident;
+  // Every warp walks the same number of columns: a grid of all resident warps over
+  // N columns would leave the last round to a fraction of them (N = 12352 on 8448
+  // warps: 1 or 2 columns each, so the launch lasts 2 rounds of which 1.46 are
+  // work). Columns per warp first, then as few warps as give each that many.
+  const int64_t resident_warps =
+      static_cast<int64_t>(MultiprocessorCount(device)) * kInFlightBlocksPerSm * warps_per_block;
+  const int64_t columns_per_warp = (p.n + resident_warps - 1) / resident_warps;
+  const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
   if (p.m == 1) {
     SkinnyLoadsInFlight<X, W, 1><<<grid, kInFlightThreads, 0, stream>>>(p);
   } else if (p.m <= 4) {

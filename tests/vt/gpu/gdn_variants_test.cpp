@@ -1,6 +1,6 @@
-// The GdnRecurrent kernel that vt::tuning can force on a GPU (family
-// gpu.gdn_recurrent, variant state_in_registers: src/vt/gpu/gdn.cu) against the CPU
-// kernel (itself checked against a double-precision reference in
+// The GdnRecurrent kernels that vt::tuning can force on a GPU (family
+// gpu.gdn_recurrent, variants state_in_registers, the default at Dk <= 128, and
+// token_recurrence: src/vt/gpu/gdn.cu) against the CPU kernel (itself checked against a double-precision reference in
 // tests/vt/ops/gdn_test.cpp) on the same inputs: decode batches (one token per
 // sequence, slots out of order) and a varlen batch (several tokens per sequence),
 // Dk 128 / 64 / 100 (rows not a multiple of the 4 thread groups), Dv 128 and 70
@@ -40,9 +40,11 @@ struct Case {
   int64_t hk = 2, hv = 4;  // key and value heads
 };
 
-// Runs GdnRecurrent on the CPU and (with the variant forced) on `device` from the
-// same inputs; expects equal outputs and final states.
-void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19937& rng) {
+// Runs GdnRecurrent on the CPU and (with `variant` forced, "" for the default
+// choice) on `device` from the same inputs; expects equal outputs and final states,
+// and the register kernel to have run or not as `registers_run` says.
+void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, bool registers_run,
+                      std::mt19937& rng) {
   const int64_t hk = c.hk, hv = c.hv, slots = 3;
   int64_t tokens = 0;
   std::vector<int32_t> query_start_loc = {0};
@@ -65,7 +67,7 @@ void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19
   GdnRecurrent({.q = q, .k = k, .v = v, .g = g, .beta = beta, .states = cpu_states, .query_start_loc = qsl,
                 .state_slot_ids = slot_ids, .out = cpu_out, .tiled_value_heads = c.tiled});
 
-  const ForcedGdnVariant forced("state_in_registers");
+  const ForcedGdnVariant forced(variant);
   const Tensor states = initial.To(device);
   const Tensor out = Tensor::Empty({tokens, hv, c.dv}, c.dtype, device);
   testing::Poison(out);
@@ -73,7 +75,7 @@ void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19
   GdnRecurrent({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device),
                 .beta = beta.To(device), .states = states, .query_start_loc = qsl.To(device),
                 .state_slot_ids = slot_ids.To(device), .out = out, .tiled_value_heads = c.tiled});
-  EXPECT_EQ(reach::Count("GdnGpu.state_in_registers"), variant_runs ? 1u : 0u);
+  EXPECT_EQ(reach::Count("GdnGpu.state_in_registers"), registers_run ? 1u : 0u);
   // Both sides update f32 states from the same inputs, summing in other orders:
   // ~1e-6 relative over 17 tokens; a bf16 output is rounded once more (2^-8).
   const double out_tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
@@ -81,7 +83,7 @@ void ExpectMatchesCpu(Device device, const Case& c, bool variant_runs, std::mt19
   EXPECT_TRUE(testing::AllClose(testing::ToDoubles(cpu_states), states, 1e-5));
 }
 
-TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
+TEST(GdnRecurrentVariantsTest, BothKernelsMatchTheCpuKernel) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   std::mt19937 rng(31);
@@ -96,15 +98,17 @@ TEST(GdnRecurrentVariantsTest, StateInRegistersMatchesTheCpuKernel) {
       {{1}, {1}, 128, 128, true, DType::kBF16, 16, 32},
   };
   for (Device device : gpus) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(device.ToString() + " Hk/Hv=" + std::to_string(c.hk) + "/" + std::to_string(c.hv) +
-                   " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
-                   DTypeName(c.dtype) + (c.tiled ? " tiled" : " grouped") + " seqs " +
-                   std::to_string(c.slots.size()));
-      ExpectMatchesCpu(device, c, true, rng);
+    for (const std::string variant : {"", "state_in_registers", "token_recurrence"}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(device.ToString() + " variant '" + variant + "' Hk/Hv=" + std::to_string(c.hk) + "/" +
+                     std::to_string(c.hv) + " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
+                     DTypeName(c.dtype) + (c.tiled ? " tiled" : " grouped") + " seqs " +
+                     std::to_string(c.slots.size()));
+        ExpectMatchesCpu(device, c, variant, variant != "token_recurrence", rng);
+      }
+      SCOPED_TRACE("Dk=192: past the register kernel, the token recurrence runs");
+      ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, variant, false, rng);
     }
-    SCOPED_TRACE("Dk=192: past the variant, the default kernel runs");
-    ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, false, rng);
   }
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Per-kernel device times of one decode step, from an Nsight Compute CSV.
+
+Input: the CSV that
+  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      gpu_decode_bench --mode profile ...
+prints: one eager prefill, then one eager decode step, nothing after. The decode
+step starts at the third GatherRows launch (each forward gathers twice: the
+embedding rows first, the logits rows later). Prints the decode step's kernels
+grouped by name (count, total and mean microseconds) and their sum, which is the
+step's device time without launch gaps.
+
+Usage: kernel_times.py ncu.csv
+"""
+import csv
+import collections
+import sys
+
+UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        lines = f.readlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    for row in csv.DictReader(lines[start:]):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            value = float(row["Metric Value"].replace(",", ""))
+            yield row["Kernel Name"], value * UNITS.get(row["Metric Unit"], 1.0)
+
+
+def short(name):
+    for cut in ("<", "("):
+        if cut in name:
+            name = name[: name.index(cut)]
+    return name.replace("void ", "").split("::")[-1]
+
+
+def main():
+    kernels = list(rows(sys.argv[1]))
+    gathers = [i for i, (name, _) in enumerate(kernels) if "GatherRow" in name]
+    if len(gathers) < 3:
+        sys.exit(f"kernel_times: expected 3+ GatherRows launches, found {len(gathers)} in {len(kernels)} kernels")
+    decode = kernels[gathers[2]:]
+    groups = collections.OrderedDict()
+    for name, us in decode:
+        count, total = groups.get(short(name), (0, 0.0))
+        groups[short(name)] = (count + 1, total + us)
+    total = sum(us for _, us in decode)
+    print(f"decode step: {len(decode)} kernels, {total:.1f} us of kernel time (no launch gaps)")
+    print(f"  {'kernel':44s} {'count':>5s} {'total us':>9s} {'mean us':>8s} {'share':>6s}")
+    for name, (count, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {name[:44]:44s} {count:5d} {us:9.1f} {us / count:8.2f} {us / total:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
