@@ -16,24 +16,33 @@ import csv
 import collections
 import sys
 
-UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
+NAME_COLUMNS = ("Kernel Name", "Function Name", "Name", "Demangled Name")
 
 
 def rows(path):
     with open(path, newline="") as f:
         lines = f.readlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
-    for row in csv.DictReader(lines[start:]):
-        if row.get("Metric Name") == "gpu__time_duration.sum":
-            value = float(row["Metric Value"].replace(",", ""))
-            yield row["Kernel Name"], value * UNITS.get(row["Metric Unit"], 1.0)
+    reader = csv.DictReader(lines[start:])
+    name_column = next((c for c in NAME_COLUMNS if c in reader.fieldnames), None)
+    if name_column is None:
+        sys.exit(f"kernel_times: no kernel-name column among {reader.fieldnames}")
+    for row in reader:
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        unit = row.get("Metric Unit", "")
+        if unit not in UNITS:
+            sys.exit(f"kernel_times: unknown time unit {unit!r} (columns {reader.fieldnames})")
+        yield row[name_column], float(row["Metric Value"].replace(",", "")) * UNITS[unit]
 
 
 def short(name):
-    for cut in ("<", "("):
-        if cut in name:
-            name = name[: name.index(cut)]
-    return name.replace("void ", "").split("::")[-1]
+    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
+    cuts = [name.index(c) for c in "<(" if c in name]
+    if cuts:
+        name = name[: min(cuts)]
+    return name.split("::")[-1]
 
 
 def main():

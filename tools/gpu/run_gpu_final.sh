@@ -23,6 +23,7 @@
 #
 # Usage (from the repository root):
 #   tools/gpu/run_gpu_final.sh                       on the GPU machine
+#   tools/gpu/run_gpu_final.sh --bench-only          there: build, benchmark, kernel times
 #   tools/gpu/run_gpu_final.sh --cpu-check DIR       here: the same stages without CUDA
 #     (build in DIR, system packages hidden from pkg-config, the benchmark on the
 #     CPU at small shapes), to check the script and the carried packages.
@@ -30,10 +31,13 @@ set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cpu_check=0
+bench_only=0
 build=/tmp/vt_gpu_final_build
 if [ "${1:-}" = "--cpu-check" ]; then
   cpu_check=1
   build=${2:?--cpu-check needs a build folder}
+elif [ "${1:-}" = "--bench-only" ]; then
+  bench_only=1  # build, the decode benchmark and its kernel times; no test stages
 fi
 out=${OUT:-/tmp/vt_gpu_final}
 mkdir -p "$out"
@@ -142,6 +146,7 @@ fi
 
 stage "build (-j$jobs)"
 targets=(vt vt_tests vllm vllm_tests vllm-cpp gpu_decode_bench)
+[ $bench_only = 1 ] && targets=(vt vllm gpu_decode_bench)
 [ $cpu_check = 0 ] && targets+=(vt_cuda)
 build_started=$(date +%s)
 if [ $configured = 1 ]; then
@@ -151,7 +156,9 @@ if [ $configured = 1 ]; then
   rc=$?
   [ $rc != 0 ] && grep -E "error|FAILED" "$out/build.log" | head -30
   missing=""
-  for t in vt_tests vllm_tests vllm-cpp gpu_decode_bench; do [ -x "$build/bin/$t" ] || missing="$missing $t"; done
+  for t in "${targets[@]}"; do
+    case $t in vt|vllm|vt_cuda) ;; *) [ -x "$build/bin/$t" ] || missing="$missing $t" ;; esac
+  done
   note "build: $(verdict $rc) in $(( $(date +%s) - build_started )) s; binaries missing:${missing:- none}"
 fi
 bin="$build/bin"
@@ -160,7 +167,7 @@ device_flag=cuda:0
 [ $cpu_check = 1 ] && device_flag=cpu
 
 stage "the benchmark's forced kernel variants (decode MatMul, GdnRecurrent) and device graphs, on the GPU"
-if have vt_tests; then
+if [ $bench_only = 0 ] && have vt_tests; then
   timeout "$(budget 60 150)" "$bin/vt_tests" \
     --gtest_filter='MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:MatMulChoiceTest.*:TuningTest.*:DeviceGraphTest.*' \
     >"$out/variants.log" 2>&1
@@ -201,7 +208,7 @@ else
 fi
 
 stage "vt tests (op contract tests on every device incl. cuda:0)"
-if have vt_tests; then
+if [ $bench_only = 0 ] && have vt_tests; then
   timeout "$(budget 150 50)" "$bin/vt_tests" >"$out/vt_tests.log" 2>&1
   rc=$?
   grep -E "^\[  FAILED  \]|Failure" "$out/vt_tests.log" | head -20
@@ -210,7 +217,7 @@ if have vt_tests; then
 fi
 
 stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds and greedy ties; decode graphs vs eager)"
-if have vllm_tests; then
+if [ $bench_only = 0 ] && have vllm_tests; then
   timeout "$(budget 150 15)" "$bin/vllm_tests" \
     --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*' \
     >"$out/models.log" 2>&1
@@ -230,7 +237,7 @@ if have vllm_tests; then
 fi
 
 stage "vllm-cpp generate: cpu vs $device_flag, greedy, f32"
-if have vllm-cpp; then
+if [ $bench_only = 0 ] && have vllm-cpp; then
   # Reference prompt 1 of the model: HF's greedy continuation (reference.json) has
   # top-1/top-2 margins >= 0.05, so f32 runs on any device must give exactly it.
   model="$repo/tests/data/models/qwen35_dense_untied/hf"
@@ -280,9 +287,11 @@ run_sanitizer() {  # tool, least seconds worth starting, gtest filter, what
   tail -2 "$out/sanitizer.log"
   note "$tool ($what): $v; $errors error lines in sanitizer.log so far"
 }
-run_sanitizer memcheck 30 'MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*' "the new decode kernels"
-run_sanitizer racecheck 30 'GdnRecurrentVariantsTest.*' "the shared-memory GDN variant"
-run_sanitizer memcheck 45 'MatMulTest.*:RmsNormTest.*:AddRmsNormTest.*:GdnTest.*:PagedAttentionTest.*' "op tests"
+if [ $bench_only = 0 ]; then
+  run_sanitizer memcheck 30 'MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:DeviceGraphTest.*' "the new decode kernels"
+  run_sanitizer racecheck 30 'GdnRecurrentVariantsTest.*:ArgmaxTest.*' "the shared-memory GDN kernel, Argmax"
+  run_sanitizer memcheck 45 'MatMulTest.*:RmsNormTest.*:AddRmsNormTest.*:GdnTest.*:PagedAttentionTest.*:ArgmaxTest.*' "op tests"
+fi
 
 stage "summary ($(( $(date +%s) - started )) s in all; logs in $out)"
 cat "$summary"

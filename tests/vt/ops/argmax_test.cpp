@@ -1,5 +1,5 @@
 // Contract tests of vt::Argmax: the index of each row's largest value, the first
-// one on ties, as i32; f32/bf16/f16, a Qwen3.5-sized vocabulary, strided rows,
+// one on ties (also between far-apart parts of a long row), as i32; f32/bf16/f16, a Qwen3.5-sized vocabulary, strided rows,
 // every device and CPU ISA level.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,6 +56,15 @@ TEST(ArgmaxTest, FirstIndexOnTies) {
       Argmax({.x = xd, .out = out});
       EXPECT_EQ(ToInts(out), (std::vector<int64_t>{1, 0, 1})) << DTypeName(dtype);
     }
+    // Ties between parts of a long row that kernels may split (the GPU in chunks of
+    // 8192): row 0 all equal, row 1 its maximum at 15000 and 19000 and 3 (smaller) at 9.
+    std::vector<float> wide(2 * 20000, 0.0f);
+    wide[20000 + 9] = 0.5f;
+    wide[20000 + 15000] = wide[20000 + 19000] = 1.0f;
+    Tensor xw = Tensor::FromVector(wide, {2, 20000}).To(device);
+    Tensor out_w = Tensor::Empty({2}, DType::kI32, device);
+    Argmax({.x = xw, .out = out_w});
+    EXPECT_EQ(ToInts(out_w), (std::vector<int64_t>{0, 15000}));
   });
 }
 
