@@ -38,7 +38,9 @@ def rows(path):
 
 
 def short(name):
-    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
+    for anonymous in ("(anonymous namespace)::", "<unnamed>::", "{anonymous}::"):
+        name = name.replace(anonymous, "")
+    name = name.replace("void ", "")
     cuts = [name.index(c) for c in "<(" if c in name]
     if cuts:
         name = name[: min(cuts)]

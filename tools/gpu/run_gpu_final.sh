@@ -181,7 +181,7 @@ stage "9B-shape batch-1 decode benchmark"
 if have gpu_decode_bench; then
   # "default" runs first and last: the spread between the two is the noise.
   bench_args=(--device "$device_flag" --shape 9b --prompt-len 16 --steps 64
-              --variants default,eager,gdn=token_recurrence,default)
+              --variants default,gemv_depth=8,eager,default)
   [ $cpu_check = 1 ] && bench_args=(--device cpu --shape small --prompt-len 16 --steps 8)
   timeout "$(budget 150 110)" "$bin/gpu_decode_bench" "${bench_args[@]}" >"$out/bench.log" 2>&1
   rc=$?
@@ -202,6 +202,7 @@ if [ $cpu_check = 0 ] && [ -n "$ncu_bin" ] && have gpu_decode_bench; then
   rc=$?
   { echo; echo "--- ncu: one eager decode step (rc $rc)"; python3 "$repo/tools/gpu/kernel_times.py" /tmp/ncu_decode.csv 2>&1 \
       || tail -5 /tmp/ncu_decode.err; } | tee -a "$out/bench.log"
+  [ $bench_only = 1 ] && gzip -c /tmp/ncu_decode.csv >"$out/ncu_decode.csv.gz"
   note "ncu kernel times: $(verdict $rc) (bench.log)"
 else
   note "ncu kernel times: not run (no GPU, ncu or benchmark)"
