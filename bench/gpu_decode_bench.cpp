@@ -97,9 +97,7 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 // The vt::tuning families a variant may force, by the short names --variants uses.
 const std::map<std::string, std::string>& Families() {
   static const std::map<std::string, std::string> families = {
-      {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)},
-      {"gemv_depth", std::string(vt::gpu::kLoadsInFlightDepthFamily)},
-      {"gdn", "gpu.gdn_recurrent"}};
+      {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)}, {"gdn", "gpu.gdn_recurrent"}};
   return families;
 }
 
@@ -124,8 +122,7 @@ VariantSpec ParseVariant(const std::string& variant) {
     const auto family = Families().find(item.substr(0, eq));
     if (eq == std::string::npos || family == Families().end()) {
       throw std::invalid_argument("variant '" + variant + "': expected default, or eager and FAMILY=VARIANT joined by "
-                                  "'+', FAMILY gemv (gpu.matmul_skinny), gemv_depth (" +
-                                  std::string(vt::gpu::kLoadsInFlightDepthFamily) + ") or gdn (gpu.gdn_recurrent)");
+                                  "'+', FAMILY gemv (gpu.matmul_skinny) or gdn (gpu.gdn_recurrent)");
     }
     spec.forced.emplace_back(family->second, item.substr(eq + 1));
   }

@@ -181,7 +181,7 @@ stage "9B-shape batch-1 decode benchmark"
 if have gpu_decode_bench; then
   # "default" runs first and last: the spread between the two is the noise.
   bench_args=(--device "$device_flag" --shape 9b --prompt-len 16 --steps 64
-              --variants default,gemv_depth=8,eager,default)
+              --variants default,eager,default)
   [ $cpu_check = 1 ] && bench_args=(--device cpu --shape small --prompt-len 16 --steps 8)
   timeout "$(budget 150 110)" "$bin/gpu_decode_bench" "${bench_args[@]}" >"$out/bench.log" 2>&1
   rc=$?

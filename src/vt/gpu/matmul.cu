@@ -22,13 +22,10 @@
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
-#include <string>
-
 #include "gpu_dot.cuh"
 #include "matmul.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
-#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -134,14 +131,14 @@ __device__ inline void AccumulateChunk(const uint4& raw, const GemmParams<X>& p,
 
 // W is f16 or bf16 (8 values per 16-byte vector), X any float type; m <= kRows;
 // rows 16-byte aligned.
-template <typename X, typename W, int kRows, int kLoads>
+template <typename X, typename W, int kRows>
 __global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmParams<X> p) {
   static_assert(sizeof(W) * kChunk == 16, "one 16-byte vector holds a chunk of weights");
   const int lane = threadIdx.x % kWarpSize;
   const int warps_per_block = blockDim.x / kWarpSize;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
   const int64_t vectors = p.k / kChunk;  // 16-byte vectors per weight row
-  const int64_t step = static_cast<int64_t>(kLoads) * kWarpSize;
+  const int64_t step = static_cast<int64_t>(kLoadsInFlight) * kWarpSize;
   // Whole warps take the same columns, so the warp sums below see every lane.
   for (int64_t column = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / kWarpSize; column < p.n;
        column += num_warps) {
@@ -149,11 +146,11 @@ __global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmPara
     float acc[kRows] = {};
     int64_t v = lane;
     for (; v + step - kWarpSize < vectors; v += step) {
-      uint4 raw[kLoads];
+      uint4 raw[kLoadsInFlight];
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u) raw[u] = LoadOnce16(w_row + v + u * kWarpSize);
+      for (int u = 0; u < kLoadsInFlight; ++u) raw[u] = LoadOnce16(w_row + v + u * kWarpSize);
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
+      for (int u = 0; u < kLoadsInFlight; ++u) {
         AccumulateChunk<X, W, kRows>(raw[u], p, (v + u * kWarpSize) * kChunk, acc);
       }
     }
@@ -168,7 +165,7 @@ __global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmPara
   }
 }
 
-template <typename X, typename W, int kLoads>
+template <typename X, typename W>
 void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_t stream) {
   const int warps_per_block = kInFlightThreads / WarpSize(device);
   // Every warp walks the same number of columns: a grid of all resident warps over
@@ -180,27 +177,11 @@ void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_
   const int64_t columns_per_warp = (p.n + resident_warps - 1) / resident_warps;
   const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
   if (p.m == 1) {
-    SkinnyLoadsInFlight<X, W, 1, kLoads><<<grid, kInFlightThreads, 0, stream>>>(p);
+    SkinnyLoadsInFlight<X, W, 1><<<grid, kInFlightThreads, 0, stream>>>(p);
   } else if (p.m <= 4) {
-    SkinnyLoadsInFlight<X, W, 4, kLoads><<<grid, kInFlightThreads, 0, stream>>>(p);
+    SkinnyLoadsInFlight<X, W, 4><<<grid, kInFlightThreads, 0, stream>>>(p);
   } else {
-    SkinnyLoadsInFlight<X, W, static_cast<int>(kSkinnyMaxRows), kLoads><<<grid, kInFlightThreads, 0, stream>>>(p);
-  }
-}
-
-// The loads each lane issues before using them: kLoadsInFlight, or what the
-// vt::tuning family kLoadsInFlightDepthFamily forces ("4" or "8"), to measure
-// deeper pipelines in one process (bench/gpu_decode_bench.cpp, gemv_depth=8).
-template <typename X, typename W>
-void LaunchSkinnyLoadsInFlightAtDepth(const GemmParams<X>& p, Device device, gpuStream_t stream) {
-  const std::string depth = tuning::Variant(kLoadsInFlightDepthFamily);
-  if (depth.empty() || depth == "4") {
-    LaunchSkinnyLoadsInFlight<X, W, kLoadsInFlight>(p, device, stream);
-  } else if (depth == "8") {
-    LaunchSkinnyLoadsInFlight<X, W, 8>(p, device, stream);
-  } else {
-    throw Error("vt::MatMul: unknown depth '" + depth + "' forced for " + std::string(kLoadsInFlightDepthFamily) +
-                " (known: 4, 8)");
+    SkinnyLoadsInFlight<X, W, static_cast<int>(kSkinnyMaxRows)><<<grid, kInFlightThreads, 0, stream>>>(p);
   }
 }
 
@@ -301,9 +282,9 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
     } else if (kernel == MatMulKernel::kSkinnyLoadsInFlight) {
       reach::Hit("MatMulGpu.skinny_loads_in_flight");
       if (a.w.dtype() == DType::kBF16) {
-        LaunchSkinnyLoadsInFlightAtDepth<X, bf16_t>(p, a.out.device(), stream);
+        LaunchSkinnyLoadsInFlight<X, bf16_t>(p, a.out.device(), stream);
       } else if (a.w.dtype() == DType::kF16) {
-        LaunchSkinnyLoadsInFlightAtDepth<X, f16_t>(p, a.out.device(), stream);
+        LaunchSkinnyLoadsInFlight<X, f16_t>(p, a.out.device(), stream);
       } else {
         throw Error("vt::MatMul on " + a.out.device().ToString() +
                     ": internal error: the loads-in-flight kernel got w " + a.w.Describe());

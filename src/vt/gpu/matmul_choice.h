@@ -67,8 +67,6 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
 //   "warp_per_column"  kSkinnyWarpPerColumn (accepts every decode shape)
 //   "loads_in_flight"  kSkinnyLoadsInFlight (needs f16/bf16 weights and aligned rows)
 inline constexpr std::string_view kSkinnyVariantFamily = "gpu.matmul_skinny";
-// The family that forces kSkinnyLoadsInFlight's loads per lane: "4" (the default) or "8".
-inline constexpr std::string_view kLoadsInFlightDepthFamily = "gpu.matmul_loads_in_flight_depth";
 
 // `chosen` (ChooseMatMul's kernel) replaced by the forced `variant` where the shape
 // is a decode shape the variant accepts; "" keeps `chosen`. Throws for an unknown name.
