@@ -7,9 +7,15 @@
 // dtype, and the norm reads that stored value); GatedRmsNorm's z like x;
 // SigmoidMul's gate [rows..., D] or [rows..., 1].
 //
-// Norms: one block per row; the sum of squares is a block reduction in f32, then a
-// second pass over the row (still in L1/L2) writes the output. Each thread touches
-// the same columns in both passes, so an in-place out needs no barrier.
+// Norms: one block per row; the sum of squares is a block reduction in f32, then
+// the output is written. Rows of up to kNormValuesPerThread x 1024 values
+// (NormRowsInRegisters) are read once into registers, each thread holding up to 8
+// values, every load of the row issued before any store: a decode step's rows are
+// single [1, 4096] rows, and a thread walking 16 values through a load-store loop
+// waits a memory latency per value, because its stores may alias its next loads
+// (6.6 us per norm, 1 ms of the 9B decode step, bench/gpu_notes.md). Longer rows
+// stream twice through the row (NormRows; the second pass hits L1/L2). Each thread
+// touches the same columns in both passes, so an in-place out needs no barrier.
 // Activations: one thread per element. All arithmetic is f32.
 #include "gpu_common.cuh"
 #include "vt/ops.h"
@@ -17,8 +23,18 @@
 namespace vt::gpu {
 namespace {
 
-// Threads per row of a row kernel: enough lanes for the row, a multiple of 64.
+// Threads per row of the streaming row kernel: enough lanes for the row, a multiple of 64.
 int RowThreads(int64_t dim) { return dim >= 1024 ? 256 : dim >= 256 ? 128 : 64; }
+
+constexpr int kNormValuesPerThread = 8;
+constexpr int kMaxNormThreads = 1024;
+constexpr int64_t kMaxRegisterRow = int64_t{kNormValuesPerThread} * kMaxNormThreads;
+
+// Threads of the register kernel: one per 8 values, a multiple of 64, at least 64.
+int RegisterRowThreads(int64_t dim) {
+  const int64_t threads = (dim + kNormValuesPerThread - 1) / kNormValuesPerThread;
+  return static_cast<int>(threads <= 64 ? 64 : (threads + 63) / 64 * 64);
+}
 
 template <typename T>
 struct RowNormParams {
@@ -69,6 +85,59 @@ __global__ void NormRows(RowNormParams<T> p) {
   }
 }
 
+// Value j of this thread is column threadIdx.x + j * blockDim.x (coalesced for each j).
+template <typename T, NormKind kKind>
+__global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormParams<T> p) {
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  const int64_t row = blockIdx.x;
+  const T* x = p.x + p.x_rows.Offset(row);
+  T* out = p.out + p.out_rows.Offset(row);
+  float v[kNormValuesPerThread];
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    v[j] = i < p.dim ? ToFloat(x[i]) : 0.0f;
+  }
+  if constexpr (kKind == NormKind::kAddRms) {
+    T* residual = p.residual + p.residual_rows.Offset(row);
+    float r[kNormValuesPerThread];
+#pragma unroll
+    for (int j = 0; j < kNormValuesPerThread; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+      r[j] = i < p.dim ? ToFloat(residual[i]) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kNormValuesPerThread; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+      const T stored = FromFloat<T>(r[j] + v[j]);  // the norm reads the value as stored
+      v[j] = ToFloat(stored);
+      if (i < p.dim) residual[i] = stored;
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) sum_sq += v[j] * v[j];
+  sum_sq = BlockSum(sum_sq, scratch);
+  const float inv = kKind == NormKind::kL2 ? rsqrtf(sum_sq + p.eps) * p.scale : rsqrtf(sum_sq / p.dim + p.eps);
+  float factor[kNormValuesPerThread];  // weight (+ offset), times silu(z) for GatedRmsNorm
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    factor[j] = 1.0f;
+    if (i < p.dim) {
+      if constexpr (kKind != NormKind::kL2) {
+        factor[j] = LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
+      }
+      if constexpr (kKind == NormKind::kGatedRms) factor[j] *= Silu(ToFloat(p.z[p.z_rows.Offset(row) + i]));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < p.dim) out[i] = FromFloat<T>(v[j] * inv * factor[j]);
+  }
+}
+
 template <NormKind kKind>
 void LaunchNorm(const char* op, const Tensor& x, const Tensor* z, const Tensor* residual, const Tensor* weight,
                 const Tensor& out, float eps, float weight_offset, float scale) {
@@ -98,7 +167,11 @@ void LaunchNorm(const char* op, const Tensor& x, const Tensor* z, const Tensor* 
     p.eps = eps;
     p.weight_offset = weight_offset;
     p.scale = scale;
-    NormRows<T, kKind><<<GridFor(rows, 1, op), RowThreads(dim), 0, stream>>>(p);
+    if (dim <= kMaxRegisterRow) {
+      NormRowsInRegisters<T, kKind><<<GridFor(rows, 1, op), RegisterRowThreads(dim), 0, stream>>>(p);
+    } else {
+      NormRows<T, kKind><<<GridFor(rows, 1, op), RowThreads(dim), 0, stream>>>(p);
+    }
   });
   CheckLaunch(op);
 }

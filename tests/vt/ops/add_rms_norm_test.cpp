@@ -66,7 +66,7 @@ TEST(AddRmsNormTest, MatchesReference) {
   std::mt19937 rng(11);
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (const Shape& shape : std::vector<Shape>{{1, 1}, {5, 37}, {3, 1024}, {2, 2, 515}}) {
+      for (const Shape& shape : std::vector<Shape>{{1, 1}, {5, 37}, {3, 1024}, {2, 2, 515}, {1, 4096}, {2, 8193}}) {
         for (float offset : {0.0f, 1.0f}) RunCase(device, dtype, shape, offset, false, false, rng);
       }
     }

@@ -59,7 +59,7 @@ TEST(GatedRmsNormTest, MatchesReference) {
   std::mt19937 rng(21);
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (const Shape& shape : std::vector<Shape>{{1, 1}, {4, 3, 128}, {7, 45}, {2, 1031}}) {
+      for (const Shape& shape : std::vector<Shape>{{1, 1}, {4, 3, 128}, {7, 45}, {2, 1031}, {1, 8200}}) {
         RunCase(device, dtype, shape, false, Alias::kNone, rng);
       }
     }

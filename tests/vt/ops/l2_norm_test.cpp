@@ -34,7 +34,7 @@ TEST(L2NormTest, MatchesReference) {
   std::mt19937 rng(31);
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (const Shape& shape : std::vector<Shape>{{1, 1}, {6, 2, 128}, {5, 33}, {3, 1001}}) {
+      for (const Shape& shape : std::vector<Shape>{{1, 1}, {6, 2, 128}, {5, 33}, {3, 1001}, {2, 8192}, {1, 8193}}) {
         for (float eps : {1e-6f, 0.5f}) {
           for (float scale : {1.0f, 0.08838834764f}) {
             SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " eps " +
