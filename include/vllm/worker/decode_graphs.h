@@ -25,6 +25,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,9 +60,12 @@ class DecodeGraphs {
   // token each, all sampling), at most max_batch of them, contexts within max_model_len.
   bool Accepts(const SchedulerOutput& output) const;
   // The greedy token of every scheduled request, in order; captures the graph of
-  // the batch's shape first if it is new.
-  std::vector<int32_t> RunGreedy(const SchedulerOutput& output);
+  // the batch's shape first if it is new. nullopt when that capture failed (out of
+  // device memory, say): the shape is then remembered as eager-only, the reason
+  // kept in last_capture_error(), and the caller runs the step eagerly.
+  std::optional<std::vector<int32_t>> RunGreedy(const SchedulerOutput& output);
   size_t num_graphs() const { return graphs_.size(); }
+  const std::string& last_capture_error() const { return last_capture_error_; }
 
   DecodeGraphShape ShapeFor(const SchedulerOutput& output) const;
   // The input buffer of `shape` for `output` (nullptr: every row padding), int32:
@@ -74,7 +80,8 @@ class DecodeGraphs {
     vt::Tensor tokens;   // [P] i32, written by each replay
     std::unique_ptr<vt::CapturedGraph> graph;
   };
-  Graph& GraphFor(const DecodeGraphShape& shape);
+  Graph* GraphFor(const DecodeGraphShape& shape);  // null: the capture failed
+  Graph Capture(const DecodeGraphShape& shape);
   ForwardBatch BatchViews(const vt::Tensor& inputs, const DecodeGraphShape& shape) const;
 
   const Model& model_;
@@ -83,6 +90,8 @@ class DecodeGraphs {
   DecodeGraphOptions options_;
   std::shared_ptr<vt::GraphMemory> memory_;
   std::map<DecodeGraphShape, Graph> graphs_;
+  std::set<DecodeGraphShape> eager_shapes_;  // shapes whose capture failed
+  std::string last_capture_error_;
 };
 
 }  // namespace vllm

@@ -82,7 +82,8 @@ class ModelRunner {
   vt::Tensor Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows);
   static bool SamplesByArgmaxOnly(const SchedulerOutput& output);
   RunnerOutput ExecuteGreedy(const SchedulerOutput& output);
-  RunnerOutput ExecuteGreedyGraph(const SchedulerOutput& output);
+  // nullopt when the batch's graph could not be captured (the step then runs eagerly).
+  std::optional<RunnerOutput> ExecuteGreedyGraph(const SchedulerOutput& output);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(output)).
   ForwardBatch PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const;
 

@@ -125,9 +125,7 @@ ForwardBatch DecodeGraphs::BatchViews(const vt::Tensor& inputs, const DecodeGrap
   return batch;
 }
 
-DecodeGraphs::Graph& DecodeGraphs::GraphFor(const DecodeGraphShape& shape) {
-  auto found = graphs_.find(shape);
-  if (found != graphs_.end()) return found->second;
+DecodeGraphs::Graph DecodeGraphs::Capture(const DecodeGraphShape& shape) {
   vt::reach::Hit("DecodeGraphs::Capture");
   const vt::Device device = model_.device();
   if (!memory_) memory_ = vt::NewGraphMemory(device);
@@ -143,17 +141,33 @@ DecodeGraphs::Graph& DecodeGraphs::GraphFor(const DecodeGraphShape& shape) {
   forward_and_argmax();  // eagerly, on padding rows only: first-use work happens outside the recording
   vt::Synchronize(device);
   g.graph = vt::CaptureGraph(device, memory_, forward_and_argmax);
-  return graphs_.emplace(shape, std::move(g)).first->second;
+  return g;
 }
 
-std::vector<int32_t> DecodeGraphs::RunGreedy(const SchedulerOutput& output) {
+DecodeGraphs::Graph* DecodeGraphs::GraphFor(const DecodeGraphShape& shape) {
+  auto found = graphs_.find(shape);
+  if (found != graphs_.end()) return &found->second;
+  if (eager_shapes_.count(shape) > 0) return nullptr;
+  try {
+    return &graphs_.emplace(shape, Capture(shape)).first->second;
+  } catch (const vt::Error& e) {
+    eager_shapes_.insert(shape);
+    last_capture_error_ = "decode graph of batch " + std::to_string(shape.batch) + ", context " +
+                          std::to_string(shape.max_seq_len) + " not captured (steps of that shape run eagerly): " +
+                          e.what();
+    return nullptr;
+  }
+}
+
+std::optional<std::vector<int32_t>> DecodeGraphs::RunGreedy(const SchedulerOutput& output) {
   if (!Accepts(output)) throw std::logic_error("DecodeGraphs::RunGreedy: the batch is not a graph-able decode batch");
   const DecodeGraphShape shape = ShapeFor(output);
-  Graph& g = GraphFor(shape);
+  Graph* g = GraphFor(shape);
+  if (g == nullptr) return std::nullopt;
   const std::vector<int32_t> inputs = PackInputs(&output, shape);
-  g.inputs.CopyFrom(vt::Tensor::FromVector(inputs, {static_cast<int64_t>(inputs.size())}));
-  g.graph->Replay();
-  const std::vector<int64_t> tokens = g.tokens.ToIntVector();
+  g->inputs.CopyFrom(vt::Tensor::FromVector(inputs, {static_cast<int64_t>(inputs.size())}));
+  g->graph->Replay();
+  const std::vector<int64_t> tokens = g->tokens.ToIntVector();
   std::vector<int32_t> result(output.scheduled.size());
   for (size_t r = 0; r < result.size(); ++r) result[r] = static_cast<int32_t>(tokens[r]);
   return result;

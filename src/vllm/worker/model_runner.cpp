@@ -194,11 +194,12 @@ RunnerOutput ModelRunner::ExecuteGreedy(const SchedulerOutput& output) {
   return result;
 }
 
-RunnerOutput ModelRunner::ExecuteGreedyGraph(const SchedulerOutput& output) {
+std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const SchedulerOutput& output) {
+  const std::optional<std::vector<int32_t>> tokens = decode_graphs_->RunGreedy(output);
+  if (!tokens) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
-  const std::vector<int32_t> tokens = decode_graphs_->RunGreedy(output);
   RunnerOutput result;
-  for (size_t b = 0; b < output.scheduled.size(); ++b) result.sampled[output.scheduled[b].req_id].token_id = tokens[b];
+  for (size_t b = 0; b < output.scheduled.size(); ++b) result.sampled[output.scheduled[b].req_id].token_id = (*tokens)[b];
   return result;
 }
 
@@ -236,7 +237,10 @@ RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const Step
 RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   if (output.empty()) return {};
   if (SamplesByArgmaxOnly(output)) {
-    if (decode_graphs_ && decode_graphs_->Accepts(output)) return ExecuteGreedyGraph(output);
+    if (decode_graphs_ && decode_graphs_->Accepts(output)) {
+      std::optional<RunnerOutput> replayed = ExecuteGreedyGraph(output);
+      if (replayed) return std::move(*replayed);
+    }
     return ExecuteGreedy(output);
   }
   vt::reach::Hit("ModelRunner::HostSampler");

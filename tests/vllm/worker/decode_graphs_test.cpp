@@ -1,6 +1,7 @@
 // Decode graphs (src/vllm/worker/decode_graphs.cpp): which batches run as graphs,
 // the padded shape a batch gets, and the exact input buffer a replay reads
-// (padding rows included), checked on any machine; on a GPU, the engine's greedy
+// (padding rows included), checked on any machine; on a GPU, a shape that cannot
+// be recorded falls back to eager steps, and the engine's greedy
 // tokens with graphs equal HF's and those of the same engine run eagerly
 // (--enforce-eager), for the reference models, with batches that pad.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "vllm/model_loader/safetensors.h"
 #include "vllm/worker/cache_engine.h"
 #include "vllm/worker/decode_graphs.h"
+#include "vllm/worker/model_runner.h"
 #include "vt/reach.h"
 
 namespace vllm {
@@ -142,6 +144,50 @@ TEST(DecodeGraphsTest, APaddingSlotOutsideTheStateIsRefused) {
   EXPECT_THROW(DecodeGraphs(model, caches, kBlockSize, {.max_batch = 2, .max_model_len = 100, .padding_state_slot = 2}),
                std::invalid_argument);
   EXPECT_THROW(DecodeGraphs(model, caches, kBlockSize, {.max_batch = 2, .max_model_len = 100}), std::invalid_argument);
+}
+
+// A model whose forward reads its batch back to the host (a wait for the device)
+// cannot be recorded: the step runs eagerly instead, the shape is not tried again,
+// and the reason is kept.
+class HostReadingModel final : public Model {
+ public:
+  explicit HostReadingModel(vt::Device device) : device_(device) {}
+  int64_t vocab_size() const override { return 16; }
+  vt::Device device() const override { return device_; }
+  vt::DType activation_dtype() const override { return vt::DType::kF32; }
+  std::vector<LayerCacheSpec> cache_spec() const override { return CacheOnlyModel().cache_spec(); }
+  // Row r: one-hot at (input id + 1) % 16.
+  vt::Tensor Forward(const ForwardBatch& batch, const ModelCaches&) const override {
+    const std::vector<int64_t> ids = batch.input_ids.ToIntVector();
+    std::vector<float> logits(ids.size() * 16, 0.0f);
+    for (size_t r = 0; r < ids.size(); ++r) logits[r * 16 + (ids[r] + 1) % 16] = 1.0f;
+    return vt::Tensor::FromVector(logits, {static_cast<int64_t>(ids.size()), 16}).To(device_);
+  }
+
+ private:
+  vt::Device device_;
+};
+
+TEST(DecodeGraphsTest, AShapeThatCannotBeRecordedRunsEagerly) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    HostReadingModel model(device);
+    ModelRunner runner(model, AllocateCaches(model.cache_spec(), 40, kBlockSize, 3, vt::DType::kF32, device),
+                       kBlockSize, 0, DecodeGraphOptions{.max_batch = 4, .max_model_len = 100, .padding_state_slot = 2});
+    Batch batch;
+    batch.AddDecode(5, 6, {1, 2}, 0);
+    batch.AddDecode(9, 3, {3}, 1);
+    vt::reach::Reset();
+    for (int step = 0; step < 2; ++step) {
+      const RunnerOutput out = runner.Execute(batch.output);
+      EXPECT_EQ(out.sampled.at("r0").token_id, 6);
+      EXPECT_EQ(out.sampled.at("r1").token_id, 10);
+    }
+    EXPECT_EQ(vt::reach::Count("DecodeGraphs::Capture"), 1u) << "a failed shape is not captured again";
+    EXPECT_EQ(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+  }
 }
 
 // ---- on a GPU: the engine with graphs against HF and against itself, eager -----
