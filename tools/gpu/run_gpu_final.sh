@@ -203,6 +203,17 @@ if [ $cpu_check = 0 ] && [ -n "$ncu_bin" ] && have gpu_decode_bench; then
   { echo; echo "--- ncu: one eager decode step (rc $rc)"; python3 "$repo/tools/gpu/kernel_times.py" /tmp/ncu_decode.csv 2>&1 \
       || tail -5 /tmp/ncu_decode.err; } | tee -a "$out/bench.log"
   [ $bench_only = 1 ] && gzip -c /tmp/ncu_decode.csv >"$out/ncu_decode.csv.gz"
+  if [ $bench_only = 1 ]; then
+    # Where the decode GEMV's time goes: the first decode layer's gate|up (N 24576)
+    # and down (N 4096, K 12288) projections; the prefill's only decode-kernel launch
+    # is its LM head, so they are launches 3 and 4 of the kernel.
+    { echo; echo "--- ncu: decode GEMV detail (gate|up, then down)"
+      timeout "$(budget 90 60)" "$ncu_bin" --clock-control none -k regex:SkinnyLoadsInFlight --launch-skip 3 \
+        --launch-count 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section LaunchStats "$bin/gpu_decode_bench" --device "$device_flag" \
+        --shape 9b --prompt-len 16 --mode profile 2>&1 | grep -vE '^==PROF==|^gpu_decode_bench|^  (random|device)'
+    } >>"$out/bench.log"
+  fi
   note "ncu kernel times: $(verdict $rc) (bench.log)"
 else
   note "ncu kernel times: not run (no GPU, ncu or benchmark)"

@@ -98,6 +98,21 @@ __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormPa
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
     v[j] = i < p.dim ? ToFloat(x[i]) : 0.0f;
   }
+  // The weights (and z) depend neither on the sum nor on the residual: their loads
+  // go out with x's, before any store (which might alias them) and before the
+  // block reduction waits.
+  float factor[kNormValuesPerThread];  // weight (+ offset), times silu(z) for GatedRmsNorm
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    factor[j] = 1.0f;
+    if (i < p.dim) {
+      if constexpr (kKind != NormKind::kL2) {
+        factor[j] = LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
+      }
+      if constexpr (kKind == NormKind::kGatedRms) factor[j] *= Silu(ToFloat(p.z[p.z_rows.Offset(row) + i]));
+    }
+  }
   if constexpr (kKind == NormKind::kAddRms) {
     T* residual = p.residual + p.residual_rows.Offset(row);
     float r[kNormValuesPerThread];
@@ -119,18 +134,6 @@ __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormPa
   for (int j = 0; j < kNormValuesPerThread; ++j) sum_sq += v[j] * v[j];
   sum_sq = BlockSum(sum_sq, scratch);
   const float inv = kKind == NormKind::kL2 ? rsqrtf(sum_sq + p.eps) * p.scale : rsqrtf(sum_sq / p.dim + p.eps);
-  float factor[kNormValuesPerThread];  // weight (+ offset), times silu(z) for GatedRmsNorm
-#pragma unroll
-  for (int j = 0; j < kNormValuesPerThread; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    factor[j] = 1.0f;
-    if (i < p.dim) {
-      if constexpr (kKind != NormKind::kL2) {
-        factor[j] = LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
-      }
-      if constexpr (kKind == NormKind::kGatedRms) factor[j] *= Silu(ToFloat(p.z[p.z_rows.Offset(row) + i]));
-    }
-  }
 #pragma unroll
   for (int j = 0; j < kNormValuesPerThread; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
