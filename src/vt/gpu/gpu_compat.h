@@ -67,6 +67,7 @@ inline constexpr auto gpuStreamNonBlocking = hipStreamNonBlocking;
 #define gpuDeviceProp_t hipDeviceProp_t
 #define gpuGetDeviceProperties hipGetDeviceProperties
 #define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #else
 inline constexpr DeviceType kGpuDeviceType = DeviceType::kCUDA;
@@ -102,6 +103,7 @@ inline constexpr auto gpuStreamNonBlocking = cudaStreamNonBlocking;
 #define gpuDeviceProp_t cudaDeviceProp
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #endif
 

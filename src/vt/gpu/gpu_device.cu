@@ -6,6 +6,8 @@
 // simply has DeviceCount() == 0. Per-device state (stream, pool, properties) is
 // created on first use of that device.
 #include <atomic>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -335,6 +337,20 @@ gpuStream_t PrepareDevice(Device device) {
 BadIndexRecord* BadIndexRecordFor(Device device) { return g_backend->BadIndexRecordOf(device.index); }
 
 int MultiprocessorCount(Device device) { return g_backend->State(device.index).multiprocessors; }
+
+int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, threads, device) -> blocks
+  const auto key = std::make_tuple(kernel, threads, device.index);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  PrepareDevice(device);
+  int blocks = 0;
+  CheckGpu(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0),
+           "asking how many blocks of a kernel a multiprocessor holds");
+  return known[key] = blocks > 0 ? blocks : 1;
+}
 int WarpSize(Device device) { return g_backend->State(device.index).warp_size; }
 
 void ThrowGpuError(gpuError_t error, const std::string& what) {

@@ -19,6 +19,12 @@ gpuStream_t PrepareDevice(Device device);
 // Multiprocessors (CUDA SMs / AMD CUs) of the device; kernel choices size grids by it.
 int MultiprocessorCount(Device device);
 
+// Blocks of `threads` threads of `kernel` (a __global__ function's address) that one
+// multiprocessor of `device` holds at once, as its registers and shared memory
+// allow; asked of the runtime once per kernel and device. Grids meant to be one
+// wave of resident blocks are sized by it (a second, partial wave is a tail).
+int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device);
+
 // The device's warp width as the runtime reports it (32 or 64). Host code that
 // maps work to warps uses this; device code uses the compile-time kWarpSize of the
 // target it was built for, which is the same number on that device.

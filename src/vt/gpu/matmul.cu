@@ -17,8 +17,9 @@
 // 512-byte warp load each; this kernel fixes the row count at compile time (M = 1:
 // a few dozen registers, 64 warps per SM), issues 4 loads per lane before using
 // them (2 KB per warp), streams weights past L1 (x stays there), and sizes its grid
-// so that every warp walks the same number of columns within one wave of resident
-// warps (no block waits for a second wave, no round of columns left to a few).
+// so that every warp walks the same number of columns within one wave of the blocks
+// the device actually holds (no block waits for a second wave, no round of columns
+// left to a few).
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
@@ -111,7 +112,6 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyVectorLoads(GemmParams<X
 
 constexpr int kInFlightThreads = 256;
 constexpr int kLoadsInFlight = 4;      // 16-byte weight loads issued per lane before the first is used
-constexpr int kInFlightBlocksPerSm = 8;  // 2048 resident threads per SM (sm_80, sm_90)
 
 // acc[r] += dot(8 weights in `raw`, x[r, at .. at + 8)) for the kRows rows (m of them real).
 template <typename X, typename W, int kRows>
@@ -165,23 +165,34 @@ __global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmPara
   }
 }
 
-template <typename X, typename W>
-void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_t stream) {
+// One wave of resident blocks in which every warp walks the same number of columns.
+// The resident count comes from the runtime (registers limit this kernel to 6 of
+// 8 blocks per H200 SM; a grid sized for 8 left a second, partial wave of 232
+// blocks on the 9B gate|up projection, ncu). A grid of all resident warps over N
+// columns would also leave the last round to a fraction of them (N = 12352 on 6336
+// warps: 1 or 2 columns each); so columns per warp first, then as few warps as
+// give each that many.
+template <typename X, typename W, int kRows>
+void LaunchSkinnyLoadsInFlightRows(const GemmParams<X>& p, Device device, gpuStream_t stream) {
+  const auto kernel = &SkinnyLoadsInFlight<X, W, kRows>;
   const int warps_per_block = kInFlightThreads / WarpSize(device);
-  // Every warp walks the same number of columns: a grid of all resident warps over
-  // N columns would leave the last round to a fraction of them (N = 12352 on 8448
-  // warps: 1 or 2 columns each, so the launch lasts 2 rounds of which 1.46 are
-  // work). Columns per warp first, then as few warps as give each that many.
   const int64_t resident_warps =
-      static_cast<int64_t>(MultiprocessorCount(device)) * kInFlightBlocksPerSm * warps_per_block;
+      static_cast<int64_t>(MultiprocessorCount(device)) *
+      ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kInFlightThreads, device) *
+      warps_per_block;
   const int64_t columns_per_warp = (p.n + resident_warps - 1) / resident_warps;
   const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
+  kernel<<<grid, kInFlightThreads, 0, stream>>>(p);
+}
+
+template <typename X, typename W>
+void LaunchSkinnyLoadsInFlight(const GemmParams<X>& p, Device device, gpuStream_t stream) {
   if (p.m == 1) {
-    SkinnyLoadsInFlight<X, W, 1><<<grid, kInFlightThreads, 0, stream>>>(p);
+    LaunchSkinnyLoadsInFlightRows<X, W, 1>(p, device, stream);
   } else if (p.m <= 4) {
-    SkinnyLoadsInFlight<X, W, 4><<<grid, kInFlightThreads, 0, stream>>>(p);
+    LaunchSkinnyLoadsInFlightRows<X, W, 4>(p, device, stream);
   } else {
-    SkinnyLoadsInFlight<X, W, static_cast<int>(kSkinnyMaxRows)><<<grid, kInFlightThreads, 0, stream>>>(p);
+    LaunchSkinnyLoadsInFlightRows<X, W, static_cast<int>(kSkinnyMaxRows)>(p, device, stream);
   }
 }
 
