@@ -367,18 +367,6 @@ struct DecodeRun {
   std::vector<float> decode_logits;  // [vocab] of that forward, to compare the variants' numerics
 };
 
-std::unique_ptr<Scheduler> MakeScheduler(int64_t total_tokens, int64_t num_blocks, int64_t block_size) {
-  return std::make_unique<Scheduler>(
-      SchedulerConfig{.max_num_batched_tokens = std::max<int64_t>(total_tokens, 16),
-                      .max_num_seqs = 1,
-                      .max_model_len = total_tokens + 1,
-                      .enable_chunked_prefill = true},
-      KVCacheConfig{.block_size = static_cast<int32_t>(block_size),
-                    .num_blocks = static_cast<int32_t>(num_blocks),
-                    .num_state_slots = 1,
-                    .enable_prefix_caching = false});
-}
-
 std::unique_ptr<Request> GreedyRequest(const std::vector<int32_t>& prompt, int64_t max_tokens) {
   SamplingParams params;
   params.temperature = 0;
@@ -386,6 +374,45 @@ std::unique_ptr<Request> GreedyRequest(const std::vector<int32_t>& prompt, int64
   params.ignore_eos = true;
   return std::make_unique<Request>("bench", prompt, params, std::vector<int32_t>{}, 0);
 }
+
+// One greedy request of `prompt` + `max_tokens` in a scheduler and runner of its
+// own (blocks of 16 tokens). With `graphs` (and a device that has them), decode
+// steps replay device graphs; state slot 1 is then their padding slot (decode_graphs.h).
+struct SingleRequest {
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<ModelRunner> runner;
+
+  SingleRequest(const Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens, bool graphs) {
+    const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + max_tokens + 1;
+    const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
+    scheduler = std::make_unique<Scheduler>(
+        SchedulerConfig{.max_num_batched_tokens = std::max<int64_t>(total, 16),
+                        .max_num_seqs = 1,
+                        .max_model_len = total + 1,
+                        .enable_chunked_prefill = true},
+        KVCacheConfig{.block_size = static_cast<int32_t>(block_size),
+                      .num_blocks = static_cast<int32_t>(num_blocks),
+                      .num_state_slots = 1,
+                      .enable_prefix_caching = false});
+    std::optional<DecodeGraphOptions> options;
+    if (graphs && vt::GraphsSupported(model.device())) {
+      options = DecodeGraphOptions{.max_batch = 1, .max_model_len = total + 1, .padding_state_slot = 1};
+    }
+    runner = std::make_unique<ModelRunner>(
+        model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 2, model.activation_dtype(), model.device()),
+        block_size, 0, options);
+    scheduler->add_request(GreedyRequest(prompt, max_tokens));
+  }
+
+  // Schedules, runs and samples one step; returns the sampled token.
+  int32_t Step() {
+    const SchedulerOutput output = scheduler->schedule();
+    const RunnerOutput ran = runner->Execute(output);  // the engine's path: greedy argmax on the device
+    const int32_t token = ran.sampled.at("bench").token_id;
+    scheduler->update_from_output(output, {{"bench", token}});
+    return token;
+  }
+};
 
 void SnapshotDispatches(vt::DeviceType device, DecodeRun& run) {
   for (vt::OpId op : vt::AllOps()) {
@@ -400,17 +427,10 @@ void SnapshotDispatches(vt::DeviceType device, DecodeRun& run) {
 // Host time until ModelRegistry::Forward returns (kernels queued) and until the
 // device has finished, for the decode step after a prefill, re-run on its batch.
 void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, DecodeRun& run) {
-  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + 4;
-  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
-  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
-  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
-                                           model.device()),
-                     block_size, 0);
-  scheduler->add_request(GreedyRequest(prompt, 3));
-  const SchedulerOutput prefill = scheduler->schedule();
-  const RunnerOutput first = runner.Execute(prefill);
-  scheduler->update_from_output(prefill, {{"bench", first.sampled.at("bench").token_id}});
-  const SchedulerOutput decode = scheduler->schedule();
+  SingleRequest single(model, prompt, 3, false);
+  single.Step();  // the prefill
+  const SchedulerOutput decode = single.scheduler->schedule();
+  const ModelRunner& runner = *single.runner;
   const ForwardBatch batch = runner.PrepareBatch(decode);
   std::vector<double> enqueue, done;
   for (int i = 0; i < 11; ++i) {
@@ -434,30 +454,17 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   run.decode_logits = ModelRegistry::Forward(model, batch, runner.caches()).To(vt::kCpu).ToFloatVector();
 }
 
-// Decode steps replay device graphs (as in the engine) unless `eager` or the
-// device has none; state slot 1 is the graphs' padding slot (decode_graphs.h).
+// --steps decode steps after the prefill, timed; they replay device graphs (as in
+// the engine) unless `eager` or the device has none.
 DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int64_t steps, bool eager) {
   const vt::Device device = model.device();
-  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + steps + 1;
-  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
-  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
-  std::optional<DecodeGraphOptions> graphs;
-  if (!eager && vt::GraphsSupported(device)) {
-    graphs = DecodeGraphOptions{.max_batch = 1, .max_model_len = total + 1, .padding_state_slot = 1};
-  }
-  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 2, model.activation_dtype(),
-                                           device),
-                     block_size, 0, graphs);
-  scheduler->add_request(GreedyRequest(prompt, steps + 1));
+  SingleRequest single(model, prompt, steps + 1, !eager);
   DecodeRun run;
   vt::reach::Reset();
-  for (int64_t step = 0; scheduler->has_unfinished_requests(); ++step) {
+  for (int64_t step = 0; single.scheduler->has_unfinished_requests(); ++step) {
     vt::Synchronize(device);
     const auto start = Clock::now();
-    const SchedulerOutput output = scheduler->schedule();
-    const RunnerOutput ran = runner.Execute(output);  // the engine's path: greedy argmax on the device
-    const int32_t token = ran.sampled.at("bench").token_id;
-    scheduler->update_from_output(output, {{"bench", token}});
+    const int32_t token = single.Step();
     vt::Synchronize(device);
     const double seconds = SecondsBetween(start, Clock::now());
     if (step == 0) run.prefill_seconds = seconds;
@@ -473,18 +480,8 @@ DecodeRun RunDecode(const Model& model, const std::vector<int32_t>& prompt, int6
 // nothing after them, so that a profiler's last forward is the decode step
 // (tools/gpu/kernel_times.py splits it off at its first GatherRows).
 void ProfileOneDecode(const Model& model, const std::vector<int32_t>& prompt) {
-  const int64_t block_size = 16, total = static_cast<int64_t>(prompt.size()) + 2;
-  const int64_t num_blocks = (total + block_size - 1) / block_size + 1;
-  std::unique_ptr<Scheduler> scheduler = MakeScheduler(total, num_blocks, block_size);
-  ModelRunner runner(model, AllocateCaches(model.cache_spec(), num_blocks, block_size, 1, model.activation_dtype(),
-                                           model.device()),
-                     block_size, 0);
-  scheduler->add_request(GreedyRequest(prompt, 2));
-  while (scheduler->has_unfinished_requests()) {
-    const SchedulerOutput output = scheduler->schedule();
-    const RunnerOutput ran = runner.Execute(output);
-    scheduler->update_from_output(output, {{"bench", ran.sampled.at("bench").token_id}});
-  }
+  SingleRequest single(model, prompt, 2, false);
+  while (single.scheduler->has_unfinished_requests()) single.Step();
   vt::Synchronize(model.device());
   std::printf("profile: one eager prefill of %zu tokens and one eager decode step ran\n", prompt.size());
 }

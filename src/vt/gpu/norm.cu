@@ -85,7 +85,17 @@ __global__ void NormRows(RowNormParams<T> p) {
   }
 }
 
-// Value j of this thread is column threadIdx.x + j * blockDim.x (coalesced for each j).
+// Value j of this thread is column threadIdx.x + j * blockDim.x (coalesced for each
+// j); columns past the row read as 0.
+template <typename T>
+__device__ inline void LoadThreadValues(const T* row, int64_t dim, float (&values)[kNormValuesPerThread]) {
+#pragma unroll
+  for (int j = 0; j < kNormValuesPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    values[j] = i < dim ? ToFloat(row[i]) : 0.0f;
+  }
+}
+
 template <typename T, NormKind kKind>
 __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormParams<T> p) {
   __shared__ float scratch[kMaxWarpsPerBlock];
@@ -93,11 +103,7 @@ __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormPa
   const T* x = p.x + p.x_rows.Offset(row);
   T* out = p.out + p.out_rows.Offset(row);
   float v[kNormValuesPerThread];
-#pragma unroll
-  for (int j = 0; j < kNormValuesPerThread; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    v[j] = i < p.dim ? ToFloat(x[i]) : 0.0f;
-  }
+  LoadThreadValues(x, p.dim, v);
   // The weights (and z) depend neither on the sum nor on the residual: their loads
   // go out with x's, before any store (which might alias them) and before the
   // block reduction waits.
@@ -116,11 +122,7 @@ __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormPa
   if constexpr (kKind == NormKind::kAddRms) {
     T* residual = p.residual + p.residual_rows.Offset(row);
     float r[kNormValuesPerThread];
-#pragma unroll
-    for (int j = 0; j < kNormValuesPerThread; ++j) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-      r[j] = i < p.dim ? ToFloat(residual[i]) : 0.0f;
-    }
+    LoadThreadValues(residual, p.dim, r);
 #pragma unroll
     for (int j = 0; j < kNormValuesPerThread; ++j) {
       const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
