@@ -300,7 +300,8 @@ run_sanitizer() {  # tool, least seconds worth starting, gtest filter, what
   note "$tool ($what): $v; $errors error lines in sanitizer.log so far"
 }
 if [ $bench_only = 0 ]; then
-  run_sanitizer memcheck 30 'MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:DeviceGraphTest.*' "the new decode kernels"
+  # Leaves out the test that makes a capture fail on purpose (its CUDA API errors are the point).
+  run_sanitizer memcheck 30 'MatMulSkinnyVariantsTest.*:GdnRecurrentVariantsTest.*:DeviceGraphTest.*:-DeviceGraphTest.ARecordingThatWaits*' "the new decode kernels"
   run_sanitizer racecheck 30 'GdnRecurrentVariantsTest.*:ArgmaxTest.*' "the shared-memory GDN kernel, Argmax"
   run_sanitizer memcheck 45 'MatMulTest.*:RmsNormTest.*:AddRmsNormTest.*:GdnTest.*:PagedAttentionTest.*:ArgmaxTest.*' "op tests"
 fi
