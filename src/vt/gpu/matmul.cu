@@ -23,6 +23,9 @@
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
+#include <cstdint>
+#include <string>
+
 #include "gpu_dot.cuh"
 #include "matmul.h"
 #include "vt/ops.h"
@@ -130,59 +133,103 @@ __device__ inline void AccumulateChunk(const uint4& raw, const GemmParams<X>& p,
 }
 
 // W is f16 or bf16 (8 values per 16-byte vector), X any float type; m <= kRows;
-// rows 16-byte aligned.
-template <typename X, typename W, int kRows>
-__global__ void __launch_bounds__(kInFlightThreads) SkinnyLoadsInFlight(GemmParams<X> p) {
+// rows 16-byte aligned. With kSplit = 2, the two warps of a pair take the two halves
+// of one column's K and add their sums through shared memory: twice the warps on
+// a launch whose N alone cannot fill the device (the 9B's down and out
+// projections: N 4096 against 8448 resident warps). 32-bit indices (the launcher
+// checks N and K / 8 fit) keep the M = 1 kernel at 32 registers, 8 blocks per SM.
+template <typename X, typename W, int kRows, int kSplit>
+__global__ void __launch_bounds__(kInFlightThreads, kRows == 1 ? 8 : 1) SkinnyLoadsInFlight(GemmParams<X> p) {
   static_assert(sizeof(W) * kChunk == 16, "one 16-byte vector holds a chunk of weights");
-  const int lane = threadIdx.x % kWarpSize;
-  const int warps_per_block = blockDim.x / kWarpSize;
-  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
-  const int64_t vectors = p.k / kChunk;  // 16-byte vectors per weight row
-  const int64_t step = static_cast<int64_t>(kLoadsInFlight) * kWarpSize;
-  // Whole warps take the same columns, so the warp sums below see every lane.
-  for (int64_t column = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / kWarpSize; column < p.n;
-       column += num_warps) {
-    const uint4* w_row = reinterpret_cast<const uint4*>(static_cast<const W*>(p.w.data) + column * p.w.row_stride);
+  __shared__ float partial[kSplit > 1 ? kInFlightThreads / 32 : 1][kRows];  // [warp][row] (kSplit > 1)
+  const int lane = threadIdx.x % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int columns_per_block = static_cast<int>(blockDim.x) / kWarpSize / kSplit;
+  const int column_slots = static_cast<int>(gridDim.x) * columns_per_block;
+  const int vectors = static_cast<int>(p.k / kChunk);  // 16-byte vectors per weight row
+  const int part_vectors = (vectors + kSplit - 1) / kSplit;
+  const int begin = (warp % kSplit) * part_vectors;
+  const int end = begin + part_vectors < vectors ? begin + part_vectors : vectors;
+  constexpr int step = kLoadsInFlight * kWarpSize;
+  const int n = static_cast<int>(p.n);
+  // Whole warps take the same columns, so the warp sums below see every lane; whole
+  // blocks take the same rounds, so every warp of a block meets the barriers.
+  for (int base = static_cast<int>(blockIdx.x) * columns_per_block; base < n; base += column_slots) {
+    const int column = base + warp / kSplit;
     float acc[kRows] = {};
-    int64_t v = lane;
-    for (; v + step - kWarpSize < vectors; v += step) {
-      uint4 raw[kLoadsInFlight];
+    if (column < n) {
+      const uint4* w_row = reinterpret_cast<const uint4*>(static_cast<const W*>(p.w.data) +
+                                                          static_cast<int64_t>(column) * p.w.row_stride);
+      int v = begin + lane;
+      for (; v + step - kWarpSize < end; v += step) {
+        uint4 raw[kLoadsInFlight];
 #pragma unroll
-      for (int u = 0; u < kLoadsInFlight; ++u) raw[u] = LoadOnce16(w_row + v + u * kWarpSize);
+        for (int u = 0; u < kLoadsInFlight; ++u) raw[u] = LoadOnce16(w_row + v + u * kWarpSize);
 #pragma unroll
-      for (int u = 0; u < kLoadsInFlight; ++u) {
-        AccumulateChunk<X, W, kRows>(raw[u], p, (v + u * kWarpSize) * kChunk, acc);
+        for (int u = 0; u < kLoadsInFlight; ++u) {
+          AccumulateChunk<X, W, kRows>(raw[u], p, static_cast<int64_t>(v + u * kWarpSize) * kChunk, acc);
+        }
+      }
+      for (; v < end; v += kWarpSize) {
+        AccumulateChunk<X, W, kRows>(LoadOnce16(w_row + v), p, static_cast<int64_t>(v) * kChunk, acc);
       }
     }
-    for (; v < vectors; v += kWarpSize) AccumulateChunk<X, W, kRows>(LoadOnce16(w_row + v), p, v * kChunk, acc);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r < p.m) {
-        const float sum = WarpSum(acc[r]);
-        if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+    for (int r = 0; r < kRows; ++r) acc[r] = r < p.m ? WarpSum(acc[r]) : 0.0f;
+    if constexpr (kSplit == 1) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < p.m && lane == 0 && column < n) p.out[r * p.out_row_stride + column] = FromFloat<X>(acc[r]);
       }
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (lane == 0) partial[warp][r] = acc[r];
+      }
+      __syncthreads();
+      if (warp % kSplit == 0 && lane == 0 && column < n) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (r < p.m) {
+            float sum = 0.0f;
+            for (int part = 0; part < kSplit; ++part) sum += partial[warp + part][r];
+            p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+          }
+        }
+      }
+      __syncthreads();  // partial is rewritten by the next round
     }
   }
 }
 
-// One wave of resident blocks in which every warp walks the same number of columns.
-// The resident count comes from the runtime (registers limit this kernel to 6 of
-// 8 blocks per H200 SM; a grid sized for 8 left a second, partial wave of 232
-// blocks on the 9B gate|up projection, ncu). A grid of all resident warps over N
-// columns would also leave the last round to a fraction of them (N = 12352 on 6336
-// warps: 1 or 2 columns each); so columns per warp first, then as few warps as
+// One wave of resident blocks in which every warp has the same work. The resident
+// count comes from the runtime (at 38 registers this kernel fitted 6 of 8 blocks
+// per H200 SM; a grid sized for 8 left a second, partial wave of 232 blocks on the
+// 9B gate|up projection, ncu). When twice N fits in the resident warps, pairs of
+// warps split each column's K (kSplit 2). Otherwise a grid of all resident warps
+// over N columns would leave the last round to a fraction of them (N = 12352 on
+// 6336 warps: 1 or 2 columns each); so columns per warp first, then as few warps as
 // give each that many.
 template <typename X, typename W, int kRows>
 void LaunchSkinnyLoadsInFlightRows(const GemmParams<X>& p, Device device, gpuStream_t stream) {
-  const auto kernel = &SkinnyLoadsInFlight<X, W, kRows>;
+  if (p.n > INT32_MAX || p.k / kChunk > INT32_MAX) {
+    throw Error("vt::MatMul on " + device.ToString() + ": N " + std::to_string(p.n) + " or K " +
+                std::to_string(p.k) + " is past the decode kernel's 32-bit indices");
+  }
   const int warps_per_block = kInFlightThreads / WarpSize(device);
-  const int64_t resident_warps =
-      static_cast<int64_t>(MultiprocessorCount(device)) *
-      ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kInFlightThreads, device) *
-      warps_per_block;
-  const int64_t columns_per_warp = (p.n + resident_warps - 1) / resident_warps;
+  const auto resident_warps = [&](auto kernel) {
+    return static_cast<int64_t>(MultiprocessorCount(device)) *
+           ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kInFlightThreads, device) *
+           warps_per_block;
+  };
+  const auto split = &SkinnyLoadsInFlight<X, W, kRows, 2>;
+  if (2 * p.n <= resident_warps(split)) {
+    split<<<GridFor(p.n, warps_per_block / 2, "MatMul"), kInFlightThreads, 0, stream>>>(p);
+    return;
+  }
+  const auto whole = &SkinnyLoadsInFlight<X, W, kRows, 1>;
+  const int64_t columns_per_warp = (p.n + resident_warps(whole) - 1) / resident_warps(whole);
   const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
-  kernel<<<grid, kInFlightThreads, 0, stream>>>(p);
+  whole<<<grid, kInFlightThreads, 0, stream>>>(p);
 }
 
 template <typename X, typename W>
