@@ -19,7 +19,7 @@
 // them (2 KB per warp), streams weights past L1 (x stays there), and sizes its grid
 // so that every warp walks the same number of columns within one wave of the blocks
 // the device actually holds (no block waits for a second wave, no round of columns
-// left to a few).
+// left to a few); where N alone cannot fill the device, pairs of warps split K.
 // kTiledShared: the classic shared-memory tiling; every x and w element loaded into
 // shared memory is used by 64 outputs, so the kernel is arithmetic-bound rather
 // than bandwidth-bound for large M.
@@ -137,7 +137,9 @@ __device__ inline void AccumulateChunk(const uint4& raw, const GemmParams<X>& p,
 // of one column's K and add their sums through shared memory: twice the warps on
 // a launch whose N alone cannot fill the device (the 9B's down and out
 // projections: N 4096 against 8448 resident warps). 32-bit indices (the launcher
-// checks N and K / 8 fit) keep the M = 1 kernel at 32 registers, 8 blocks per SM.
+// checks N and K / 8 fit) and the launch bound keep the M = 1 kernel at 32
+// registers, 8 blocks per SM (ptxas: no spill for bf16 x; 16 bytes spilled outside
+// the inner loop for the split and f32-x instances; measured faster, gpu_notes.md).
 template <typename X, typename W, int kRows, int kSplit>
 __global__ void __launch_bounds__(kInFlightThreads, kRows == 1 ? 8 : 1) SkinnyLoadsInFlight(GemmParams<X> p) {
   static_assert(sizeof(W) * kChunk == 16, "one 16-byte vector holds a chunk of weights");
