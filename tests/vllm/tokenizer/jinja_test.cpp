@@ -164,6 +164,11 @@ TEST(JinjaErrors, BuiltinsRejectArgumentsOfTheWrongType) {
     SCOPED_TRACE(source);
     EXPECT_EQ(RenderFailure(source).kind(), ChatTemplateError::Kind::kRender);
   }
+  // A surrogate code point has no UTF-8 form (Python makes a lone surrogate that the
+  // tokenizer then cannot encode): an error naming it, not invalid UTF-8 in the prompt.
+  const ChatTemplateError surrogate = RenderFailure("{{ '%c' % 55296 }}");
+  EXPECT_NE(surrogate.detail().find("surrogate"), std::string::npos) << surrogate.detail();
+  EXPECT_EQ(Render("{{ '%c' % 55295 }}{{ '%c' % 57344 }}"), "\xED\x9F\xBF\xEE\x80\x80");  // U+D7FF, U+E000
   // An attribute path of digits too long for an index is a missing item, as in jinja2.
   EXPECT_EQ(Render("{{ [1]|join(attribute='99999999999999999999') }}"), "");
 }

@@ -205,6 +205,10 @@ std::string FormatOne(const Value& arg, const PercentSpec& spec) {
     case 'c': {
       if (arg.IsString() && py::CodePointCount(arg.AsString()) == 1) return Pad(arg.AsString(), spec, false);
       if (!arg.IsInt() || arg.AsInt() < 0 || arg.AsInt() > 0x10FFFF) throw RenderError("%c requires int or char");
+      if (arg.AsInt() >= 0xD800 && arg.AsInt() <= 0xDFFF) {
+        throw RenderError("%c of " + std::to_string(static_cast<long long>(arg.AsInt())) +
+                          ", a surrogate code point (U+D800..U+DFFF), which has no UTF-8 form");
+      }
       std::string text;
       py::AppendUtf8(static_cast<char32_t>(arg.AsInt()), text);
       return Pad(text, spec, false);
