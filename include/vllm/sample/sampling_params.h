@@ -8,6 +8,13 @@
 
 namespace vllm {
 
+// What the engine reports of a request before its last step (vLLM's
+// RequestOutputKind): kCumulative, everything so far every step; kFinalOnly, only
+// the step's new_token_ids / new_text (what streaming and metrics need) until the
+// final output, which is complete. Non-streaming callers take kFinalOnly, so a long
+// generation does not copy its whole history every step.
+enum class RequestOutputKind { kCumulative, kFinalOnly };
+
 struct SamplingParams {
   double temperature = 1.0;  // 0 = greedy
   double top_p = 1.0;        // (0, 1]
@@ -26,6 +33,7 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   std::optional<int> logprobs;         // top-K per generated token; -1 = whole vocabulary
   std::optional<int> prompt_logprobs;  // top-K per prompt position; -1 = whole vocabulary
+  RequestOutputKind output_kind = RequestOutputKind::kCumulative;
 
   bool IsGreedy() const { return temperature < 1e-5; }
   // Throws std::invalid_argument naming the field, its value and the allowed range.

@@ -68,7 +68,12 @@ void OutputProcessor::ReportNew(State& s, RequestOutput& out) {
 
 RequestOutput OutputProcessor::Snapshot(const std::string& id) {
   State& s = states_.at(id);
-  RequestOutput out = s.output;
+  RequestOutput out;
+  if (s.params.output_kind == RequestOutputKind::kCumulative) {
+    out = s.output;
+  } else {
+    out.request_id = s.output.request_id;  // the step's new tokens and text only (ReportNew)
+  }
   ReportNew(s, out);
   return out;
 }

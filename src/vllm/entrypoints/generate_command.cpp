@@ -47,6 +47,7 @@ std::vector<int32_t> ParseIds(const std::string& text) {
 
 SamplingParams ParamsFromFlags(const CliArgs& cli) {
   SamplingParams p;
+  p.output_kind = RequestOutputKind::kFinalOnly;  // the steps' new_text is all this command prints before the end
   p.max_tokens = cli.GetInt("max-tokens");
   p.temperature = cli.GetDouble("temperature");
   p.top_k = static_cast<int>(cli.GetInt("top-k"));

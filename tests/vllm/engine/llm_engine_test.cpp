@@ -242,6 +242,49 @@ TEST(EngineTest, StopStringsAndMaxTokensSetTheFinishReason) {
   fs::remove_all(dir);
 }
 
+// vLLM's RequestOutputKind.FINAL_ONLY (non-streaming server requests and the
+// generate command): the steps before the last report only their new tokens and
+// text, so a long generation does not copy its whole history every step; the final
+// output is the same as a cumulative request's.
+TEST(EngineTest, FinalOnlyRequestsReportDeltasUntilTheCompleteFinalOutput) {
+  const Reference ref = LoadReference("qwen35_dense_untied");
+  fs::path dir = ModelWithTokenizer("qwen35_dense_untied");
+  LLMEngine engine(Config(dir.string()));
+  SamplingParams p = GreedyParams(12);
+  p.logprobs = 2;
+  p.prompt_logprobs = 1;
+  engine.AddRequest("cumulative", ref.prompts[2], p);
+  p.output_kind = RequestOutputKind::kFinalOnly;
+  engine.AddRequest("final-only", ref.prompts[2], p);
+  std::map<std::string, RequestOutput> done;
+  std::vector<int32_t> streamed_ids;
+  std::string streamed_text;
+  while (engine.HasUnfinishedRequests()) {
+    for (RequestOutput& out : engine.Step()) {
+      if (out.request_id == "final-only") {
+        streamed_ids.insert(streamed_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+        streamed_text += out.new_text;
+        if (!out.finished) {
+          EXPECT_TRUE(out.token_ids.empty() && out.text.empty() && out.logprobs.empty() &&
+                      out.prompt_token_ids.empty() && out.prompt_logprobs.empty())
+              << "an intermediate final-only output carried its history";
+        }
+      }
+      if (out.finished) done[out.request_id] = std::move(out);
+    }
+  }
+  const RequestOutput& a = done.at("cumulative");
+  const RequestOutput& b = done.at("final-only");
+  EXPECT_EQ(b.token_ids, a.token_ids);
+  EXPECT_EQ(b.text, a.text);
+  EXPECT_EQ(b.prompt_token_ids, a.prompt_token_ids);
+  EXPECT_EQ(b.logprobs.size(), a.logprobs.size());
+  EXPECT_EQ(b.prompt_logprobs.size(), a.prompt_logprobs.size());
+  EXPECT_EQ(streamed_ids, a.token_ids);
+  EXPECT_EQ(streamed_text, a.text);
+  fs::remove_all(dir);
+}
+
 TEST(EngineTest, BadRequestsAreRejectedAndOthersContinue) {
   const Reference ref = LoadReference("qwen3");
   LLMEngine engine(Config(ModelDir("qwen3") + "/hf"));

@@ -45,6 +45,8 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
   if (logprobs) request.top_logprobs = CheckLogprobsCount(top_logprobs.value_or(0), "top_logprobs");
   RequestSampling sampling = ReadSampling(body);
+  // A non-streaming response uses only the final output (vLLM: FINAL_ONLY).
+  if (!request.stream.stream) sampling.params.output_kind = RequestOutputKind::kFinalOnly;
   request.params = sampling.params;
   request.params.logprobs = request.top_logprobs;
   request.prompt_logprobs = request.params.prompt_logprobs;

@@ -102,6 +102,8 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   }
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
   RequestSampling sampling = ReadSampling(body);
+  // A non-streaming response uses only the final output (vLLM: FINAL_ONLY).
+  if (!request.stream.stream) sampling.params.output_kind = RequestOutputKind::kFinalOnly;
   request.prompt_logprobs = sampling.params.prompt_logprobs;
   // Echoed prompts carry their logprobs too (vLLM asks the engine for prompt logprobs).
   if (request.echo && request.logprobs) {
