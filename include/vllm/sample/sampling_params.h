@@ -8,12 +8,15 @@
 
 namespace vllm {
 
-// What the engine reports of a request before its last step (vLLM's
-// RequestOutputKind): kCumulative, everything so far every step; kFinalOnly, only
-// the step's new_token_ids / new_text (what streaming and metrics need) until the
-// final output, which is complete. Non-streaming callers take kFinalOnly, so a long
-// generation does not copy its whole history every step.
-enum class RequestOutputKind { kCumulative, kFinalOnly };
+// What the engine's outputs of a request hold (vLLM's RequestOutputKind):
+//   kCumulative  everything so far, every step;
+//   kDelta       only what is new since the previous output: token_ids, their
+//                logprobs and text (equal to new_token_ids / new_text), and the
+//                prompt with its logprobs in the first output (streaming responses);
+//   kFinalOnly   only new_token_ids / new_text (what metrics need) until the final
+//                output, which is complete (non-streaming responses).
+// The last two spare a long generation a copy of its whole history every step.
+enum class RequestOutputKind { kCumulative, kDelta, kFinalOnly };
 
 struct SamplingParams {
   double temperature = 1.0;  // 0 = greedy

@@ -66,26 +66,50 @@ void OutputProcessor::ReportNew(State& s, RequestOutput& out) {
   s.reported_text = s.output.text.size();
 }
 
-RequestOutput OutputProcessor::Snapshot(const std::string& id) {
-  State& s = states_.at(id);
+RequestOutput OutputProcessor::Report(State& s) {
   RequestOutput out;
-  if (s.params.output_kind == RequestOutputKind::kCumulative) {
-    out = s.output;
-  } else {
-    out.request_id = s.output.request_id;  // the step's new tokens and text only (ReportNew)
+  out.request_id = s.output.request_id;
+  switch (s.params.output_kind) {
+    case RequestOutputKind::kCumulative:
+      out = s.output;
+      break;
+    case RequestOutputKind::kDelta: {
+      const auto& tokens = s.output.token_ids;
+      out.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(s.reported_tokens), tokens.end());
+      const auto& logprobs = s.output.logprobs;
+      const size_t from = std::min(s.reported_tokens, logprobs.size());
+      out.logprobs.assign(logprobs.begin() + static_cast<ptrdiff_t>(from), logprobs.end());
+      out.text = s.output.text.substr(std::min(s.reported_text, s.output.text.size()));
+      if (!s.prompt_reported) {
+        out.prompt_token_ids = s.output.prompt_token_ids;
+        out.prompt_logprobs = s.output.prompt_logprobs;
+        s.prompt_reported = true;
+      }
+      break;
+    }
+    case RequestOutputKind::kFinalOnly:
+      break;  // the new_* fields only, below
   }
   ReportNew(s, out);
   return out;
 }
 
+RequestOutput OutputProcessor::Snapshot(const std::string& id) { return Report(states_.at(id)); }
+
 RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& finish_reason) {
   State& s = states_.at(id);
   // Held-back bytes of an unfinished character are flushed unless a stop string cut the text.
   if (s.detokenizer && s.output.stop_reason.empty()) s.output.text += s.detokenizer->Finish();
-  s.output.finished = true;
-  s.output.finish_reason = finish_reason;
-  ReportNew(s, s.output);
-  RequestOutput out = std::move(s.output);  // the state is forgotten right after
+  RequestOutput out;
+  if (s.params.output_kind == RequestOutputKind::kDelta) {
+    out = Report(s);
+    out.stop_reason = s.output.stop_reason;
+  } else {
+    ReportNew(s, s.output);
+    out = std::move(s.output);  // complete (kCumulative, kFinalOnly); the state is forgotten right after
+  }
+  out.finished = true;
+  out.finish_reason = finish_reason;
   states_.erase(id);
   return out;
 }

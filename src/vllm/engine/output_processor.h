@@ -42,11 +42,15 @@ class OutputProcessor {
     std::unique_ptr<IncrementalDetokenizer> detokenizer;
     size_t reported_tokens = 0;
     size_t reported_text = 0;
+    bool prompt_reported = false;  // kDelta: the prompt went out with the first output
     size_t longest_stop = 0;  // bytes of the longest of params.stop
   };
   std::optional<std::string> FindStop(State& state) const;
   // Sets out's new_* fields (what arrived since the last report) and marks them reported.
   void ReportNew(State& state, RequestOutput& out);
+  // What the request's params.output_kind says an output holds now (the
+  // finished/finish_reason/stop_reason fields are the caller's).
+  RequestOutput Report(State& state);
 
   std::optional<Tokenizer> tokenizer_;
   std::unordered_map<std::string, State> states_;

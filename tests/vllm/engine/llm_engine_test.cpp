@@ -242,11 +242,15 @@ TEST(EngineTest, StopStringsAndMaxTokensSetTheFinishReason) {
   fs::remove_all(dir);
 }
 
-// vLLM's RequestOutputKind.FINAL_ONLY (non-streaming server requests and the
-// generate command): the steps before the last report only their new tokens and
-// text, so a long generation does not copy its whole history every step; the final
-// output is the same as a cumulative request's.
-TEST(EngineTest, FinalOnlyRequestsReportDeltasUntilTheCompleteFinalOutput) {
+// One greedy request with logprobs and prompt logprobs run as kCumulative beside
+// the same request as `kind`: the cumulative one's final output, and every output of
+// the other.
+struct KindRun {
+  RequestOutput cumulative;
+  std::vector<RequestOutput> outputs;
+};
+
+KindRun RunBesideCumulative(RequestOutputKind kind) {
   const Reference ref = LoadReference("qwen35_dense_untied");
   fs::path dir = ModelWithTokenizer("qwen35_dense_untied");
   LLMEngine engine(Config(dir.string()));
@@ -254,35 +258,76 @@ TEST(EngineTest, FinalOnlyRequestsReportDeltasUntilTheCompleteFinalOutput) {
   p.logprobs = 2;
   p.prompt_logprobs = 1;
   engine.AddRequest("cumulative", ref.prompts[2], p);
-  p.output_kind = RequestOutputKind::kFinalOnly;
-  engine.AddRequest("final-only", ref.prompts[2], p);
-  std::map<std::string, RequestOutput> done;
-  std::vector<int32_t> streamed_ids;
-  std::string streamed_text;
+  p.output_kind = kind;
+  engine.AddRequest("other", ref.prompts[2], p);
+  KindRun run;
   while (engine.HasUnfinishedRequests()) {
     for (RequestOutput& out : engine.Step()) {
-      if (out.request_id == "final-only") {
-        streamed_ids.insert(streamed_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-        streamed_text += out.new_text;
-        if (!out.finished) {
-          EXPECT_TRUE(out.token_ids.empty() && out.text.empty() && out.logprobs.empty() &&
-                      out.prompt_token_ids.empty() && out.prompt_logprobs.empty())
-              << "an intermediate final-only output carried its history";
-        }
-      }
-      if (out.finished) done[out.request_id] = std::move(out);
+      if (out.request_id == "other") run.outputs.push_back(std::move(out));
+      else if (out.finished) run.cumulative = std::move(out);
     }
   }
-  const RequestOutput& a = done.at("cumulative");
-  const RequestOutput& b = done.at("final-only");
+  fs::remove_all(dir);
+  return run;
+}
+
+// vLLM's RequestOutputKind.FINAL_ONLY (non-streaming server requests and the
+// generate command): the steps before the last report only their new tokens and
+// text, so a long generation does not copy its whole history every step; the final
+// output is the same as a cumulative request's.
+TEST(EngineTest, FinalOnlyRequestsReportDeltasUntilTheCompleteFinalOutput) {
+  const KindRun run = RunBesideCumulative(RequestOutputKind::kFinalOnly);
+  std::vector<int32_t> streamed_ids;
+  std::string streamed_text;
+  for (const RequestOutput& out : run.outputs) {
+    streamed_ids.insert(streamed_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+    streamed_text += out.new_text;
+    if (!out.finished) {
+      EXPECT_TRUE(out.token_ids.empty() && out.text.empty() && out.logprobs.empty() && out.prompt_token_ids.empty() &&
+                  out.prompt_logprobs.empty())
+          << "an intermediate final-only output carried its history";
+    }
+  }
+  ASSERT_FALSE(run.outputs.empty());
+  const RequestOutput& a = run.cumulative;
+  const RequestOutput& b = run.outputs.back();
+  EXPECT_TRUE(b.finished);
   EXPECT_EQ(b.token_ids, a.token_ids);
   EXPECT_EQ(b.text, a.text);
   EXPECT_EQ(b.prompt_token_ids, a.prompt_token_ids);
-  EXPECT_EQ(b.logprobs.size(), a.logprobs.size());
+  EXPECT_EQ(b.logprobs, a.logprobs);
   EXPECT_EQ(b.prompt_logprobs.size(), a.prompt_logprobs.size());
   EXPECT_EQ(streamed_ids, a.token_ids);
   EXPECT_EQ(streamed_text, a.text);
-  fs::remove_all(dir);
+}
+
+// RequestOutputKind::kDelta (streaming responses): every output holds only what is
+// new (tokens, their logprobs, text; the prompt and its logprobs in the first), and
+// the deltas put together are a cumulative request's final output.
+TEST(EngineTest, DeltaRequestsAddUpToTheCumulativeOutput) {
+  const KindRun run = RunBesideCumulative(RequestOutputKind::kDelta);
+  ASSERT_GT(run.outputs.size(), 1u);
+  RequestOutput sum;
+  for (size_t i = 0; i < run.outputs.size(); ++i) {
+    const RequestOutput& out = run.outputs[i];
+    EXPECT_EQ(out.new_token_ids, out.token_ids);
+    EXPECT_EQ(out.new_text, out.text);
+    EXPECT_EQ(out.logprobs.size(), out.token_ids.size());
+    EXPECT_EQ(out.prompt_token_ids.empty(), i > 0) << "the prompt comes with the first output only";
+    sum.prompt_token_ids.insert(sum.prompt_token_ids.end(), out.prompt_token_ids.begin(), out.prompt_token_ids.end());
+    sum.prompt_logprobs.insert(sum.prompt_logprobs.end(), out.prompt_logprobs.begin(), out.prompt_logprobs.end());
+    sum.token_ids.insert(sum.token_ids.end(), out.token_ids.begin(), out.token_ids.end());
+    sum.logprobs.insert(sum.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+    sum.text += out.text;
+  }
+  const RequestOutput& a = run.cumulative;
+  EXPECT_TRUE(run.outputs.back().finished);
+  EXPECT_EQ(run.outputs.back().finish_reason, a.finish_reason);
+  EXPECT_EQ(sum.prompt_token_ids, a.prompt_token_ids);
+  EXPECT_EQ(sum.prompt_logprobs.size(), a.prompt_logprobs.size());
+  EXPECT_EQ(sum.token_ids, a.token_ids);
+  EXPECT_EQ(sum.logprobs, a.logprobs);
+  EXPECT_EQ(sum.text, a.text);
 }
 
 TEST(EngineTest, BadRequestsAreRejectedAndOthersContinue) {

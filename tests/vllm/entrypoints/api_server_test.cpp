@@ -294,6 +294,43 @@ TEST(ApiServerTest, ChatLogprobsInOpenAIsFormat) {
   EXPECT_TRUE(plain["choices"][0]["logprobs"]["content"][0]["top_logprobs"].empty());
 }
 
+// Streams carry each output's new tokens only (RequestOutputKind::kDelta): their
+// logprobs, put together, are the single response's, echoed prompt included.
+TEST(ApiServerTest, StreamedLogprobsConcatenateToTheNonStreamedOnes) {
+  TestServer server;
+  const json completion = Greedy({{"prompt", "hello"}, {"echo", true}, {"logprobs", 2}}, 6);
+  const json whole = server.PostOk("/v1/completions", completion)["choices"][0]["logprobs"];
+  json streamed_body = completion;
+  streamed_body["stream"] = true;
+  httplib::Result res = server.Post("/v1/completions", streamed_body);
+  ASSERT_TRUE(res);
+  json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
+  for (const json& event : SseEvents(res->body)) {
+    const json& logprobs = event["choices"][0]["logprobs"];
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs"}) {
+      for (const json& item : logprobs[key]) joined[key].push_back(item);
+    }
+  }
+  EXPECT_EQ(joined["tokens"], whole["tokens"]);
+  EXPECT_EQ(joined["token_logprobs"], whole["token_logprobs"]);
+  EXPECT_EQ(joined["top_logprobs"], whole["top_logprobs"]);
+
+  const json chat = Greedy({{"messages", kChat}, {"logprobs", true}, {"top_logprobs", 2}}, 6);
+  const json chat_whole = server.PostOk("/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
+  json chat_streamed = chat;
+  chat_streamed["stream"] = true;
+  res = server.Post("/v1/chat/completions", chat_streamed);
+  ASSERT_TRUE(res);
+  json content = json::array();
+  for (const json& event : SseEvents(res->body)) {
+    const json& logprobs = event["choices"][0]["logprobs"];
+    if (logprobs.is_object()) {
+      for (const json& item : logprobs["content"]) content.push_back(item);
+    }
+  }
+  EXPECT_EQ(content, chat_whole);
+}
+
 TEST(ApiServerTest, SeededSamplingRepeats) {
   TestServer server;
   const json body = {{"prompt", "hello"}, {"max_tokens", 12},   {"temperature", 1.0},      {"top_k", 50},

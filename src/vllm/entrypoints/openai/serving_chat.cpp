@@ -45,8 +45,8 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
   if (logprobs) request.top_logprobs = CheckLogprobsCount(top_logprobs.value_or(0), "top_logprobs");
   RequestSampling sampling = ReadSampling(body);
-  // A non-streaming response uses only the final output (vLLM: FINAL_ONLY).
-  if (!request.stream.stream) sampling.params.output_kind = RequestOutputKind::kFinalOnly;
+  // A stream sends what each output adds; a single response uses only the last (as vLLM).
+  sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.params = sampling.params;
   request.params.logprobs = request.top_logprobs;
   request.prompt_logprobs = request.params.prompt_logprobs;
@@ -67,10 +67,10 @@ json TokenJson(const Tokenizer* tokenizer, int32_t id, float logprob) {
   return {{"token", TokenText(tokenizer, id)}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
 }
 
-// Chat logprobs of tokens [from, to) of `output`: [{token, logprob, bytes, top_logprobs}].
-json LogprobsContent(const Tokenizer* tokenizer, const RequestOutput& output, size_t from, int num_top) {
+// Chat logprobs of the tokens of `output`: [{token, logprob, bytes, top_logprobs}].
+json LogprobsContent(const Tokenizer* tokenizer, const RequestOutput& output, int num_top) {
   json content = json::array();
-  for (size_t t = from; t < output.token_ids.size(); ++t) {
+  for (size_t t = 0; t < output.token_ids.size(); ++t) {
     const TokenLogprobs& entry = output.logprobs.at(t);
     json item = TokenJson(tokenizer, output.token_ids[t], LogprobOf(entry, output.token_ids[t]));
     json top = json::array();
@@ -90,7 +90,7 @@ json ChunkBase(const ChatRequest& request, const char* object) {
 json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
   json response = ChunkBase(request, "chat.completion");
   json logprobs = nullptr;
-  if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, 0, *request.top_logprobs)}};
+  if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, *request.top_logprobs)}};
   response["choices"] =
       json::array({{{"index", 0},
                     {"message", {{"role", "assistant"}, {"content", out.text}, {"tool_calls", json::array()}}},
@@ -127,7 +127,6 @@ class ChatStream : public EventStream {
       // Everything ready goes out in one write: a writer that fell behind catches up.
       for (auto output = group_->Next(timeout); output; output = group_->Next(std::chrono::milliseconds(0))) {
         AddDelta(*output, events);
-        num_prompt_tokens_ = static_cast<int64_t>(output->prompt_token_ids.size());
       }
     } catch (const OpenAIError& e) {
       events += SseEvent(e.ToJson()) + kSseDone;
@@ -138,7 +137,7 @@ class ChatStream : public EventStream {
     if (request_.stream.include_usage) {
       json usage = ChunkBase(request_, "chat.completion.chunk");
       usage["choices"] = json::array();
-      usage["usage"] = UsageJson(num_prompt_tokens_, static_cast<int64_t>(num_tokens_sent_));
+      usage["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()), static_cast<int64_t>(num_tokens_sent_));
       events += SseEvent(usage);
     }
     events += kSseDone;
@@ -159,14 +158,14 @@ class ChatStream : public EventStream {
     return chunk;
   }
 
+  // `output` is a delta (RequestOutputKind::kDelta): its tokens and logprobs are new.
   void AddDelta(const RequestOutput& output, std::string& events) {
-    const std::vector<int32_t> new_ids(output.token_ids.begin() + static_cast<ptrdiff_t>(num_tokens_sent_),
-                                       output.token_ids.end());
+    const std::vector<int32_t>& new_ids = output.token_ids;
     json logprobs = nullptr;
     if (request_.top_logprobs) {
-      logprobs = {{"content", LogprobsContent(tokenizer_, output, num_tokens_sent_, *request_.top_logprobs)}};
+      logprobs = {{"content", LogprobsContent(tokenizer_, output, *request_.top_logprobs)}};
     }
-    num_tokens_sent_ = output.token_ids.size();
+    num_tokens_sent_ += output.token_ids.size();
     const bool tokens_wanted = request_.top_logprobs || request_.return_token_ids;
     if (output.new_text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
     json delta = output.new_text.empty() ? json::object() : json{{"content", output.new_text}};
@@ -179,7 +178,6 @@ class ChatStream : public EventStream {
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
   size_t num_tokens_sent_ = 0;
-  int64_t num_prompt_tokens_ = 0;
   bool role_sent_ = false;
   bool done_ = false;
 };

@@ -102,8 +102,8 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   }
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
   RequestSampling sampling = ReadSampling(body);
-  // A non-streaming response uses only the final output (vLLM: FINAL_ONLY).
-  if (!request.stream.stream) sampling.params.output_kind = RequestOutputKind::kFinalOnly;
+  // A stream sends what each output adds; a single response uses only the last (as vLLM).
+  sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.prompt_logprobs = sampling.params.prompt_logprobs;
   // Echoed prompts carry their logprobs too (vLLM asks the engine for prompt logprobs).
   if (request.echo && request.logprobs) {
@@ -258,6 +258,8 @@ class CompletionStream : public EventStream {
     bool sent_any = false;
   };
 
+  // `output` is a delta (RequestOutputKind::kDelta): its tokens, logprobs and text
+  // are new; the first one of a request also holds the prompt and its logprobs.
   void AddChunk(const RequestOutput& output, std::string& events) {
     const size_t index = group_->IndexOf(output.request_id);
     Choice& choice = choices_[index];
@@ -265,20 +267,17 @@ class CompletionStream : public EventStream {
     json logprobs = nullptr;
     if (request_.logprobs) {
       if (choice.echo_pending) AddPromptLogprobs(choice.logprobs, output);
-      for (size_t t = choice.num_tokens_sent; t < output.token_ids.size(); ++t) {
-        choice.logprobs.Add(output.token_ids[t], &output.logprobs.at(t));
-      }
+      for (size_t t = 0; t < output.token_ids.size(); ++t) choice.logprobs.Add(output.token_ids[t], &output.logprobs.at(t));
       logprobs = choice.logprobs.Take();
     }
     const bool first_chunk = choice.echo_pending || !choice.sent_any;
     if (choice.echo_pending) text = request_.prompts[index].text + text;
-    const std::vector<int32_t> new_ids(output.token_ids.begin() + static_cast<ptrdiff_t>(choice.num_tokens_sent),
-                                       output.token_ids.end());
+    const std::vector<int32_t>& new_ids = output.token_ids;
     choice.echo_pending = false;
-    choice.num_tokens_sent = output.token_ids.size();
+    choice.num_tokens_sent += output.token_ids.size();
     if (output.finished) {
-      prompt_tokens_ += static_cast<int64_t>(output.prompt_token_ids.size());
-      completion_tokens_ += static_cast<int64_t>(output.token_ids.size());
+      prompt_tokens_ += static_cast<int64_t>(request_.prompts[index].ids.size());
+      completion_tokens_ += static_cast<int64_t>(choice.num_tokens_sent);
     }
     const bool tokens_wanted = request_.logprobs || request_.return_token_ids;
     if (text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
@@ -288,7 +287,7 @@ class CompletionStream : public EventStream {
                  {"finish_reason", output.finished ? json(output.finish_reason) : json(nullptr)},
                  {"stop_reason", output.finished ? StopReasonJson(output, request_.params[index]) : json(nullptr)}};
     if (request_.return_token_ids) {
-      if (first_chunk) item["prompt_token_ids"] = output.prompt_token_ids;
+      if (first_chunk) item["prompt_token_ids"] = request_.prompts[index].ids;
       item["token_ids"] = new_ids;
     }
     choice.sent_any = true;
