@@ -59,42 +59,53 @@ std::optional<std::string> OutputProcessor::AddTokens(const std::string& id, con
   return stop;
 }
 
-void OutputProcessor::ReportNew(State& s, RequestOutput& out) {
+void OutputProcessor::ReportNew(State& s, RequestOutput& out, bool finished) {
   out.new_token_ids.assign(s.output.token_ids.begin() + s.reported_tokens, s.output.token_ids.end());
-  out.new_text = s.output.text.substr(std::min(s.reported_text, s.output.text.size()));
+  const std::string& text = s.output.text;
+  const size_t from = std::min(s.reported_text, text.size());
+  size_t end = text.size();
+  if (!finished && s.longest_stop > 1) {
+    end = text.size() > s.longest_stop - 1 ? text.size() - (s.longest_stop - 1) : 0;
+    end = std::max(end, from);
+    while (end > from && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  }
+  out.new_text = text.substr(from, end - from);
   s.reported_tokens = s.output.token_ids.size();
-  s.reported_text = s.output.text.size();
+  s.reported_text = std::max(s.reported_text, end);
 }
 
-RequestOutput OutputProcessor::Report(State& s) {
+RequestOutput OutputProcessor::Report(State& s, bool finished) {
   RequestOutput out;
   out.request_id = s.output.request_id;
   switch (s.params.output_kind) {
     case RequestOutputKind::kCumulative:
       out = s.output;
-      break;
+      ReportNew(s, out, finished);
+      out.text.resize(s.reported_text);  // without the held-back bytes
+      return out;
     case RequestOutputKind::kDelta: {
       const auto& tokens = s.output.token_ids;
       out.token_ids.assign(tokens.begin() + static_cast<ptrdiff_t>(s.reported_tokens), tokens.end());
       const auto& logprobs = s.output.logprobs;
       const size_t from = std::min(s.reported_tokens, logprobs.size());
       out.logprobs.assign(logprobs.begin() + static_cast<ptrdiff_t>(from), logprobs.end());
-      out.text = s.output.text.substr(std::min(s.reported_text, s.output.text.size()));
       if (!s.prompt_reported) {
         out.prompt_token_ids = s.output.prompt_token_ids;
         out.prompt_logprobs = s.output.prompt_logprobs;
         s.prompt_reported = true;
       }
-      break;
+      ReportNew(s, out, finished);
+      out.text = out.new_text;
+      return out;
     }
     case RequestOutputKind::kFinalOnly:
-      break;  // the new_* fields only, below
+      break;
   }
-  ReportNew(s, out);
+  ReportNew(s, out, finished);  // the new_* fields only
   return out;
 }
 
-RequestOutput OutputProcessor::Snapshot(const std::string& id) { return Report(states_.at(id)); }
+RequestOutput OutputProcessor::Snapshot(const std::string& id) { return Report(states_.at(id), false); }
 
 RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& finish_reason) {
   State& s = states_.at(id);
@@ -102,10 +113,10 @@ RequestOutput OutputProcessor::Finish(const std::string& id, const std::string& 
   if (s.detokenizer && s.output.stop_reason.empty()) s.output.text += s.detokenizer->Finish();
   RequestOutput out;
   if (s.params.output_kind == RequestOutputKind::kDelta) {
-    out = Report(s);
+    out = Report(s, true);
     out.stop_reason = s.output.stop_reason;
   } else {
-    ReportNew(s, s.output);
+    ReportNew(s, s.output, true);
     out = std::move(s.output);  // complete (kCumulative, kFinalOnly); the state is forgotten right after
   }
   out.finished = true;

@@ -46,11 +46,14 @@ class OutputProcessor {
     size_t longest_stop = 0;  // bytes of the longest of params.stop
   };
   std::optional<std::string> FindStop(State& state) const;
-  // Sets out's new_* fields (what arrived since the last report) and marks them reported.
-  void ReportNew(State& state, RequestOutput& out);
+  // Sets out's new_* fields (what arrived since the last report) and marks them
+  // reported. Until the request finishes, the text's last (longest stop - 1) bytes
+  // stay back: they may be the start of a stop string that the next token completes
+  // (as vLLM's stop buffer), and a stream cannot take back what it sent.
+  void ReportNew(State& state, RequestOutput& out, bool finished);
   // What the request's params.output_kind says an output holds now (the
   // finished/finish_reason/stop_reason fields are the caller's).
-  RequestOutput Report(State& state);
+  RequestOutput Report(State& state, bool finished);
 
   std::optional<Tokenizer> tokenizer_;
   std::unordered_map<std::string, State> states_;

@@ -330,6 +330,48 @@ TEST(EngineTest, DeltaRequestsAddUpToTheCumulativeOutput) {
   EXPECT_EQ(sum.text, a.text);
 }
 
+// A stop string that straddles two tokens: a stream must not send its first part
+// before the second token shows it to be a stop (vLLM holds back the longest stop
+// string's length minus one byte until it cannot start a match). The deltas then
+// add up to the final text, which ends before the stop string.
+TEST(EngineTest, StreamsHoldBackWhatMayStartAStopString) {
+  const Reference ref = LoadReference("qwen35_dense_untied");
+  fs::path dir = ModelWithTokenizer("qwen35_dense_untied");
+  LLMEngine engine(Config(dir.string()));
+  SamplingParams p = GreedyParams(20);
+  p.output_kind = RequestOutputKind::kDelta;
+  engine.AddRequest("free", ref.prompts[3], p);
+  std::vector<std::string> pieces;  // the text each step added
+  while (engine.HasUnfinishedRequests()) {
+    for (RequestOutput& out : engine.Step()) pieces.push_back(out.new_text);
+  }
+  // The last byte of one step's text and the first of the next one's.
+  size_t k = 1;
+  while (k + 1 < pieces.size() && (pieces[k].empty() || pieces[k + 1].empty() ||
+                                   static_cast<unsigned char>(pieces[k].back()) >= 0x80 ||
+                                   static_cast<unsigned char>(pieces[k + 1][0]) >= 0x80)) {
+    ++k;
+  }
+  ASSERT_LT(k + 1, pieces.size()) << "no two ASCII-bounded pieces to straddle";
+  std::string before;
+  for (size_t i = 0; i <= k; ++i) before += pieces[i];
+  const std::string stop = std::string(1, pieces[k].back()) + pieces[k + 1][0];
+  const size_t at = (before + pieces[k + 1]).find(stop);
+  p.stop = {stop};
+  engine.AddRequest("stopped", ref.prompts[3], p);
+  std::string streamed;
+  RequestOutput last;
+  while (engine.HasUnfinishedRequests()) {
+    for (RequestOutput& out : engine.Step()) {
+      streamed += out.text;
+      if (out.finished) last = std::move(out);
+    }
+  }
+  EXPECT_EQ(last.finish_reason, "stop");
+  EXPECT_EQ(streamed, (before + pieces[k + 1]).substr(0, at)) << "stop '" << stop << "'";
+  fs::remove_all(dir);
+}
+
 TEST(EngineTest, BadRequestsAreRejectedAndOthersContinue) {
   const Reference ref = LoadReference("qwen3");
   LLMEngine engine(Config(ModelDir("qwen3") + "/hf"));
