@@ -226,11 +226,7 @@ Options ParseArgs(int argc, char** argv) {
   cli.AddOption("seed", "seed of the random weights", "1");
   cli.AddOption("tokenizer", "folder holding tokenizer.json (padded to the vocabulary)", VT_PEER_DEFAULT_TOKENIZER);
   cli.AddFlag("help", "show this help");
-  cli.Parse(std::vector<std::string>(argv + 1, argv + argc));
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    std::exit(0);
-  }
+  if (!cli.ParseOrShowHelp(std::vector<std::string>(argv + 1, argv + argc))) std::exit(0);
   Options o;
   o.out = cli.GetString("out");
   o.shape = cli.GetString("shape");

@@ -70,11 +70,7 @@ Options ParseArgs(int argc, char** argv) {
   cli.AddFlag("warmup", "run a short request first (16 prompt tokens, 4 generated)", true);
   cli.AddFlag("reach", "list the vt reach counters of the timed request on stderr");
   cli.AddFlag("help", "show this help");
-  cli.Parse(std::vector<std::string>(argv + 1, argv + argc));
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    std::exit(0);
-  }
+  if (!cli.ParseOrShowHelp(std::vector<std::string>(argv + 1, argv + argc))) std::exit(0);
   Options o;
   o.model = cli.GetString("model");
   o.prompt_ids = ParseIds(cli.GetString("prompt-ids"));

@@ -30,6 +30,9 @@ class CliArgs {
   void AddPositional(const std::string& name, const std::string& help, bool required);
 
   void Parse(const std::vector<std::string>& args);
+  // Parse, then, when the declared "help" flag was given, prints Help() to stdout
+  // and returns false (the caller stops there); true otherwise.
+  bool ParseOrShowHelp(const std::vector<std::string>& args);
   std::string Help() const;
 
   bool Has(const std::string& name) const;  // given or has a default

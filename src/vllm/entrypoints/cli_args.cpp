@@ -1,6 +1,7 @@
 #include "vllm/entrypoints/cli_args.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace vllm {
@@ -19,6 +20,13 @@ void CliArgs::AddPositional(const std::string& name, const std::string& help, bo
   specs_[name] = Spec{help, std::nullopt, false, true, required};
   positional_order_.push_back(name);
   declared_order_.push_back(name);
+}
+
+bool CliArgs::ParseOrShowHelp(const std::vector<std::string>& args) {
+  Parse(args);
+  if (!GetFlag("help")) return true;
+  std::printf("%s", Help().c_str());
+  return false;
 }
 
 void CliArgs::Parse(const std::vector<std::string>& args) {

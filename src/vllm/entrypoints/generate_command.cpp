@@ -148,11 +148,7 @@ void DeclareArgs(CliArgs& cli) {
 int RunGenerateCommand(const CommandArgs& args) {
   CliArgs cli("generate");
   DeclareArgs(cli);
-  cli.Parse(args);
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    return 0;
-  }
+  if (!cli.ParseOrShowHelp(args)) return 0;
   const bool as_json = cli.GetFlag("json");
   EngineConfig config = EngineConfigFromArgs(cli, cli.GetString("model"));
   LLMEngine engine(config, [](int64_t done, int64_t total) {

@@ -52,11 +52,7 @@ bool CheckDevice(vt::Device device) {
 int RunSelfCheckCommand(const CommandArgs& args) {
   CliArgs cli("selfcheck");
   cli.AddFlag("help", "show this help");
-  cli.Parse(args);
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    return 0;
-  }
+  if (!cli.ParseOrShowHelp(args)) return 0;
   std::printf("backends:\n  cpu: built in (%d threads)\n", vt::GetNumThreads());
   for (const std::string& line : vt::LoadBackends()) std::printf("  %s\n", line.c_str());
   PrintCoverage();

@@ -69,11 +69,7 @@ class SignalWaiter {
 int RunServeCommand(const CommandArgs& args) {
   CliArgs cli("serve");
   DeclareArgs(cli);
-  cli.Parse(args);
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    return 0;
-  }
+  if (!cli.ParseOrShowHelp(args)) return 0;
   if (!cli.WasGiven("model")) throw CliError("serve: give the MODEL to serve (an HF folder or a .gguf file)");
   const sigset_t stop_signals = BlockStopSignals();
   const std::string model = cli.GetString("model");

@@ -130,11 +130,7 @@ int RunTokenizeCommand(const CommandArgs& args) {
   cli.AddFlag("chat", "render inputs with the model's chat template, then tokenize (--text: one user message)");
   cli.AddFlag("json", "print {\"ids\": [...]} (plus \"prompt\" with --chat) per input instead of the bare ids");
   cli.AddFlag("help", "show this help");
-  cli.Parse(args);
-  if (cli.GetFlag("help")) {
-    std::printf("%s", cli.Help().c_str());
-    return 0;
-  }
+  if (!cli.ParseOrShowHelp(args)) return 0;
   if (!cli.WasGiven("model")) throw CliError("--model PATH is required");
   if (cli.WasGiven("text") == cli.WasGiven("input-file")) {
     throw CliError("give exactly one of --text TEXT and --input-file FILE.jsonl");

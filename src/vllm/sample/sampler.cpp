@@ -10,8 +10,16 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+bool HasPenalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0;
+}
+
+// Whether EOS and stop tokens are still masked (fewer than min_tokens generated).
+bool MasksStopTokens(const Request& r) { return r.num_output_tokens() < r.sampling_params.min_tokens; }
+
 void ApplyPenalties(std::vector<float>& logits, const Request& r) {
   const SamplingParams& p = r.sampling_params;
+  if (!HasPenalties(p)) return;
   if (p.repetition_penalty != 1.0) {
     std::vector<bool> seen(logits.size(), false);
     for (int32_t t : r.all_token_ids()) seen[t] = true;
@@ -31,7 +39,7 @@ void ApplyPenalties(std::vector<float>& logits, const Request& r) {
 
 void MaskStopTokensBeforeMinTokens(std::vector<float>& logits, const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  if (r.num_output_tokens() >= p.min_tokens) return;
+  if (!MasksStopTokens(r)) return;
   if (!p.ignore_eos) {
     for (int32_t t : r.eos_token_ids) logits[t] = kNegInf;
   }
@@ -112,8 +120,7 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  return p.IsGreedy() && !p.logprobs && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 &&
-         p.presence_penalty == 0.0 && r.num_output_tokens() >= p.min_tokens;
+  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r);
 }
 
 SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {

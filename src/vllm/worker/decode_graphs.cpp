@@ -104,10 +104,8 @@ std::vector<int32_t> DecodeGraphs::PackInputs(const SchedulerOutput* output, con
 ForwardBatch DecodeGraphs::BatchViews(const vt::Tensor& inputs, const DecodeGraphShape& shape) const {
   const InputLayout at(shape);
   const int64_t P = shape.batch;
-  auto view = [&](int64_t offset, vt::Shape dims) {
-    vt::Shape strides(dims.size(), 1);
-    if (dims.size() == 2) strides[0] = dims[1];
-    return inputs.AsStrided(dims, strides, inputs.offset() + offset);
+  auto view = [&](int64_t offset, const vt::Shape& dims) {
+    return inputs.Slice(0, offset, offset + vt::NumElements(dims)).View(dims);
   };
   ForwardBatch batch;
   batch.input_ids = view(at.input_ids, {P});

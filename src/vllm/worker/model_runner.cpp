@@ -34,9 +34,7 @@ class PackedUpload {
   }
   // A contiguous view of `shape` starting at `at`.
   vt::Tensor Take(int64_t at, const vt::Shape& shape) const {
-    vt::Shape strides(shape.size(), 1);
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
-    return uploaded_.AsStrided(shape, strides, uploaded_.offset() + at);
+    return uploaded_.Slice(0, at, at + vt::NumElements(shape)).View(shape);
   }
 
  private:

@@ -234,8 +234,7 @@ class GpuDeviceBackend final : public DeviceBackend {
 
   std::unique_ptr<CapturedGraph> EndGraphCapture(int index) override {
     PerDevice& device = State(index);
-    std::shared_ptr<GpuGraphMemory> memory = std::move(device.capturing);
-    device.capturing.reset();
+    std::shared_ptr<GpuGraphMemory> memory = std::move(device.capturing);  // leaves capturing null
     CheckGpu(gpuSetDevice(index), "selecting the device");
     gpuGraph_t graph = nullptr;
     const gpuError_t ended = gpuStreamEndCapture(device.stream, &graph);

@@ -229,7 +229,8 @@ void LaunchSkinnyLoadsInFlightRows(const GemmParams<X>& p, Device device, gpuStr
     return;
   }
   const auto whole = &SkinnyLoadsInFlight<X, W, kRows, 1>;
-  const int64_t columns_per_warp = (p.n + resident_warps(whole) - 1) / resident_warps(whole);
+  const int64_t whole_warps = resident_warps(whole);
+  const int64_t columns_per_warp = (p.n + whole_warps - 1) / whole_warps;
   const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
   whole<<<grid, kInFlightThreads, 0, stream>>>(p);
 }

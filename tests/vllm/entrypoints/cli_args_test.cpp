@@ -84,5 +84,19 @@ TEST(CliArgsTest, HelpShowsDefaultsOnce) {
   EXPECT_NE(help.find("usage: vllm-cpp serve model [options]"), std::string::npos) << help;
 }
 
+TEST(CliArgsTest, ParseOrShowHelpPrintsTheHelpWhenAskedAndOtherwiseParses) {
+  CliArgs cli = ServeLikeArgs();
+  cli.AddFlag("help", "show this help");
+  ::testing::internal::CaptureStdout();
+  EXPECT_FALSE(cli.ParseOrShowHelp({"m", "--help"}));
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), cli.Help());
+  CliArgs plain = ServeLikeArgs();
+  plain.AddFlag("help", "show this help");
+  ::testing::internal::CaptureStdout();
+  EXPECT_TRUE(plain.ParseOrShowHelp({"m", "--port", "9"}));
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(plain.GetInt("port"), 9);
+}
+
 }  // namespace
 }  // namespace vllm
