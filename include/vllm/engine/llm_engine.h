@@ -61,6 +61,9 @@ class LLMEngine {
   const Tokenizer& tokenizer() const;  // throws when the model has none
   std::vector<int32_t> Encode(const std::string& text) const;
   const ModelConfig& model_config() const { return loaded_.config; }
+  // The checkpoint as loaded (its weights' dtypes and shapes; `vllm-cpp bench`
+  // counts the bytes a step reads from them).
+  const LoadedModel& loaded_model() const { return loaded_; }
   const EngineConfig& config() const { return config_; }
   EngineStats stats() const;
 
