@@ -6,11 +6,12 @@ Input: the CSV that
       gpu_decode_bench --mode profile ...
 prints: one eager prefill, then one eager decode step, nothing after. The decode
 step starts at the third GatherRows launch (each forward gathers twice: the
-embedding rows first, the logits rows later). Prints the decode step's kernels
+embedding rows first, the logits rows later). Prints the chosen step's kernels
 grouped by name (count, total and mean microseconds) and their sum, which is the
-step's device time without launch gaps.
+step's device time without launch gaps: the decode step (default), or with
+--prefill the prefill forward (every launch before the third GatherRows).
 
-Usage: kernel_times.py ncu.csv
+Usage: kernel_times.py ncu.csv [--prefill]
 """
 import csv
 import collections
@@ -52,13 +53,15 @@ def main():
     gathers = [i for i, (name, _) in enumerate(kernels) if "GatherRow" in name]
     if len(gathers) < 3:
         sys.exit(f"kernel_times: expected 3+ GatherRows launches, found {len(gathers)} in {len(kernels)} kernels")
-    decode = kernels[gathers[2]:]
+    prefill = len(sys.argv) > 2 and sys.argv[2] == "--prefill"
+    step = kernels[: gathers[2]] if prefill else kernels[gathers[2]:]
     groups = collections.OrderedDict()
-    for name, us in decode:
+    for name, us in step:
         count, total = groups.get(short(name), (0, 0.0))
         groups[short(name)] = (count + 1, total + us)
-    total = sum(us for _, us in decode)
-    print(f"decode step: {len(decode)} kernels, {total:.1f} us of kernel time (no launch gaps)")
+    total = sum(us for _, us in step)
+    what = "prefill" if prefill else "decode step"
+    print(f"{what}: {len(step)} kernels, {total:.1f} us of kernel time (no launch gaps)")
     print(f"  {'kernel':44s} {'count':>5s} {'total us':>9s} {'mean us':>8s} {'share':>6s}")
     for name, (count, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {count:5d} {us:9.1f} {us / count:8.2f} {us / total:6.1%}")
