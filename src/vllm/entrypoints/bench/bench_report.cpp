@@ -142,7 +142,7 @@ std::string GnuplotString(const std::string& text) {
 
 std::string GnuplotScript(const Plot& plot, const std::string& path) {
   std::ostringstream s;
-  s << "set terminal pngcairo size 900,600\nset output " << GnuplotString(path) << "\n";
+  s << "set terminal pngcairo noenhanced size 900,600\nset output " << GnuplotString(path) << "\n";
   s << "set title " << GnuplotString(plot.title) << "\nset xlabel " << GnuplotString(plot.x_label)
     << "\nset ylabel " << GnuplotString(plot.y_label) << "\nset grid\nset key left top\n";
   double lo = INFINITY, hi = 0;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -82,6 +84,19 @@ Bandwidth DeviceCopyBandwidth(vt::Device device) {
   return {2.0 * static_cast<double>(bytes) / Summarize(seconds).median, "device-to-device copy (read + write)"};
 }
 
+// "host CPU (AMD EPYC 9R14 ...)": the model name /proc/cpuinfo gives, when it does.
+std::string DeviceName(vt::Device device) {
+  std::string name = vt::GetDeviceBackend(device.type).DeviceName(device.index);
+  if (device.type != vt::DeviceType::kCPU) return name;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return name + " (" + line.substr(line.find_first_not_of(' ', colon + 1)) + ")";
+  }
+  return name;
+}
+
 }  // namespace
 
 int64_t WeightBytes(const LoadedModel& model) {
@@ -125,11 +140,10 @@ nlohmann::json EngineJson(const LLMEngine& engine) {
   const EngineConfig& e = engine.config();
   const ModelConfig& c = engine.model_config();
   const EngineStats stats = engine.stats();
-  vt::DeviceBackend& backend = vt::GetDeviceBackend(e.device.type);
   return {{"model", e.model},
           {"architecture", c.architecture},
           {"device", e.device.ToString()},
-          {"device_name", backend.DeviceName(e.device.index)},
+          {"device_name", DeviceName(e.device)},
           {"dtype", vt::DTypeName(ResolveActivationDtype(e.dtype, c, e.device))},
           {"weight_format", vt::DTypeName(c.dtype)},
           {"weight_bytes", WeightBytes(engine.loaded_model())},
