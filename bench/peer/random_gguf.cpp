@@ -55,7 +55,7 @@ struct Options {
   bool dry_run = false;
 };
 
-// The sizes that differ between the Qwen3.5 models (qwen35.md §1.2); every model has
+// The sizes that differ between the Qwen3.5 models (their HF configs); every model has
 // head_dim 256 (rotary 64), Hk = 16 key heads of Dk = Dv = 128, conv kernel 4 and
 // full attention in every 4th layer.
 struct ModelShape {
