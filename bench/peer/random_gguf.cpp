@@ -55,7 +55,7 @@ struct Options {
   bool dry_run = false;
 };
 
-// The sizes that differ between the Qwen3.5 models (qwen35.md §1.2); every model has
+// The sizes that differ between the Qwen3.5 models (their HF configs); every model has
 // head_dim 256 (rotary 64), Hk = 16 key heads of Dk = Dv = 128, conv kernel 4 and
 // full attention in every 4th layer.
 struct ModelShape {
@@ -207,7 +207,8 @@ class TensorPipeline {
   std::future<void> in_flight_;  // last member: destroyed (waited for) before the slabs
 };
 
-// --dry-run: the tensor list and the data size, nothing written.
+// --dry-run: the tensor list and the data size, nothing written (the metadata and the
+// tokenizer were built, so every flag was checked).
 void PrintPlan(const Options& o, const vllm::ModelConfig& c, const std::vector<PlannedWeight>& plan) {
   int64_t total = 0;
   std::printf("%-34s %-5s %-22s %14s\n", "tensor", "dtype", "shape (GGUF ne reversed)", "bytes");
@@ -229,7 +230,6 @@ void WriteRandomGguf(const Options& o) {
   const vllm::ModelConfig c = Qwen35Config(shape, o.num_layers > 0 ? o.num_layers : shape.num_layers);
   const OutType& type = ParseOutType(o.outtype);
   const std::vector<PlannedWeight> plan = PlanWeights(c, type.dtype);
-  if (o.dry_run) return PrintPlan(o, c, plan);
   vllm::GgufWriter writer;
   vllm::GgufMetadata& m = writer.metadata();
   vllm::WriteGgufModelConfig(c, m);
@@ -242,6 +242,7 @@ void WriteRandomGguf(const Options& o) {
   if (!vllm::AddHfTokenizerToGguf(o.tokenizer, "qwen35", c.vocab_size, m)) {
     throw vllm::CliError("random_gguf: no tokenizer.json in --tokenizer " + o.tokenizer);
   }
+  if (o.dry_run) return PrintPlan(o, c, plan);  // everything checked but the writing
   auto pipeline = std::make_shared<TensorPipeline>(plan, o.seed, o.threads);
   for (size_t i = 0; i < plan.size(); ++i) {
     writer.AddTensor(plan[i].name, plan[i].dtype, plan[i].shape, [pipeline, i] { return pipeline->Take(i); });
