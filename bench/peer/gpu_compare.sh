@@ -91,16 +91,17 @@ targets=(vllm-cpp random_gguf vt_gpu_bench)
 if [ $run_tests = 1 ] || [ ! -f "$build/build.ninja" ]; then
   gpu_configure "$build" -DVT_BUILD_TESTS=$([ $run_tests = 1 ] && echo ON || echo OFF) || tail -20 "$out/build.log"
 fi
-ninja -C "$build" -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1 || {
+ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1 || {
   grep -E "error|FAILED" "$out/build.log" | head -30
   echo "vllm-cpp build FAILED"
 }
 bin=$build/bin
 
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
-  stage "contract tests on cuda:0: MatMul, MoeExperts, the kernel choice"
+  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, the kernel choices and variants"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*' >"$out/tests.log" 2>&1
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*' \
+    >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
   tail -3 "$out/tests.log"

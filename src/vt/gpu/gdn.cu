@@ -10,6 +10,12 @@
 // inputs before the sequence start come from the conv state, which is rewritten at
 // the end with the last K-1 inputs (older state shifted in for short sequences).
 // Threads of a warp take neighbouring channels, so every x/out access is coalesced.
+// A prompt (CausalConv1d, K <= kConvChunkMaxTaps) instead takes two launches:
+// CausalConvChunks, one thread per (channel, kConvChunk consecutive tokens of the
+// batch), its taps and a sliding window of the last K-1 inputs in registers (a
+// 2048-token 9B prefill spent 1.45 ms per layer walking each channel's tokens in
+// one thread), reading the old states; then CausalConvStates rewrites the states.
+// (out never overlaps x or the states in CausalConv1d, so the order is free.)
 //
 // Delta rule (both GDN ops, see GdnTokenRecurrence): one block of 64 threads per
 // (sequence, value head, 64 value columns). Thread j owns column j of the head's
@@ -24,7 +30,7 @@
 // the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
 //
-// GdnRecurrent at Dk <= 128 takes GdnStateInRegisters ("state_in_registers"):
+// Both ops at Dk <= 128 take GdnStateInRegisters ("state_in_registers"):
 // blocks of 4 x 64 threads per (sequence, value head, 64 value columns); thread
 // (group, j) keeps rows [group R, group R + R) of column j in registers (R =
 // ceil(Dk / 4) <= 32). At decode (one token per sequence, 64 blocks at batch 1)
@@ -32,7 +38,11 @@
 // (16 us per 9B layer on the H200); here each thread issues R independent loads,
 // four times the threads share the work, and the two dot products over Dk are four
 // partial sums combined through shared memory (0.36 ms less per 9B decode step,
-// bench/gpu_notes.md). vt::tuning family "gpu.gdn_recurrent" forces either kernel:
+// bench/gpu_notes.md). Over a prompt the state stays in registers from the first
+// token to the last, and the next token's q, k, v, g, beta are loaded while the
+// current one is computed (a 2048-token 9B prefill spent 12.4 ms per layer in the
+// token recurrence, each token waiting for its loads behind four barriers).
+// vt::tuning family "gpu.gdn_recurrent" forces either kernel for both ops:
 // "token_recurrence" or "state_in_registers" (tests/vt/gpu/gdn_variants_test.cpp).
 #include <string>
 
@@ -92,6 +102,88 @@ __global__ void CausalConvSequences(ConvParams<T> p) {
   if (length > 0) p.out[(start + length - 1) * p.out_row_stride + c] = FromFloat<T>(last);
 }
 
+constexpr int kConvChunk = 16;          // tokens per thread of CausalConvChunks
+constexpr int kConvChunkMaxTaps = 8;    // K of the chunked kernel's registers
+
+// Thread (channel c, chunk): tokens [chunk * 16, +16) of the flat batch, crossing
+// into later sequences as query_start_loc says.
+template <typename T>
+__global__ void CausalConvChunks(ConvParams<T> p, int64_t num_tokens) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= p.channels) return;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kConvChunk;
+  const int64_t last = first + kConvChunk < num_tokens ? first + kConvChunk : num_tokens;
+  const int width = static_cast<int>(p.kernel) - 1;
+  // w[j] multiplies window[j] (input t - width + j); w_current the token itself.
+  float w[kConvChunkMaxTaps - 1];
+#pragma unroll
+  for (int j = 0; j < kConvChunkMaxTaps - 1; ++j) {
+    w[j] = j < width ? LoadAsFloat(p.weight, p.weight_dtype, c * p.kernel + j) : 0.0f;
+  }
+  const float w_current = LoadAsFloat(p.weight, p.weight_dtype, c * p.kernel + width);
+  // The sequence holding `first`: the last whose start is <= first.
+  int64_t seq = 0, lo = 0, hi = p.num_seqs - 1;
+  while (lo <= hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (p.query_start_loc[mid] <= first) seq = mid, lo = mid + 1; else hi = mid - 1;
+  }
+  float window[kConvChunkMaxTaps - 1];  // window[width - 1] is the newest earlier input
+  int64_t seq_end = -1, slot = -1;
+  for (int64_t t = first; t < last; ++t) {
+    while (t >= seq_end) {  // entering the sequence holding t (empty ones are passed over)
+      if (seq_end >= 0) ++seq;
+      if (seq >= p.num_seqs) return;  // rows past the last sequence belong to none
+      const int64_t seq_start = p.query_start_loc[seq];
+      seq_end = p.query_start_loc[seq + 1];
+      if (t >= seq_end) continue;
+      slot = p.slot_ids[seq];
+      const bool valid = slot >= 0 && slot < p.num_slots;
+      const float* state = valid ? p.states + (slot * p.channels + c) * width : nullptr;
+#pragma unroll
+      for (int j = 0; j < kConvChunkMaxTaps - 1; ++j) {
+        if (j >= width || !valid) continue;
+        const int64_t pos = t - width + j;  // window slot j holds input t - width + j
+        window[j] = pos >= seq_start ? ToFloat(p.x[pos * p.x_row_stride + c]) : state[width + (pos - seq_start)];
+      }
+    }
+    const float current = ToFloat(p.x[t * p.x_row_stride + c]);
+    if (slot < 0 || slot >= p.num_slots) continue;
+    float sum = w_current * current;
+#pragma unroll
+    for (int j = 0; j < kConvChunkMaxTaps - 1; ++j) {
+      if (j < width) sum += w[j] * window[j];
+    }
+#pragma unroll
+    for (int j = 0; j < kConvChunkMaxTaps - 1; ++j) {  // shift left, the token enters last
+      if (j + 1 < width) {
+        window[j] = window[j + 1];
+      } else if (j + 1 == width) {
+        window[j] = current;
+      }
+    }
+    p.out[t * p.out_row_stride + c] = FromFloat<T>(p.apply_silu ? Silu(sum) : sum);
+  }
+}
+
+// After CausalConvChunks: each (sequence, channel) state becomes its last K-1 inputs
+// (older state shifted in for sequences shorter than that).
+template <typename T>
+__global__ void CausalConvStates(ConvParams<T> p) {
+  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (index >= p.num_seqs * p.channels) return;
+  const int64_t seq = index / p.channels, c = index % p.channels;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int64_t width = p.kernel - 1;
+  float* state = p.states + (slot * p.channels + c) * width;
+  const int64_t start = p.query_start_loc[seq], length = p.query_start_loc[seq + 1] - start;
+  // Ascending order is safe in place: entry i reads old entry length + i >= i.
+  for (int64_t i = 0; i < width; ++i) {
+    const int64_t pos = length - width + i;
+    state[i] = pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
+  }
+}
+
 template <typename T>
 ConvParams<T> MakeConvParams(const Tensor& x, const Tensor& out, const Tensor& weight, const Tensor& states,
                              const Tensor& slot_ids, bool apply_silu) {
@@ -115,8 +207,27 @@ void LaunchConv(const char* op, const Tensor& x, const Tensor& out, const Tensor
 }
 
 void CausalConv1dGpu(const CausalConv1dArgs& a) {
-  LaunchConv("CausalConv1d", a.x, a.out, a.weight, a.conv_states, &a.query_start_loc, a.state_slot_ids,
-             a.apply_silu);
+  // The chunk index is the grid's y (at most 65535 chunks: a million tokens).
+  if (a.weight.size(1) > kConvChunkMaxTaps || a.x.size(0) > int64_t{65535} * kConvChunk) {
+    LaunchConv("CausalConv1d", a.x, a.out, a.weight, a.conv_states, &a.query_start_loc, a.state_slot_ids,
+               a.apply_silu);
+    return;
+  }
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  DispatchFloat(a.x.dtype(), "CausalConv1d", [&](auto tag) {
+    using T = decltype(tag);
+    ConvParams<T> p = MakeConvParams<T>(a.x, a.out, a.weight, a.conv_states, a.state_slot_ids, a.apply_silu);
+    p.query_start_loc = static_cast<const int32_t*>(a.query_start_loc.data());
+    const int64_t tokens = a.x.size(0);
+    if (tokens > 0) {
+      const dim3 grid(GridFor(p.channels, kElementwiseThreads, "CausalConv1d"),
+                      GridFor(tokens, kConvChunk, "CausalConv1d"));
+      CausalConvChunks<T><<<grid, kElementwiseThreads, 0, stream>>>(p, tokens);
+    }
+    CausalConvStates<T><<<GridFor(p.num_seqs * p.channels, kElementwiseThreads, "CausalConv1d"),
+                          kElementwiseThreads, 0, stream>>>(p);
+  });
+  CheckLaunch("CausalConv1d");
 }
 
 // One token per sequence: row b of x is sequence b (query_start_loc = 0, 1, ..., B).
@@ -265,15 +376,28 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
 #pragma unroll
   for (int r = 0; r < kRegisterRows; ++r) s[r] = owns(r) ? global_state[(first_row + r) * p.value_dim + column] : 0.0f;
   const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  // The inputs of token t, loaded one token ahead (Dk <= blockDim.x: one q and one
+  // k value per thread).
+  float q_next = 0.0f, k_next = 0.0f, v_next = 0.0f, g_next = 0.0f, beta_next = 0.0f;
+  const auto fetch = [&](int64_t t) {
+    if (threadIdx.x < p.key_dim) {
+      q_next = ToFloat(p.q[t * p.q_strides[0] + key_head * p.q_strides[1] + threadIdx.x]);
+      k_next = ToFloat(p.k[t * p.k_strides[0] + key_head * p.k_strides[1] + threadIdx.x]);
+    }
+    if (active) v_next = ToFloat(p.v[t * p.v_strides[0] + head * p.v_strides[1] + column]);
+    g_next = p.g[t * p.value_heads + head];
+    beta_next = p.beta[t * p.value_heads + head];
+  };
+  if (begin < end) fetch(begin);
   for (int64_t t = begin; t < end; ++t) {
     __syncthreads();  // the previous token's q, k and partial sums are no longer read
-    for (int64_t i = threadIdx.x; i < p.key_dim; i += blockDim.x) {
-      q[i] = ToFloat(p.q[t * p.q_strides[0] + key_head * p.q_strides[1] + i]);
-      k[i] = ToFloat(p.k[t * p.k_strides[0] + key_head * p.k_strides[1] + i]);
+    if (threadIdx.x < p.key_dim) {
+      q[threadIdx.x] = q_next;
+      k[threadIdx.x] = k_next;
     }
+    const float decay = expf(g_next), beta = beta_next, v = v_next;
     __syncthreads();
-    const float decay = expf(p.g[t * p.value_heads + head]);
-    const float beta = p.beta[t * p.value_heads + head];
+    if (t + 1 < end) fetch(t + 1);  // in flight while this token is computed
     float read = 0.0f;
 #pragma unroll
     for (int r = 0; r < kRegisterRows; ++r) {
@@ -284,7 +408,6 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
     read = 0.0f;
 #pragma unroll
     for (int g = 0; g < kRegisterGroups; ++g) read += partial[g][local];
-    const float v = active ? ToFloat(p.v[t * p.v_strides[0] + head * p.v_strides[1] + column]) : 0.0f;
     const float delta = beta * (v - decay * read);
     float o = 0.0f;
 #pragma unroll
@@ -310,14 +433,12 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
   }
 }
 
-// Whether GdnRecurrent runs GdnStateInRegisters (see the top comment); GdnChunkedPrefill
-// always takes the token recurrence.
+// Whether the op runs GdnStateInRegisters (see the top comment).
 bool UseStateInRegisters(const char* op, int64_t key_dim) {
-  if (std::string(op) != "GdnRecurrent") return false;
   const std::string variant = tuning::Variant("gpu.gdn_recurrent");
   if (variant == "token_recurrence") return false;
   if (!variant.empty() && variant != "state_in_registers") {
-    throw Error("vt::GdnRecurrent: unknown variant '" + variant +
+    throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
                 "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers)");
   }
   return key_dim <= kRegisterStateMaxKeyDim;

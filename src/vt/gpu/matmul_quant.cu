@@ -4,9 +4,9 @@
 //   1. QuantizeActivations: x -> XBlock [M, K / 32] (gpu_quant_dot.cuh), one group of
 //      32 threads per block of 32 values; a few KB, read by every warp afterwards.
 //   2. QuantGemv: each warp owns output columns; for a column it streams the weight
-//      row once, kWarpSize / kLanes blocks per step, decoding each lane's part in
-//      registers and dotting it with the row's x blocks for all M rows at once
-//      (weight bytes are read once whatever M is), two steps' loads in flight.
+//      row once, kWarpSize / kLanes blocks per step, decoding each lane's word in
+//      registers and dotting it with the row's x words for all M rows at once
+//      (weight bytes are read once whatever M is), kGemvDepth steps' loads in flight.
 // The weights are the only large input, so the kernel's time is their bytes over
 // the bandwidth; dp4a keeps the arithmetic (4 products per instruction, per row)
 // under that for M up to about 16 on an H200.
@@ -15,6 +15,7 @@
 // rows [row0, row0 + rows) of w decoded into a dense [rows, K] matrix of out's dtype.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "gpu_dot.cuh"
 #include "gpu_quant_dot.cuh"
@@ -66,12 +67,17 @@ struct QuantGemvParams {
 };
 
 constexpr int kGemvThreads = 256;
-constexpr int kGemvDepth = 2;  // weight blocks per lane whose loads are issued before the first dot
+// Weight blocks per lane whose loads are issued before the first dot: four for the
+// few-row kernels (bytes in flight are what a GEMV waits on); two from eight rows,
+// whose x loads and accumulators fill the registers.
+template <int kRows>
+inline constexpr int kGemvDepth = kRows >= 8 ? 2 : 4;
 
 template <typename Lane, typename X, int kRows>
-__global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
+__global__ void __launch_bounds__(kGemvThreads, kRows == 1 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
   constexpr int kBlocksPerStep = kWarpSize / Lane::kLanes;
   constexpr int kXPerBlock = Lane::kValues / kXBlockValues;
+  constexpr int kDepth = kGemvDepth<kRows>;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warps_per_block = static_cast<int>(blockDim.x) / kWarpSize;
   const int sub = lane / Lane::kLanes, t = lane % Lane::kLanes;
@@ -79,15 +85,15 @@ __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKer
        column < p.n; column += static_cast<int>(gridDim.x) * warps_per_block) {
     const uint8_t* w_row = p.w + static_cast<int64_t>(column) * p.w_row_bytes;
     float acc[kRows] = {};
-    for (int base = sub; base < p.blocks_per_row; base += kGemvDepth * kBlocksPerStep) {
-      Lane lanes[kGemvDepth];
+    for (int base = sub; base < p.blocks_per_row; base += kDepth * kBlocksPerStep) {
+      Lane lanes[kDepth];
 #pragma unroll
-      for (int u = 0; u < kGemvDepth; ++u) {
+      for (int u = 0; u < kDepth; ++u) {
         const int b = base + u * kBlocksPerStep;
         if (b < p.blocks_per_row) lanes[u].Load(w_row + static_cast<int64_t>(b) * Lane::kBytes, t);
       }
 #pragma unroll
-      for (int u = 0; u < kGemvDepth; ++u) {
+      for (int u = 0; u < kDepth; ++u) {
         const int b = base + u * kBlocksPerStep;
         if (b >= p.blocks_per_row) break;
 #pragma unroll
@@ -134,14 +140,38 @@ void LaunchQuantGemv(const QuantGemvParams<X>& p, Device device, gpuStream_t str
 
 // ---- dequantization for the BLAS route ----------------------------------------------
 
-template <typename T>
-__global__ void DequantizeRowsKernel(WeightMatrix w, int64_t row0, int64_t rows, int64_t k, T* out,
-                                     int64_t out_row_stride) {
-  const int64_t total = rows * k;
+constexpr int kDequantChunk = 8;  // consecutive values per thread: one or two 16-byte stores
+
+// Thread i decodes values [8j, 8j + 8) of one row (K is a multiple of 32, so they are
+// in one block); the dtype is a template argument, so DequantElement's switch folds.
+template <typename T, DType kDType>
+__global__ void DequantizeRowsKernel(const uint8_t* w, int64_t w_row_bytes, int64_t row0, int64_t rows, int64_t k,
+                                     T* out, int64_t out_row_stride) {
+  const int64_t chunks_per_row = k / kDequantChunk, total = rows * chunks_per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / k, c = i % k;
-    out[r * out_row_stride + c] = FromFloat<T>(WeightAt(w.Row(row0 + r), w.dtype, c));
+    const int64_t r = i / chunks_per_row, c = (i % chunks_per_row) * kDequantChunk;
+    const uint8_t* row = w + (row0 + r) * w_row_bytes;
+    T values[kDequantChunk];
+#pragma unroll
+    for (int j = 0; j < kDequantChunk; ++j) values[j] = FromFloat<T>(DequantElement(row, kDType, c + j));
+    auto* dst = reinterpret_cast<uint4*>(out + r * out_row_stride + c);
+    const auto* src = reinterpret_cast<const uint4*>(values);
+#pragma unroll
+    for (size_t v = 0; v < sizeof(values) / sizeof(uint4); ++v) dst[v] = src[v];
+  }
+}
+
+// Calls fn(integral_constant<DType, dtype>) for the block dtypes MatMul accepts.
+template <typename Fn>
+void DispatchBlockDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kQ8_0: fn(std::integral_constant<DType, DType::kQ8_0>{}); return;
+    case DType::kQ4_0: fn(std::integral_constant<DType, DType::kQ4_0>{}); return;
+    case DType::kQ4_K: fn(std::integral_constant<DType, DType::kQ4_K>{}); return;
+    case DType::kQ5_K: fn(std::integral_constant<DType, DType::kQ5_K>{}); return;
+    case DType::kQ6_K: fn(std::integral_constant<DType, DType::kQ6_K>{}); return;
+    default: throw Error(std::string("vt::MatMul: internal error: no GPU dequantization of ") + DTypeName(dtype));
   }
 }
 
@@ -205,10 +235,20 @@ void RunQuantGemv(const MatMulArgs& a) {
 void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out) {
   gpuStream_t stream = PrepareDevice(out.device());
   const int64_t rows = out.size(0), k = out.size(1);
+  const bool aligned = reinterpret_cast<uintptr_t>(out.data()) % 16 == 0 &&
+                       (rows == 1 || (out.stride(0) * BytesFor(out.dtype(), 1)) % 16 == 0);
+  if (k % kXBlockValues != 0 || !aligned) {
+    throw Error("vt::MatMul on " + out.device().ToString() + ": internal error: dequantizing into " + out.Describe() +
+                " (needs K a multiple of 32 and 16-byte aligned rows)");
+  }
   DispatchFloat(out.dtype(), "MatMul", [&](auto tag) {
     using T = decltype(tag);
-    DequantizeRowsKernel<T><<<GridStrideBlocks(rows * k, out.device(), "MatMul"), kElementwiseThreads, 0, stream>>>(
-        MakeWeightMatrix(w.data(), w.dtype(), w.stride(0)), row0, rows, k, static_cast<T*>(out.data()), out.stride(0));
+    DispatchBlockDType(w.dtype(), [&](auto dtype) {
+      DequantizeRowsKernel<T, decltype(dtype)::value>
+          <<<GridStrideBlocks(rows * k / kDequantChunk, out.device(), "MatMul"), kElementwiseThreads, 0, stream>>>(
+              static_cast<const uint8_t*>(w.data()), BytesFor(w.dtype(), w.stride(0)), row0, rows, k,
+              static_cast<T*>(out.data()), out.stride(0));
+    });
   });
   CheckLaunch("MatMul");
 }

@@ -40,11 +40,14 @@ struct Case {
   int64_t hk = 2, hv = 4;  // key and value heads
 };
 
-// Runs GdnRecurrent on the CPU and (with `variant` forced, "" for the default
-// choice) on `device` from the same inputs; expects equal outputs and final states,
-// and the register kernel to have run or not as `registers_run` says.
+using GdnOp = void (*)(const GdnArgs&);
+
+// Runs GdnRecurrent on the CPU and `op` (GdnRecurrent by default, or
+// GdnChunkedPrefill: the same function of the inputs) with `variant` forced ("" for
+// the default choice) on `device` from the same inputs; expects equal outputs and
+// final states, and the register kernel to have run or not as `registers_run` says.
 void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, bool registers_run,
-                      std::mt19937& rng) {
+                      std::mt19937& rng, GdnOp op = &GdnRecurrent) {
   const int64_t hk = c.hk, hv = c.hv, slots = 3;
   int64_t tokens = 0;
   std::vector<int32_t> query_start_loc = {0};
@@ -72,9 +75,9 @@ void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, 
   const Tensor out = Tensor::Empty({tokens, hv, c.dv}, c.dtype, device);
   testing::Poison(out);
   reach::Reset();
-  GdnRecurrent({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device),
-                .beta = beta.To(device), .states = states, .query_start_loc = qsl.To(device),
-                .state_slot_ids = slot_ids.To(device), .out = out, .tiled_value_heads = c.tiled});
+  op({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device), .beta = beta.To(device),
+      .states = states, .query_start_loc = qsl.To(device), .state_slot_ids = slot_ids.To(device), .out = out,
+      .tiled_value_heads = c.tiled});
   EXPECT_EQ(reach::Count("GdnGpu.state_in_registers"), registers_run ? 1u : 0u);
   // Both sides update f32 states from the same inputs, summing in other orders:
   // ~1e-6 relative over 17 tokens; a bf16 output is rounded once more (2^-8).
@@ -108,6 +111,29 @@ TEST(GdnRecurrentVariantsTest, BothKernelsMatchTheCpuKernel) {
       }
       SCOPED_TRACE("Dk=192: past the register kernel, the token recurrence runs");
       ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, variant, false, rng);
+    }
+  }
+}
+
+// GdnChunkedPrefill takes the same kernels on a GPU: prompts of hundreds of tokens
+// (the register kernel's prefetch of the next token's inputs) and an empty one,
+// against the CPU's token recurrence.
+TEST(GdnRecurrentVariantsTest, ChunkedPrefillKernelsMatchTheCpuKernel) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(37);
+  const std::vector<Case> cases = {
+      {{300, 0, 65}, {2, 0, 1}, 128, 128, true, DType::kBF16, 16, 32},
+      {{129}, {1}, 128, 128, false, DType::kF32},
+      {{70, 3}, {0, 2}, 100, 70, true, DType::kF32},
+  };
+  for (Device device : gpus) {
+    for (const std::string variant : {"", "token_recurrence"}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(device.ToString() + " variant '" + variant + "' Dk=" + std::to_string(c.dk) + " " +
+                     DTypeName(c.dtype));
+        ExpectMatchesCpu(device, c, variant, variant.empty(), rng, &GdnChunkedPrefill);
+      }
     }
   }
 }
