@@ -8,22 +8,20 @@
 // (the CPU's int8 kernels do the same).
 //
 // Each weight format has a "lane" type: kLanes consecutive lanes of a warp share
-// one weight block (kValues values in kBytes bytes), lane t of them decoding one
-// 32-bit word of its quants into registers (Load) and dotting it with the matching
-// x words (Dot). Consecutive lanes read consecutive words, so each load instruction
-// of a warp covers kWarpSize / kLanes whole neighbouring blocks (about as many
-// bytes as it uses); scales are read by every lane of a block (one broadcast).
-// Every x block a lane reads is one 32-value block of the row (xb[j] = the j-th x
-// block of the weight block's span).
+// one weight block (kValues values in kBytes bytes), lane t of them decoding its
+// part into registers (Load) and dotting it with the matching x blocks (Dot).
+// A warp thus reads kWarpSize / kLanes whole blocks per step, every lane touching
+// neighbouring bytes (loads coalesce), and every x block it reads is one 32-value
+// block of the row (xb[j] = the j-th x block of the weight block's span).
 //
-//   format  kValues kBytes kLanes  lane t's word
-//   Q8_0      32      34     8     qs word t (values 4t..4t+3)
-//   Q4_0      32      18     4     nibble word t: values 4t.. (low nibbles), 16+4t.. (high)
-//   Q4_K     256     144    32     group g = t/8 (values 64g..64g+63), nibble word t%8 of
-//                                  its 32 bytes: 4 values of sub-block 2g, 4 of 2g+1
-//   Q5_K     256     176    32     as Q4_K, plus the matching fifth bits from qh
-//   Q6_K     256     210    32     half h = t/16, quarter pair q = (t%16)/8, ql/qh word
-//                                  t%8: 4 values of quarter q, 4 of quarter q + 2
+//   format  kValues kBytes kLanes  lane t covers
+//   Q8_0      32      34     4     ints 2t, 2t+1 of qs (values 8t..8t+7)
+//   Q4_0      32      18     2     bytes 8t..8t+7: values 8t.. (low nibbles), 16+8t.. (high)
+//   Q4_K     256     144    16     group g = t/4 (values 64g..64g+63), bytes 8(t%4).. of its
+//                                  32 nibble bytes: 8 values of sub-block 2g, 8 of 2g+1
+//   Q5_K     256     176    16     as Q4_K, plus the matching fifth bits from qh
+//   Q6_K     256     210    16     half h = t/8, ql/qh bytes 8(t%4).. of quarter pair
+//                                  (t%8)/4: 8 values of quarter q, 8 of quarter q + 2
 // Layouts are those of gpu_quant.cuh (ggml's). Block sizes that are not multiples of
 // 4 (Q8_0, Q4_0, Q6_K) are read as pairs of 16-bit halves.
 #pragma once
@@ -63,62 +61,77 @@ __device__ inline int LoadInt2(const uint8_t* p) {
 __device__ inline int LoadInt4(const uint8_t* p) { return *reinterpret_cast<const int*>(p); }
 
 struct Q8_0Lane {
-  static constexpr int kValues = 32, kBytes = 34, kLanes = 8;
+  static constexpr int kValues = 32, kBytes = 34, kLanes = 4;
   float d;
-  int q;
+  int q[2];
   __device__ void Load(const uint8_t* block, int t) {
     d = HalfBitsToFloat(LoadU16(block));
-    q = LoadInt2(block + 2 + 4 * t);
+    q[0] = LoadInt2(block + 2 + 8 * t);
+    q[1] = LoadInt2(block + 6 + 8 * t);
   }
-  __device__ float Dot(const XBlock* xb, int t) const { return d * xb->d * static_cast<float>(Dp4a(q, xb->qs[t], 0)); }
+  __device__ float Dot(const XBlock* xb, int t) const {
+    const int sum = Dp4a(q[1], xb->qs[2 * t + 1], Dp4a(q[0], xb->qs[2 * t], 0));
+    return d * xb->d * static_cast<float>(sum);
+  }
 };
 
 struct Q4_0Lane {
-  static constexpr int kValues = 32, kBytes = 18, kLanes = 4;
+  static constexpr int kValues = 32, kBytes = 18, kLanes = 2;
   float d;
-  int q;
+  int q[2];
   __device__ void Load(const uint8_t* block, int t) {
     d = HalfBitsToFloat(LoadU16(block));
-    q = LoadInt2(block + 2 + 4 * t);
+    q[0] = LoadInt2(block + 2 + 8 * t);
+    q[1] = LoadInt2(block + 6 + 8 * t);
   }
-  // Values are nibble - 8: sum (n - 8) x = sum n x - 8 sum x; this lane covers a
-  // quarter of the block, so it takes a quarter of 8 * s.
+  // Values are nibble - 8: sum (n - 8) x = sum n x - 8 sum x; this lane covers half
+  // of the block, so it takes half of 8 * s.
   __device__ float Dot(const XBlock* xb, int t) const {
-    const int sum = Dp4a((q >> 4) & 0x0f0f0f0f, xb->qs[4 + t], Dp4a(q & 0x0f0f0f0f, xb->qs[t], 0));
-    return d * (xb->d * static_cast<float>(sum) - 2.0f * xb->s);
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      sum = Dp4a(q[i] & 0x0f0f0f0f, xb->qs[2 * t + i], sum);
+      sum = Dp4a((q[i] >> 4) & 0x0f0f0f0f, xb->qs[4 + 2 * t + i], sum);
+    }
+    return d * (xb->d * static_cast<float>(sum) - 4.0f * xb->s);
   }
 };
 
 // Q4_K and Q5_K: value = d * scale_j * q - dmin * min_j in sub-block j of 32 values.
 template <bool kFiveBits>
 struct QK45Lane {
-  static constexpr int kValues = 256, kBytes = kFiveBits ? 176 : 144, kLanes = 32;
+  static constexpr int kValues = 256, kBytes = kFiveBits ? 176 : 144, kLanes = 16;
   float d, dmin;
   int scale[2], min[2];  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
-  int lo, hi;            // the 4 + 4 values, one per byte
+  int lo[2], hi[2];      // the 8 + 8 values, four per int
   __device__ void Load(const uint8_t* block, int t) {
-    const int group = t / 8, u = t % 8;
+    const int group = t / 4, u = 2 * (t % 4);
     d = HalfBitsToFloat(LoadU16(block));
     dmin = HalfBitsToFloat(LoadU16(block + 2));
     KQuantScaleMin(block + 4, 2 * group, &scale[0], &min[0]);
     KQuantScaleMin(block + 4, 2 * group + 1, &scale[1], &min[1]);
-    const int v = LoadInt4(block + (kFiveBits ? 48 : 16) + 32 * group + 4 * u);
-    lo = v & 0x0f0f0f0f;
-    hi = (v >> 4) & 0x0f0f0f0f;
-    if constexpr (kFiveBits) {
-      const int h = LoadInt4(block + 16 + 4 * u);
-      lo |= ((h >> (2 * group)) & 0x01010101) << 4;
-      hi |= ((h >> (2 * group + 1)) & 0x01010101) << 4;
+    const uint8_t* nibbles = block + (kFiveBits ? 48 : 16) + 32 * group + 4 * u;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int v = LoadInt4(nibbles + 4 * i);
+      lo[i] = v & 0x0f0f0f0f;
+      hi[i] = (v >> 4) & 0x0f0f0f0f;
+      if constexpr (kFiveBits) {
+        const int h = LoadInt4(block + 16 + 4 * u + 4 * i);
+        lo[i] |= ((h >> (2 * group)) & 0x01010101) << 4;
+        hi[i] |= ((h >> (2 * group + 1)) & 0x01010101) << 4;
+      }
     }
   }
-  // Eight lanes share each sub-block: each takes an eighth of min * s.
+  // Four lanes share each sub-block: each takes a quarter of min * s.
   __device__ float Dot(const XBlock* xb, int t) const {
-    const int group = t / 8, u = t % 8;
+    const int group = t / 4, u = 2 * (t % 4);
     const XBlock& x_lo = xb[2 * group];
     const XBlock& x_hi = xb[2 * group + 1];
-    const int sum_lo = Dp4a(lo, x_lo.qs[u], 0), sum_hi = Dp4a(hi, x_hi.qs[u], 0);
+    const int sum_lo = Dp4a(lo[1], x_lo.qs[u + 1], Dp4a(lo[0], x_lo.qs[u], 0));
+    const int sum_hi = Dp4a(hi[1], x_hi.qs[u + 1], Dp4a(hi[0], x_hi.qs[u], 0));
     return d * (static_cast<float>(scale[0] * sum_lo) * x_lo.d + static_cast<float>(scale[1] * sum_hi) * x_hi.d) -
-           0.125f * dmin * (static_cast<float>(min[0]) * x_lo.s + static_cast<float>(min[1]) * x_hi.s);
+           0.25f * dmin * (static_cast<float>(min[0]) * x_lo.s + static_cast<float>(min[1]) * x_hi.s);
   }
 };
 using Q4_KLane = QK45Lane<false>;
@@ -126,29 +139,36 @@ using Q5_KLane = QK45Lane<true>;
 
 // Q6_K: value = d * scale * (q6 - 32), q6 = 4 low bits from ql | 2 high bits from qh.
 struct Q6_KLane {
-  static constexpr int kValues = 256, kBytes = 210, kLanes = 32;
+  static constexpr int kValues = 256, kBytes = 210, kLanes = 16;
   float d;
   int scale[2];  // quarters q and q + 2
-  int a, b;      // q6 of quarter q (ql's low nibbles) and of quarter q + 2 (high nibbles)
+  int a[2], b[2];  // q6 of quarter q (ql's low nibbles) and of quarter q + 2 (high nibbles)
   __device__ void Load(const uint8_t* block, int t) {
-    const int half = t / 16, quarter = (t % 16) / 8, c = t % 8;
+    const int half = t / 8, quarter = (t % 8) / 4, c = 2 * (t % 4);
     const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
     d = HalfBitsToFloat(LoadU16(block + 208));
     scale[0] = scales[half * 8 + c / 4 + 2 * quarter];
     scale[1] = scales[half * 8 + c / 4 + 2 * (quarter + 2)];
-    const int low = LoadInt2(block + half * 64 + 32 * quarter + 4 * c);
-    const int high = LoadInt2(block + 128 + half * 32 + 4 * c);
-    a = (low & 0x0f0f0f0f) | (((high >> (2 * quarter)) & 0x03030303) << 4);
-    b = ((low >> 4) & 0x0f0f0f0f) | (((high >> (2 * (quarter + 2))) & 0x03030303) << 4);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int low = LoadInt2(block + half * 64 + 32 * quarter + 4 * (c + i));
+      const int high = LoadInt2(block + 128 + half * 32 + 4 * (c + i));
+      a[i] = (low & 0x0f0f0f0f) | (((high >> (2 * quarter)) & 0x03030303) << 4);
+      b[i] = ((low >> 4) & 0x0f0f0f0f) | (((high >> (2 * (quarter + 2))) & 0x03030303) << 4);
+    }
   }
   // q6 is 0..63 (a valid signed byte); the -32 offset is a second dp4a with 32s.
   __device__ float Dot(const XBlock* xb, int t) const {
-    const int half = t / 16, quarter = (t % 16) / 8, c = t % 8;
+    const int half = t / 8, quarter = (t % 8) / 4, c = 2 * (t % 4);
     const XBlock& xa = xb[4 * half + quarter];
     const XBlock& xc = xb[4 * half + quarter + 2];
     constexpr int kThirtyTwos = 0x20202020;
-    const int sum_a = Dp4a(a, xa.qs[c], 0) - Dp4a(kThirtyTwos, xa.qs[c], 0);
-    const int sum_b = Dp4a(b, xc.qs[c], 0) - Dp4a(kThirtyTwos, xc.qs[c], 0);
+    int sum_a = 0, sum_b = 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      sum_a += Dp4a(a[i], xa.qs[c + i], 0) - Dp4a(kThirtyTwos, xa.qs[c + i], 0);
+      sum_b += Dp4a(b[i], xc.qs[c + i], 0) - Dp4a(kThirtyTwos, xc.qs[c + i], 0);
+    }
     return d * (static_cast<float>(scale[0] * sum_a) * xa.d + static_cast<float>(scale[1] * sum_b) * xc.d);
   }
 };

@@ -60,9 +60,11 @@ struct MatMulShape {
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
-// Up to here the int8 GEMV keeps up with the weight bytes on an H200 (dp4a issue
-// rate per row, matmul_quant.cu); larger batches amortise a dense GEMM's decode.
-inline constexpr int64_t kQuantGemvMaxRows = 16;
+// Up to here the int8 GEMV beats decoding the weights for cuBLAS on an H200
+// (Q8_0 24576 x 4096: GEMV 152 us at 8 rows, 326 at 16; decode + cuBLAS 206 us
+// from 9 to 64 rows; bench/README.md); the GEMV's time grows with the rows (its
+// x loads and dp4a per row), the dense route's hardly.
+inline constexpr int64_t kQuantGemvMaxRows = 8;
 // Below this many multiply-adds our tiled kernel is as fast as a library call, and
 // keeping it on the route keeps it exercised on CUDA too.
 inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;

@@ -7,9 +7,10 @@
 //      row once, kWarpSize / kLanes blocks per step, decoding each lane's word in
 //      registers and dotting it with the row's x words for all M rows at once
 //      (weight bytes are read once whatever M is), kGemvDepth steps' loads in flight.
-// The weights are the only large input, so the kernel's time is their bytes over
-// the bandwidth; dp4a keeps the arithmetic (4 products per instruction, per row)
-// under that for M up to about 16 on an H200.
+// The weights are the only large input, but the kernel's time is set by the
+// instructions it issues per weight byte (loads of the 2-byte aligned blocks,
+// dp4a per row and word, scales): 0.4-0.65 of the copy bandwidth at M = 1 on an
+// H200 (bench/README.md), falling with M.
 //
 // DequantizeWeightRows (for the vendor-BLAS route of larger M, cuda_matmul.cu):
 // rows [row0, row0 + rows) of w decoded into a dense [rows, K] matrix of out's dtype.
@@ -67,14 +68,14 @@ struct QuantGemvParams {
 };
 
 constexpr int kGemvThreads = 256;
-// Weight blocks per lane whose loads are issued before the first dot: four for the
-// few-row kernels (bytes in flight are what a GEMV waits on); two from eight rows,
-// whose x loads and accumulators fill the registers.
+// Weight blocks per lane whose loads are issued before the first dot. (Four, with
+// one quant word per lane instead of two, measured 25-35% slower on the H200:
+// the GEMV is bound by instructions per weight byte, not by bytes in flight.)
 template <int kRows>
-inline constexpr int kGemvDepth = kRows >= 8 ? 2 : 4;
+inline constexpr int kGemvDepth = 2;
 
 template <typename Lane, typename X, int kRows>
-__global__ void __launch_bounds__(kGemvThreads, kRows == 1 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
+__global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
   constexpr int kBlocksPerStep = kWarpSize / Lane::kLanes;
   constexpr int kXPerBlock = Lane::kValues / kXBlockValues;
   constexpr int kDepth = kGemvDepth<kRows>;
@@ -131,10 +132,9 @@ void LaunchQuantGemv(const QuantGemvParams<X>& p, Device device, gpuStream_t str
     LaunchQuantGemvRows<Lane, X, 2>(p, device, stream);
   } else if (p.m <= 4) {
     LaunchQuantGemvRows<Lane, X, 4>(p, device, stream);
-  } else if (p.m <= 8) {
-    LaunchQuantGemvRows<Lane, X, 8>(p, device, stream);
   } else {
-    LaunchQuantGemvRows<Lane, X, static_cast<int>(kQuantGemvMaxRows)>(p, device, stream);
+    static_assert(kQuantGemvMaxRows == 8, "the row templates cover 1 to kQuantGemvMaxRows");
+    LaunchQuantGemvRows<Lane, X, 8>(p, device, stream);
   }
 }
 
