@@ -72,5 +72,24 @@ TEST(PagedAttentionChoiceTest, PartitionsCoverTheContextAndStayBounded) {
   }
 }
 
+// The prefill tile kernel is forced only (until measured): "query_tiles" takes it on
+// every shape it supports, "rows" and "" keep the row kernels' plan, other names throw.
+TEST(PagedAttentionChoiceTest, ForcedVariants) {
+  const PagedAttentionShape prefill = Shape(2048, 16, 256, 2048);
+  const PagedAttentionPlan chosen = ChoosePagedAttention(prefill);
+  EXPECT_NE(chosen.kernel, PagedAttentionKernel::kQueryTiles);
+  EXPECT_EQ(ApplyPagedAttentionVariant(chosen, prefill, "query_tiles").kernel, PagedAttentionKernel::kQueryTiles);
+  EXPECT_EQ(ApplyPagedAttentionVariant(chosen, prefill, "rows").kernel, chosen.kernel);
+  EXPECT_EQ(ApplyPagedAttentionVariant(chosen, prefill, "").kernel, chosen.kernel);
+  for (int64_t head_dim : {1, 64, 128, 256}) {
+    const PagedAttentionShape s = Shape(7, 8, head_dim, 100);
+    const PagedAttentionPlan plan = ApplyPagedAttentionVariant(ChoosePagedAttention(s), s, "query_tiles");
+    EXPECT_TRUE(SupportsShape(plan.kernel, s, plan)) << head_dim;
+  }
+  const PagedAttentionShape too_wide = Shape(7, 8, kPagedAttentionMaxHeadDim + 1, 100);
+  EXPECT_FALSE(SupportsShape(PagedAttentionKernel::kQueryTiles, too_wide, {PagedAttentionKernel::kQueryTiles, 0, 1}));
+  EXPECT_THROW(ApplyPagedAttentionVariant(chosen, prefill, "fastest"), Error);
+}
+
 }  // namespace
 }  // namespace vt::gpu

@@ -16,6 +16,7 @@
 #include "testing/op_testing.h"
 #include "vt/cpu/cpu_features.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -194,8 +195,8 @@ void RunOnEveryIsa(Device device, const std::function<void()>& body) {
 
 // Tolerance: f32 outputs 1e-5 (f32 dot products of <= 256 terms and an f32 online
 // softmax, errors ~1e-6); bf16 outputs DefaultTolerance (one bf16 rounding).
-void CheckProblem(const Problem& p, std::mt19937& rng) {
-  for (Device device : testing::TestDevices()) {
+void CheckProblem(const Problem& p, std::mt19937& rng, const std::vector<Device>& devices = testing::TestDevices()) {
+  for (Device device : devices) {
     SCOPED_TRACE(device.ToString() + " " + p.Describe());
     const Inputs in = Build(p, device, rng);
     const std::vector<double> ref = Reference(p, in);
@@ -316,6 +317,47 @@ TEST(PagedAttentionTest, FewWorkItemsSplitContextsOrHeads) {
     CheckProblem(p, rng);
     EXPECT_GT(reach::Count("PagedAttentionCpu.split_heads"), 0u);
   }
+}
+
+// The GPU prefill kernel that stages 16 query rows' keys and values in shared memory
+// (kQueryTiles, forced through vt::tuning until it is the default): tiles cut at
+// 16 rows (1, 15, 16, 17 and 100 new tokens, after prefix contexts), GQA ratios,
+// head dims 1 to 256, odd block sizes, f32 and bf16, strided views.
+TEST(PagedAttentionTest, GpuQueryTilesMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(146);
+  struct Forced {
+    Forced() { tuning::SetVariant("gpu.paged_attention", "query_tiles"); }
+    ~Forced() { tuning::SetVariant("gpu.paged_attention", ""); }
+  } forced;
+  for (int64_t head_dim : {256, 128, 64, 80, 1}) {
+    for (int64_t block_size : {16, 5}) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        Problem p;
+        p.head_dim = head_dim;
+        p.block_size = block_size;
+        p.num_heads = 16;
+        p.num_kv_heads = 4;
+        p.q_dtype = p.cache_dtype = dtype;
+        p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        p.seqs = {{0, 17}, {33, 1}, {20, 16}, {0, 100}, {7, 15}};
+        reach::Reset();
+        CheckProblem(p, rng, gpus);
+        EXPECT_GT(reach::Count("PagedAttentionGpu.query_tiles"), 0u);
+      }
+    }
+  }
+  Problem p;
+  p.num_heads = 8;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.layout = Layout::kHeadMajor;
+  p.strided_q_out = true;
+  p.q_dtype = DType::kF32;
+  p.cache_dtype = DType::kBF16;
+  p.seqs = {{64, 33}, {0, 1}};
+  CheckProblem(p, rng, gpus);
 }
 
 TEST(PagedAttentionTest, CpuRunsTheActiveIsaPath) {
