@@ -98,9 +98,9 @@ ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1
 bin=$build/bin
 
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
-  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, the kernel choices and variants"
+  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, PagedAttention, the kernel choices and variants"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*' \
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*' \
     >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
