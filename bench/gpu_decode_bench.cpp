@@ -1,4 +1,4 @@
-// Batch-1 decode of a random-weight Qwen3.5 model with 9B shapes (qwen35.md §1.2:
+// Batch-1 decode of a random-weight Qwen3.5 model with 9B shapes (docs/qwen35.md §1.2:
 // L 32, H 4096, Nq/Nkv 16/4, D 256, rotary 64, FFN 12288, Hk/Hv 16/32, Dk = Dv = 128,
 // conv 4, vocab 248320, untied) in bf16, through the engine's real path:
 //

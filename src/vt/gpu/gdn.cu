@@ -27,7 +27,7 @@
 // LDS of gfx90a) and is read and written to global memory once; for Dk > 160 it
 // stays in global memory (read-modify-write per token, cached in L1/L2).
 // GdnChunkedPrefill runs the same token recurrence (mathematically identical to
-// the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
+// the chunked form, docs/qwen35.md §3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
 //
 // Both ops at Dk <= 128 take GdnStateInRegisters ("state_in_registers"):
