@@ -182,6 +182,13 @@ if [ $profile_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench"
   echo "rc $?"
   python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
 fi
+if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 60 ]; then
+  stage "2048-token 9B bf16 prefill, default PagedAttention choice against each forced variant"
+  timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
+    --variants "default,${prefill_variants:-attn=query_tiles,attn=rows}" >"$out/prefill_variants.log" 2>&1
+  echo "rc $?"
+  grep -E "variant|prefill of|tokens equal|differ" "$out/prefill_variants.log" | head -20
+fi
 
 stage "ratio table"
 python3 "$repo/bench/peer/gpu_ratio_table.py" "$out" ${models//,/ } | tee "$out/table.md"

@@ -70,36 +70,60 @@ struct ConvParams {
   bool apply_silu;
 };
 
+// One (sequence, channel) of a launch over num_seqs x channels: its state row and
+// its tokens [start, start + length).
+struct ConvRow {
+  int64_t channel, start, length, width;
+  float* state;
+};
+
+// Thread `index`'s row; false past the end or for a sequence whose slot is outside
+// the state pool (skipped).
+template <typename T>
+__device__ inline bool ConvRowOfThread(const ConvParams<T>& p, ConvRow& r) {
+  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (index >= p.num_seqs * p.channels) return false;
+  const int64_t seq = index / p.channels;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return false;
+  r.channel = index % p.channels;
+  r.width = p.kernel - 1;
+  r.state = p.states + (slot * p.channels + r.channel) * r.width;
+  r.start = p.query_start_loc != nullptr ? p.query_start_loc[seq] : seq;
+  r.length = p.query_start_loc != nullptr ? p.query_start_loc[seq + 1] - r.start : 1;
+  return true;
+}
+
+// Input at sequence position `pos` (negative: from the state, oldest first).
+template <typename T>
+__device__ inline float ConvInput(const ConvParams<T>& p, const ConvRow& r, int64_t pos) {
+  return pos >= 0 ? ToFloat(p.x[(r.start + pos) * p.x_row_stride + r.channel]) : r.state[r.width + pos];
+}
+
+// New state: inputs at positions length - width .. length - 1. Ascending order is
+// safe in place: entry i reads old entry length + i >= i, not yet overwritten.
+template <typename T>
+__device__ inline void UpdateConvState(const ConvParams<T>& p, const ConvRow& r) {
+  for (int64_t i = 0; i < r.width; ++i) r.state[i] = ConvInput(p, r, r.length - r.width + i);
+}
+
 template <typename T>
 __global__ void CausalConvSequences(ConvParams<T> p) {
-  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (index >= p.num_seqs * p.channels) return;
-  const int64_t seq = index / p.channels, c = index % p.channels;
-  const int64_t slot = p.slot_ids[seq];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const int64_t width = p.kernel - 1;
-  float* state = p.states + (slot * p.channels + c) * width;
-  const int64_t start = p.query_start_loc != nullptr ? p.query_start_loc[seq] : seq;
-  const int64_t length = p.query_start_loc != nullptr ? p.query_start_loc[seq + 1] - start : 1;
-  // Input at sequence position `pos` (negative: from the state, oldest first).
-  auto input = [&](int64_t pos) {
-    return pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
-  };
+  ConvRow r;
+  if (!ConvRowOfThread(p, r)) return;
   // The last output is written after the state update, which still reads the last
   // input: CausalConv1dUpdate allows out to be the same view as x.
   float last = 0.0f;
-  for (int64_t t = 0; t < length; ++t) {
+  for (int64_t t = 0; t < r.length; ++t) {
     float sum = 0.0f;
     for (int64_t j = 0; j < p.kernel; ++j) {
-      sum += LoadAsFloat(p.weight, p.weight_dtype, c * p.kernel + j) * input(t - width + j);
+      sum += LoadAsFloat(p.weight, p.weight_dtype, r.channel * p.kernel + j) * ConvInput(p, r, t - r.width + j);
     }
     last = p.apply_silu ? Silu(sum) : sum;
-    if (t + 1 < length) p.out[(start + t) * p.out_row_stride + c] = FromFloat<T>(last);
+    if (t + 1 < r.length) p.out[(r.start + t) * p.out_row_stride + r.channel] = FromFloat<T>(last);
   }
-  // New state: inputs at positions length - width .. length - 1. Ascending order is
-  // safe in place: entry i reads old entry length + i >= i, not yet overwritten.
-  for (int64_t i = 0; i < width; ++i) state[i] = input(length - width + i);
-  if (length > 0) p.out[(start + length - 1) * p.out_row_stride + c] = FromFloat<T>(last);
+  UpdateConvState(p, r);
+  if (r.length > 0) p.out[(r.start + r.length - 1) * p.out_row_stride + r.channel] = FromFloat<T>(last);
 }
 
 constexpr int kConvChunk = 16;          // tokens per thread of CausalConvChunks
@@ -169,19 +193,8 @@ __global__ void CausalConvChunks(ConvParams<T> p, int64_t num_tokens) {
 // (older state shifted in for sequences shorter than that).
 template <typename T>
 __global__ void CausalConvStates(ConvParams<T> p) {
-  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (index >= p.num_seqs * p.channels) return;
-  const int64_t seq = index / p.channels, c = index % p.channels;
-  const int64_t slot = p.slot_ids[seq];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const int64_t width = p.kernel - 1;
-  float* state = p.states + (slot * p.channels + c) * width;
-  const int64_t start = p.query_start_loc[seq], length = p.query_start_loc[seq + 1] - start;
-  // Ascending order is safe in place: entry i reads old entry length + i >= i.
-  for (int64_t i = 0; i < width; ++i) {
-    const int64_t pos = length - width + i;
-    state[i] = pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
-  }
+  ConvRow r;
+  if (ConvRowOfThread(p, r)) UpdateConvState(p, r);
 }
 
 template <typename T>
