@@ -30,7 +30,7 @@
 // the chunked form, docs/qwen35.md §3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
 //
-// Both ops at Dk <= 128 take GdnStateInRegisters ("state_in_registers"):
+// A decode step (GdnRecurrent) at Dk <= 128 takes GdnStateInRegisters ("state_in_registers"):
 // blocks of 4 x 64 threads per (sequence, value head, 64 value columns); thread
 // (group, j) keeps rows [group R, group R + R) of column j in registers (R =
 // ceil(Dk / 4) <= 32). At decode (one token per sequence, 64 blocks at batch 1)
@@ -41,9 +41,12 @@
 // bench/gpu_notes.md). Over a prompt the state stays in registers from the first
 // token to the last, and the next token's q, k, v, g, beta are loaded while the
 // current one is computed (a 2048-token 9B prefill spent 12.4 ms per layer in the
-// token recurrence, each token waiting for its loads behind four barriers).
-// vt::tuning family "gpu.gdn_recurrent" forces either kernel for both ops:
-// "token_recurrence" or "state_in_registers" (tests/vt/gpu/gdn_variants_test.cpp).
+// token recurrence, each token waiting for its loads behind four barriers; 4.1 ms
+// in this kernel). A prompt (GdnChunkedPrefill) at Dk <= 128 takes GdnWarpColumns
+// ("warp_columns"): one warp per 4 value columns, no barrier (see the kernel).
+// vt::tuning family "gpu.gdn_recurrent" forces any of the three for both ops:
+// "token_recurrence", "state_in_registers" or "warp_columns"
+// (tests/vt/gpu/gdn_variants_test.cpp).
 #include <string>
 
 #include "gpu_common.cuh"
@@ -446,18 +449,150 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
   }
 }
 
-// Whether the op runs GdnStateInRegisters (see the top comment).
-bool UseStateInRegisters(const char* op, int64_t key_dim) {
-  const std::string variant = tuning::Variant("gpu.gdn_recurrent");
-  if (variant == "token_recurrence") return false;
-  if (!variant.empty() && variant != "state_in_registers") {
-    throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
-                "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers)");
+// ---- warp columns: the prompt's token recurrence without barriers ----------------
+
+constexpr int kWarpColumnsThreads = 128;  // a block: 16 value columns of one head
+constexpr int kWarpColumnsPerBlock = 16;
+constexpr int64_t kWarpColumnsMaxKeyDim = 128;
+
+// x[c] summed over the warp for the kCols columns at once, and scattered: lane l
+// returns the total of column l / (kWarpSize / kCols). Each halving step trades
+// half the columns with the lane kWarpSize / 2, / 4, ... away (one shuffle per
+// column kept), then the last column is summed over the remaining lanes:
+// log2(kWarpSize) + kCols - 1 shuffles instead of kCols log2(kWarpSize).
+template <int kCols>
+__device__ inline float ReduceScatterColumns(float (&x)[kCols]) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  int offset = kWarpSize / 2;
+#pragma unroll
+  for (int width = kCols; width > 1; width /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < width / 2; ++i) {
+      const float keep = upper ? x[i + width / 2] : x[i];
+      const float send = upper ? x[i] : x[i + width / 2];
+      x[i] = keep + ShuffleXor(send, offset);
+    }
   }
-  return key_dim <= kRegisterStateMaxKeyDim;
+  float total = x[0];
+  for (; offset > 0; offset /= 2) total += ShuffleXor(total, offset);
+  return total;
 }
 
-void GdnGpu(const char* op, const GdnArgs& a) {
+// GdnChunkedPrefill's default at Dk <= 128: each warp owns kCols value columns of
+// one head's state and walks the sequence alone. Lane l keeps rows l, l + W, ...
+// (kRows = 128 / W of them) of its kCols columns in registers (16 floats); the two
+// dot products over Dk are warp reductions (ReduceScatterColumns, the read then
+// gathered back with kCols ShuffleFrom), so a token costs no barrier and no shared
+// memory: GdnStateInRegisters' four barriers per token held a 2048-token 9B
+// prefill at 4.1 ms per layer (~2 us a token) on 64 blocks. q, k of a lane's rows,
+// the kCols values of v, g and beta of the next token are loaded while the current
+// one is computed. Grid: (sequence, value head, Dv / 16); 128 threads = 4 warps of
+// 4 columns on NVIDIA, 2 wavefronts of 8 on CDNA.
+template <typename T>
+__global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParams<T> p) {
+  constexpr int kWarps = kWarpColumnsThreads / kWarpSize;
+  constexpr int kCols = kWarpColumnsPerBlock / kWarps;
+  constexpr int kRows = static_cast<int>(kWarpColumnsMaxKeyDim) / kWarpSize;
+  const int64_t seq = blockIdx.x, head = blockIdx.y;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int64_t first_column = static_cast<int64_t>(blockIdx.z) * kWarpColumnsPerBlock + warp * kCols;
+  const int64_t group_size = p.value_heads / p.key_heads;
+  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / group_size;
+  float* global_state = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim;
+  auto row_of = [&](int r) { return static_cast<int64_t>(lane) + static_cast<int64_t>(r) * kWarpSize; };
+  auto owns = [&](int r, int c) { return row_of(r) < p.key_dim && first_column + c < p.value_dim; };
+  float s[kRows][kCols];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) s[r][c] = owns(r, c) ? global_state[row_of(r) * p.value_dim + first_column + c] : 0.0f;
+  }
+  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  float q_next[kRows] = {}, k_next[kRows] = {}, v_next[kCols] = {}, g_next = 0.0f, beta_next = 0.0f;
+  const auto fetch = [&](int64_t t) {
+    const T* q_row = p.q + t * p.q_strides[0] + key_head * p.q_strides[1];
+    const T* k_row = p.k + t * p.k_strides[0] + key_head * p.k_strides[1];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const bool inside = row_of(r) < p.key_dim;
+      q_next[r] = inside ? ToFloat(q_row[row_of(r)]) : 0.0f;
+      k_next[r] = inside ? ToFloat(k_row[row_of(r)]) : 0.0f;
+    }
+    const T* v_row = p.v + t * p.v_strides[0] + head * p.v_strides[1];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) v_next[c] = first_column + c < p.value_dim ? ToFloat(v_row[first_column + c]) : 0.0f;
+    g_next = p.g[t * p.value_heads + head];
+    beta_next = p.beta[t * p.value_heads + head];
+  };
+  if (begin < end) fetch(begin);
+  constexpr int kLanesPerColumn = kWarpSize / kCols;
+  for (int64_t t = begin; t < end; ++t) {
+    float q[kRows], k[kRows], v[kCols];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) q[r] = q_next[r], k[r] = k_next[r];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) v[c] = v_next[c];
+    const float decay = expf(g_next), beta = beta_next;
+    if (t + 1 < end) fetch(t + 1);
+    float partial[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      partial[c] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) partial[c] += s[r][c] * k[r];
+    }
+    const float my_read = ReduceScatterColumns(partial);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const float read = ShuffleFrom(my_read, c * kLanesPerColumn);
+      const float delta = beta * (v[c] - decay * read);
+      partial[c] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        s[r][c] = decay * s[r][c] + k[r] * delta;
+        partial[c] += s[r][c] * q[r];
+      }
+    }
+    const float o = ReduceScatterColumns(partial);
+    const int64_t column = first_column + lane / kLanesPerColumn;
+    if (lane % kLanesPerColumn == 0 && column < p.value_dim) {
+      p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(o);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      if (owns(r, c)) global_state[row_of(r) * p.value_dim + first_column + c] = s[r][c];
+    }
+  }
+}
+
+enum class GdnKernel { kTokenRecurrence, kStateInRegisters, kWarpColumns };
+
+// The kernel of `op` (see the top comment): a prompt (GdnChunkedPrefill) takes
+// GdnWarpColumns, a decode step GdnStateInRegisters (one token: its 64 blocks of 4
+// groups read the state coalesced, where a warp's lanes would read 32 rows), both
+// at Dk <= 128; the token recurrence otherwise. vt::tuning's gpu.gdn_recurrent
+// forces one for both ops where Dk allows it.
+GdnKernel ChooseGdnKernel(const char* op, bool prompt, int64_t key_dim) {
+  const std::string variant = tuning::Variant("gpu.gdn_recurrent");
+  const bool registers_fit = key_dim <= kRegisterStateMaxKeyDim, warp_fits = key_dim <= kWarpColumnsMaxKeyDim;
+  if (variant.empty()) {
+    if (prompt && warp_fits) return GdnKernel::kWarpColumns;
+    return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
+  }
+  if (variant == "token_recurrence") return GdnKernel::kTokenRecurrence;
+  if (variant == "state_in_registers") return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
+  if (variant == "warp_columns") return warp_fits ? GdnKernel::kWarpColumns : GdnKernel::kTokenRecurrence;
+  throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
+              "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers, warp_columns)");
+}
+
+void GdnGpu(const char* op, bool prompt, const GdnArgs& a) {
   gpuStream_t stream = PrepareDevice(a.q.device());
   const int64_t key_dim = a.q.size(2), value_dim = a.v.size(2);
   const bool shared_state = key_dim <= kSharedStateMaxKeyDim;
@@ -485,12 +620,19 @@ void GdnGpu(const char* op, const GdnArgs& a) {
                      value_dim,
                      a.states.size(0),
                      a.tiled_value_heads};
-    if (UseStateInRegisters(op, key_dim)) {
+    const GdnKernel kernel = ChooseGdnKernel(op, prompt, key_dim);
+    if (kernel == GdnKernel::kWarpColumns) {
+      reach::Hit("GdnGpu.warp_columns");
+      const dim3 columns_grid(grid.x, grid.y, GridFor(value_dim, kWarpColumnsPerBlock, op));
+      GdnWarpColumns<T><<<columns_grid, kWarpColumnsThreads, 0, stream>>>(p);
+    } else if (kernel == GdnKernel::kStateInRegisters) {
       reach::Hit("GdnGpu.state_in_registers");
       GdnStateInRegisters<T><<<grid, kStateColumns * kRegisterGroups, 0, stream>>>(p);
     } else if (shared_state) {
+      reach::Hit("GdnGpu.token_recurrence");
       GdnTokenRecurrence<T, true><<<grid, kStateColumns, shared_bytes, stream>>>(p);
     } else {
+      reach::Hit("GdnGpu.token_recurrence");
       // q_t and k_t alone may pass the 48 KB default for a very large Dk.
       CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(&GdnTokenRecurrence<T, false>),
                                    gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
@@ -501,8 +643,8 @@ void GdnGpu(const char* op, const GdnArgs& a) {
   CheckLaunch(op);
 }
 
-void GdnChunkedPrefillGpu(const GdnChunkedPrefillArgs& a) { GdnGpu("GdnChunkedPrefill", a); }
-void GdnRecurrentGpu(const GdnRecurrentArgs& a) { GdnGpu("GdnRecurrent", a); }
+void GdnChunkedPrefillGpu(const GdnChunkedPrefillArgs& a) { GdnGpu("GdnChunkedPrefill", true, a); }
+void GdnRecurrentGpu(const GdnRecurrentArgs& a) { GdnGpu("GdnRecurrent", false, a); }
 
 }  // namespace
 
