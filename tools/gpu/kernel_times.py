@@ -6,10 +6,11 @@ Input: the CSV that
       gpu_decode_bench --mode profile ...
 prints: one eager prefill, then one eager decode step, nothing after. The decode
 step starts at the third GatherRows launch (each forward gathers twice: the
-embedding rows first, the logits rows later). Prints the chosen step's kernels
+embedding rows first, the logits rows later); the prefill at the first one (the
+launches before it fill the random weights). Prints the chosen step's kernels
 grouped by name (count, total and mean microseconds) and their sum, which is the
 step's device time without launch gaps: the decode step (default), or with
---prefill the prefill forward (every launch before the third GatherRows).
+--prefill the prefill forward (the launches from the first GatherRows to the third).
 
 Usage: kernel_times.py ncu.csv [--prefill]
 """
@@ -54,7 +55,7 @@ def main():
     if len(gathers) < 3:
         sys.exit(f"kernel_times: expected 3+ GatherRows launches, found {len(gathers)} in {len(kernels)} kernels")
     prefill = len(sys.argv) > 2 and sys.argv[2] == "--prefill"
-    step = kernels[: gathers[2]] if prefill else kernels[gathers[2]:]
+    step = kernels[gathers[0] : gathers[2]] if prefill else kernels[gathers[2]:]
     groups = collections.OrderedDict()
     for name, us in step:
         count, total = groups.get(short(name), (0, 0.0))
