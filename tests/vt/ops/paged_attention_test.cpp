@@ -360,6 +360,67 @@ TEST(PagedAttentionTest, GpuQueryTilesMatchTheReference) {
   CheckProblem(p, rng, gpus);
 }
 
+// The tensor-core prefill kernel (kMmaTiles, CUDA: src/vt/gpu/paged_attention_mma.cu)
+// forced through vt::tuning: 64-row tiles cut at 1, 63, 64, 65 and 130 new tokens
+// after prefix contexts (keys read back through the block table), head dims
+// 64/128/256 (256: output dims split over two blocks), GQA 16/4 and 8/8, block sizes
+// 16 and 5, bf16 and f16, interleaved and layer-slice caches, strided q/out. Each
+// call checks whether the kernel ran: an f32 cache, a head dim it lacks and rows
+// not on 16 bytes (the head-major layout) fall back to the other kernels.
+TEST(PagedAttentionTest, GpuMmaTilesMatchTheReference) {
+  std::vector<Device> gpus;
+  for (Device d : testing::GpuTestDevices()) {
+    if (d.type == DeviceType::kCUDA) gpus.push_back(d);
+  }
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA GPU here (the kernel is CUDA-only)";
+  std::mt19937 rng(147);
+  struct Forced {
+    Forced() { tuning::SetVariant("gpu.paged_attention", "mma_tiles"); }
+    ~Forced() { tuning::SetVariant("gpu.paged_attention", ""); }
+  } forced;
+  auto check = [&](const Problem& p, bool mma_runs) {
+    reach::Reset();
+    CheckProblem(p, rng, gpus);
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles") > 0, mma_runs) << p.Describe();
+  };
+  for (int64_t head_dim : {256, 128, 64}) {
+    for (int64_t block_size : {16, 5}) {
+      for (DType dtype : {DType::kBF16, DType::kF16}) {
+        for (int64_t kv_heads : {4, 16}) {
+          Problem p;
+          p.head_dim = head_dim;
+          p.block_size = block_size;
+          p.num_heads = 16;
+          p.num_kv_heads = kv_heads;
+          p.q_dtype = p.cache_dtype = dtype;
+          p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          p.seqs = {{0, 65}, {33, 1}, {100, 64}, {0, 130}, {7, 63}};
+          check(p, true);
+        }
+      }
+    }
+  }
+  for (Layout layout : {Layout::kInterleavedKv, Layout::kHeadMajor, Layout::kLayerSlice}) {
+    Problem p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = 128;
+    p.layout = layout;
+    p.strided_q_out = true;
+    p.q_dtype = p.cache_dtype = DType::kBF16;
+    p.seqs = {{64, 70}, {0, 1}, {5, 200}};
+    check(p, layout != Layout::kHeadMajor);  // head-major rows of D + 3 elements: not 16-byte aligned
+  }
+  Problem f32;
+  f32.seqs = {{10, 70}};
+  check(f32, false);
+  Problem odd_dim;
+  odd_dim.head_dim = 80;
+  odd_dim.q_dtype = odd_dim.cache_dtype = DType::kBF16;
+  odd_dim.seqs = {{0, 70}};
+  check(odd_dim, false);
+}
+
 TEST(PagedAttentionTest, CpuRunsTheActiveIsaPath) {
   std::mt19937 rng(145);
   Problem p;
