@@ -14,14 +14,17 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
 #      copy bandwidth) when time allows.
-#   3. For each model: random_gguf writes the GGUF (shape and weight format from the
+#   3. With --profile-prefill: per-kernel device times (Nsight Compute) of one eager
+#      2048-token prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile),
+#      then that prefill and 2048-context decode timed under every forced
+#      PagedAttention / GDN variant (gpu_decode_bench --variants).
+#   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
-#      then llama-bench (pp512, pp2048, tg128, flash attention on) and
-#      llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the same file, which
-#      is deleted afterwards (the disk holds one large model at a time).
-#   4. With --profile-prefill: per-kernel device times (Nsight Compute) of one eager
-#      2048-token prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile).
+#      (with --profile-prefill, for a 35b model, the kernel times of a short latency
+#      run under Nsight Compute), then llama-bench (pp512, pp2048, tg128, flash
+#      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
+#      same file, which is deleted afterwards (the disk holds one large model at a time).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
 # Builds live in /tmp and are reused when the machine is still warm from a previous
 # call. Results (JSON) and logs are written to a work folder and packed at the end
@@ -114,6 +117,27 @@ if [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
   cat "$out/vt_gpu_bench.log"
 fi
 
+ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $profile_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
+  timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
+    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
+  echo "rc $?"
+  python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
+fi
+if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  # The first variant's prefill also pays the process's one-time costs (cuBLAS, the
+  # first launches): "eager" runs first as the warm-up and is not compared.
+  stage "2048-token 9B bf16 prefill and decode at 2048 context: the default kernels against forced variants"
+  timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
+    --variants "eager,default,attn=mma_tiles,attn=query_tiles,attn=rows,attn=groups_split_kv,gdn=state_in_registers,gdn=warp_columns" \
+    >"$out/prefill_variants.log" 2>&1
+  echo "rc $?"
+  grep -E "^\[|prefill of" "$out/prefill_variants.log" | paste - - | head -20
+  sed -n '/^summary/,$p' "$out/prefill_variants.log" | head -30
+fi
+
 # shape and --outtype of random_gguf from a model name ("9b-q8_0" -> 9b q8_0).
 model_shape() { echo "${1%-*}"; }
 model_type() { echo "${1##*-}"; }
@@ -159,6 +183,15 @@ for name in ${models//,/ }; do
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
 
+  if [ $profile_prefill = 1 ] && [ "${name#35b}" != "$name" ] && [ -n "$ncu_bin" ] && [ "$(left)" -gt 150 ]; then
+    stage "$name: kernel times of a 64-token prefill and 3 decode steps (Nsight Compute)"
+    timeout 90 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 64 --output-len 4 --num-iters 1 \
+      --num-iters-warmup 0 --temperature 0.5 >"$out/$name.ncu.csv" 2>"$out/$name.ncu.err"
+    echo "rc $?"
+    python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --all | tee "$out/$name.kernels.txt" | head -25
+  fi
+
   stage "$name: llama.cpp"
   if wait_for_llama; then
     t=$(( $(left) - 20 )); [ $t -gt 90 ] && t=90
@@ -172,27 +205,6 @@ for name in ${models//,/ }; do
   fi
   rm -f "$file"
 done
-
-ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ $profile_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 60 ]; then
-  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
-  timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
-    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
-  echo "rc $?"
-  python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
-fi
-if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 60 ]; then
-  # The first variant's prefill also pays the process's one-time costs (cuBLAS, the
-  # first launches): "eager" runs first as the warm-up and is not compared.
-  stage "2048-token 9B bf16 prefill and decode at 2048 context: the default kernels against forced variants"
-  timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
-    --variants "eager,default,attn=mma_tiles,attn=query_tiles,attn=rows,attn=groups_split_kv,gdn=state_in_registers,gdn=warp_columns" \
-    >"$out/prefill_variants.log" 2>&1
-  echo "rc $?"
-  grep -E "^\[|prefill of" "$out/prefill_variants.log" | paste - - | head -20
-  sed -n '/^summary/,$p' "$out/prefill_variants.log" | head -30
-fi
 
 stage "ratio table"
 python3 "$repo/bench/peer/gpu_ratio_table.py" "$out" ${models//,/ } | tee "$out/table.md"
