@@ -549,7 +549,7 @@ TEST(PagedAttentionTest, GpuGroupsSplitKvMatchTheReference) {
 }
 
 // By default, decode batches take the group kernel, prefill (16 or more new rows in
-// a sequence) the query tiles.
+// a sequence) the tensor-core tiles where their operands allow, else the query tiles.
 TEST(PagedAttentionTest, GpuDefaultChoiceByQueryLength) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -563,10 +563,23 @@ TEST(PagedAttentionTest, GpuDefaultChoiceByQueryLength) {
   reach::Reset();
   CheckProblem(p, rng, gpus);
   EXPECT_GT(reach::Count("PagedAttentionGpu.groups_split_kv"), 0u);
-  p.seqs = {{300, 1}, {40, 16}};
-  reach::Reset();
-  CheckProblem(p, rng, gpus);
-  EXPECT_GT(reach::Count("PagedAttentionGpu.query_tiles"), 0u);
+  for (Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    // bf16 q and caches: the tensor-core tiles on CUDA, the query tiles elsewhere;
+    // f32 (outside the tensor-core kernel's operands): the query tiles everywhere.
+    p.q_dtype = p.cache_dtype = DType::kBF16;
+    p.seqs = {{300, 1}, {40, 16}};
+    reach::Reset();
+    CheckProblem(p, rng, {device});
+    const bool cuda = device.type == DeviceType::kCUDA;
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles") > 0, cuda);
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.query_tiles") > 0, !cuda);
+    p.q_dtype = p.cache_dtype = DType::kF32;
+    reach::Reset();
+    CheckProblem(p, rng, {device});
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles"), 0u);
+    EXPECT_GT(reach::Count("PagedAttentionGpu.query_tiles"), 0u);
+  }
 }
 
 TEST(PagedAttentionTest, CpuRunsTheActiveIsaPath) {
