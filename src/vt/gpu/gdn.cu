@@ -454,7 +454,6 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
 constexpr int kWarpColumnsThreads = 128;  // a block: 16 value columns of one head
 constexpr int kWarpColumnsPerBlock = 16;
 constexpr int64_t kWarpColumnsMaxKeyDim = 128;
-constexpr int kWarpColumnsAhead = 4;  // tokens whose inputs are loaded ahead
 
 // x[c] summed over the warp for the kCols columns at once, and scattered: lane l
 // returns the total of column l / (kWarpSize / kCols). Each halving step trades
@@ -486,10 +485,9 @@ __device__ inline float ReduceScatterColumns(float (&x)[kCols]) {
 // dot products over Dk are warp reductions (ReduceScatterColumns, the read then
 // gathered back with kCols ShuffleFrom), so a token costs no barrier and no shared
 // memory: GdnStateInRegisters' four barriers per token held a 2048-token 9B
-// prefill at 4.1 ms per layer (~2 us a token) on 64 blocks, this kernel at 2.0 ms
-// with one token loaded ahead. q, k of a lane's rows, the kCols values of v, g and
-// beta of the next kWarpColumnsAhead tokens are loaded while the current one is
-// computed. Grid: (sequence, value head, Dv / 16); 128 threads = 4 warps of
+// prefill at 4.1 ms per layer (~2 us a token) on 64 blocks. q, k of a lane's rows,
+// the kCols values of v, g and beta of the next token are loaded while the current
+// one is computed. Grid: (sequence, value head, Dv / 16); 128 threads = 4 warps of
 // 4 columns on NVIDIA, 2 wavefronts of 8 on CDNA.
 template <typename T>
 __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParams<T> p) {
@@ -513,72 +511,55 @@ __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParam
     for (int c = 0; c < kCols; ++c) s[r][c] = owns(r, c) ? global_state[row_of(r) * p.value_dim + first_column + c] : 0.0f;
   }
   const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
-  // The inputs of the next kWarpColumnsAhead tokens, in flight while the current one
-  // is computed (a token's chain of shuffles is shorter than an L2 load: one token
-  // ahead, the 9B prefill spent ~1 us per token waiting).
-  struct TokenInputs {
-    float q[kRows], k[kRows], v[kCols], g, beta;
-  };
-  const auto fetch = [&](int64_t t, TokenInputs& in) {
-    const bool valid = t < end;
-    const int64_t u = valid ? t : begin;  // a token that exists, for addresses only
-    const T* q_row = p.q + u * p.q_strides[0] + key_head * p.q_strides[1];
-    const T* k_row = p.k + u * p.k_strides[0] + key_head * p.k_strides[1];
+  float q_next[kRows] = {}, k_next[kRows] = {}, v_next[kCols] = {}, g_next = 0.0f, beta_next = 0.0f;
+  const auto fetch = [&](int64_t t) {
+    const T* q_row = p.q + t * p.q_strides[0] + key_head * p.q_strides[1];
+    const T* k_row = p.k + t * p.k_strides[0] + key_head * p.k_strides[1];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const bool inside = valid && row_of(r) < p.key_dim;
-      in.q[r] = inside ? ToFloat(q_row[row_of(r)]) : 0.0f;
-      in.k[r] = inside ? ToFloat(k_row[row_of(r)]) : 0.0f;
+      const bool inside = row_of(r) < p.key_dim;
+      q_next[r] = inside ? ToFloat(q_row[row_of(r)]) : 0.0f;
+      k_next[r] = inside ? ToFloat(k_row[row_of(r)]) : 0.0f;
     }
-    const T* v_row = p.v + u * p.v_strides[0] + head * p.v_strides[1];
+    const T* v_row = p.v + t * p.v_strides[0] + head * p.v_strides[1];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      in.v[c] = valid && first_column + c < p.value_dim ? ToFloat(v_row[first_column + c]) : 0.0f;
-    }
-    in.g = valid ? p.g[u * p.value_heads + head] : 0.0f;
-    in.beta = valid ? p.beta[u * p.value_heads + head] : 0.0f;
+    for (int c = 0; c < kCols; ++c) v_next[c] = first_column + c < p.value_dim ? ToFloat(v_row[first_column + c]) : 0.0f;
+    g_next = p.g[t * p.value_heads + head];
+    beta_next = p.beta[t * p.value_heads + head];
   };
+  if (begin < end) fetch(begin);
   constexpr int kLanesPerColumn = kWarpSize / kCols;
-  const auto step = [&](const TokenInputs& in, int64_t t) {
-    const float decay = expf(in.g);
+  for (int64_t t = begin; t < end; ++t) {
+    float q[kRows], k[kRows], v[kCols];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) q[r] = q_next[r], k[r] = k_next[r];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) v[c] = v_next[c];
+    const float decay = expf(g_next), beta = beta_next;
+    if (t + 1 < end) fetch(t + 1);
     float partial[kCols];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       partial[c] = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) partial[c] += s[r][c] * in.k[r];
+      for (int r = 0; r < kRows; ++r) partial[c] += s[r][c] * k[r];
     }
     const float my_read = ReduceScatterColumns(partial);
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const float read = ShuffleFrom(my_read, c * kLanesPerColumn);
-      const float delta = in.beta * (in.v[c] - decay * read);
+      const float delta = beta * (v[c] - decay * read);
       partial[c] = 0.0f;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        s[r][c] = decay * s[r][c] + in.k[r] * delta;
-        partial[c] += s[r][c] * in.q[r];
+        s[r][c] = decay * s[r][c] + k[r] * delta;
+        partial[c] += s[r][c] * q[r];
       }
     }
     const float o = ReduceScatterColumns(partial);
     const int64_t column = first_column + lane / kLanesPerColumn;
     if (lane % kLanesPerColumn == 0 && column < p.value_dim) {
       p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(o);
-    }
-  };
-  if (begin >= end) return;  // nothing to do, the state stays as it is
-  TokenInputs ring[kWarpColumnsAhead];
-#pragma unroll
-  for (int i = 0; i < kWarpColumnsAhead; ++i) fetch(begin + i, ring[i]);
-  for (int64_t t0 = begin; t0 < end; t0 += kWarpColumnsAhead) {
-#pragma unroll
-    for (int i = 0; i < kWarpColumnsAhead; ++i) {  // static ring indices: the ring stays in registers
-      const int64_t t = t0 + i;
-      if (t < end) {
-        const TokenInputs current = ring[i];
-        fetch(t + kWarpColumnsAhead, ring[i]);
-        step(current, t);
-      }
     }
   }
 #pragma unroll
