@@ -43,6 +43,16 @@ struct MemoryInfo {
   size_t total_bytes = 0;
 };
 
+// The backend allocator's own accounting (as torch.cuda.memory_stats): what the
+// engine's memory profiling reads. Sizes are what the allocator holds (a GPU
+// caching pool counts whole size classes).
+struct MemoryStats {
+  size_t allocated_bytes = 0;       // live allocations
+  size_t peak_allocated_bytes = 0;  // highest allocated_bytes since ResetPeakMemoryStats
+  size_t cached_bytes = 0;          // freed blocks kept for reuse (used for GetMemoryInfo, free to allocations)
+  size_t graph_bytes = 0;           // held by graph memories (device_graph.h), outside the counts above
+};
+
 // What a device type provides beyond kernels. Every call takes the device index.
 // All work on a device goes to its one queue (stream), in order; Synchronize waits.
 class DeviceBackend {
@@ -52,6 +62,9 @@ class DeviceBackend {
   virtual int DeviceCount() const = 0;
   virtual std::string DeviceName(int index) const = 0;
   virtual MemoryInfo GetMemoryInfo(int index) const = 0;
+  virtual MemoryStats GetMemoryStats(int index) const = 0;
+  // Starts a new peak: peak_allocated_bytes = allocated_bytes.
+  virtual void ResetPeakMemoryStats(int index) = 0;
 
   // Returns memory aligned to at least 256 bytes; throws std::bad_alloc-like
   // vt errors (naming the device and size) when out of memory.

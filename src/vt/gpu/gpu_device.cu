@@ -154,6 +154,20 @@ class GpuDeviceBackend final : public DeviceBackend {
     return {free_bytes, total_bytes};
   }
 
+  MemoryStats GetMemoryStats(int index) const override {
+    PerDevice& device = State(index);
+    MemoryStats stats{.allocated_bytes = device.pool->live_bytes(),
+                      .peak_allocated_bytes = device.pool->peak_live_bytes(),
+                      .cached_bytes = device.pool->cached_bytes()};
+    std::lock_guard<std::mutex> lock(device.graph_mutex);
+    for (GpuGraphMemory* memory : device.graph_memories) {
+      stats.graph_bytes += memory->pool().live_bytes() + memory->pool().cached_bytes();
+    }
+    return stats;
+  }
+
+  void ResetPeakMemoryStats(int index) override { State(index).pool->ResetPeak(); }
+
   void* Allocate(size_t bytes, int index) override {
     PerDevice& device = State(index);
     CheckGpu(gpuSetDevice(index), "selecting the device");
