@@ -3,7 +3,9 @@
 // The CPU backend is built into libvt. GPU backends (CUDA, ROCm) are shared
 // libraries (libvt_cuda.so, libvt_rocm.so) that LoadBackends() opens at run time
 // from the folder holding libvt; loading one registers its DeviceBackend and its
-// kernels. A binary built with CUDA therefore still runs on a machine without it.
+// kernels, once its versioned entry point says it was built against this libvt
+// (backend_abi.h). A binary built with CUDA therefore still runs on a machine
+// without it.
 #pragma once
 
 #include <cstddef>
@@ -102,6 +104,15 @@ bool IsDeviceAvailable(Device device);
 // Opens the GPU backend libraries that were built next to libvt. Idempotent.
 // Returns one line per backend saying whether it loaded and, if not, why.
 std::vector<std::string> LoadBackends();
+
+// Opens `path` as the backend library of `type` (LoadBackends does this for the
+// libraries of this build). The library's registrations count only when its
+// versioned entry point (backend_abi.h) reports libvt's ABI version and ops.def
+// fingerprint; otherwise nothing of it is registered and the backend stays
+// unavailable. Returns "" when it loaded (or the backend already was), else the
+// reason, which BackendLoadError and GetDeviceBackend then report. One attempt per
+// type: LoadBackends does not try again after a failure.
+std::string LoadBackendLibrary(DeviceType type, const std::string& path);
 
 // Whether this build produced a backend library for `type` (fixed at build time).
 bool IsBackendBuilt(DeviceType type);

@@ -16,9 +16,14 @@
 #include "caching_pool.h"
 #include "gpu_compat.h"
 #include "gpu_runtime.h"
+#include "vt/backend_abi.h"
 #include "vt/device.h"
 #include "vt/device_graph.h"
 #include "vt/error.h"
+
+// The library's versioned entry point: LoadBackends checks it before letting the
+// registrations below in (backend_abi.h).
+VT_DEFINE_BACKEND_ABI()
 
 namespace vt::gpu {
 namespace {
