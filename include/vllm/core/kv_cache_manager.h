@@ -53,10 +53,13 @@ class KVCacheManager {
 
   // Makes room for num_new_tokens more tokens after request.num_computed_tokens
   // (+ num_new_computed_tokens of prefix hits in new_computed_blocks), allocating
-  // pages and, for a request without one, a state slot. Returns false (and changes
-  // nothing) when there is not enough free memory.
-  bool allocate_slots(Request& request, int64_t num_new_tokens,
-                      const std::vector<int32_t>& new_computed_blocks = {}, int64_t num_new_computed_tokens = 0);
+  // pages and, for a request without one, a state slot. Returns the blocks appended
+  // to the request's table (the prefix hits, then fresh ones; empty when its last
+  // block still has room), or nullopt (and changes nothing) when there is not
+  // enough free memory.
+  std::optional<std::vector<int32_t>> allocate_slots(Request& request, int64_t num_new_tokens,
+                                                     const std::vector<int32_t>& new_computed_blocks = {},
+                                                     int64_t num_new_computed_tokens = 0);
 
   // Frees the request's pages (tail first) and state slot.
   void free(const Request& request);

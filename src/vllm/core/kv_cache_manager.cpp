@@ -54,9 +54,9 @@ std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Req
   return {hits, static_cast<int64_t>(hits.size()) * config_.block_size};
 }
 
-bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
-                                    const std::vector<int32_t>& new_computed_blocks,
-                                    int64_t num_new_computed_tokens) {
+std::optional<std::vector<int32_t>> KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
+                                                                   const std::vector<int32_t>& new_computed_blocks,
+                                                                   int64_t num_new_computed_tokens) {
   std::vector<int32_t>& blocks = req_to_blocks_[request.req_id];
   const bool needs_slot = has_state_slots() && !req_to_state_slot_.count(request.req_id);
   const int64_t bs = config_.block_size;
@@ -69,13 +69,14 @@ bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
   for (int32_t id : new_computed_blocks) evictable_hits += pool_.block(id).ref_cnt == 0;
   if (num_new_blocks > pool_.get_num_free_blocks() - evictable_hits || (needs_slot && slots_.num_free() == 0)) {
     if (blocks.empty()) req_to_blocks_.erase(request.req_id);
-    return false;
+    return std::nullopt;
   }
   if (needs_slot) req_to_state_slot_[request.req_id] = *slots_.Allocate();
   pool_.touch(new_computed_blocks);
-  blocks.insert(blocks.end(), new_computed_blocks.begin(), new_computed_blocks.end());
-  std::vector<int32_t> fresh = pool_.get_new_blocks(static_cast<int32_t>(num_new_blocks));
-  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+  std::vector<int32_t> new_blocks = new_computed_blocks;
+  const std::vector<int32_t> fresh = pool_.get_new_blocks(static_cast<int32_t>(num_new_blocks));
+  new_blocks.insert(new_blocks.end(), fresh.begin(), fresh.end());
+  blocks.insert(blocks.end(), new_blocks.begin(), new_blocks.end());
 
   // Blocks that become full with this step's tokens are cached (vLLM caches them
   // when scheduled: they are computed before any later request can be scheduled).
@@ -87,7 +88,7 @@ bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
     for (int64_t i = num_cached; i < num_full; ++i) pool_.cache_full_block(blocks[i], request.block_hashes[i]);
     num_cached = std::max(num_cached, num_full);
   }
-  return true;
+  return new_blocks;
 }
 
 void KVCacheManager::free(const Request& request) {

@@ -172,16 +172,15 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
 }
 
 void LLMEngine::AbortRequest(const std::string& request_id) {
-  scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);
-  runner_->ReleaseRequest(request_id);
+  scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);  // the runner frees it next step
   outputs_->Abort(request_id);
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
+  RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.empty()) return results;
-  RunnerOutput ran = runner_->Execute(scheduled);
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
   std::unordered_map<std::string, int32_t> sampled;
   for (const auto& [id, result] : ran.sampled) sampled[id] = result.token_id;
@@ -199,7 +198,6 @@ std::vector<RequestOutput> LLMEngine::Step() {
     if (finish_reason.empty()) {
       results.push_back(outputs_->Snapshot(update.req_id));
     } else {
-      runner_->ReleaseRequest(update.req_id);
       results.push_back(outputs_->Finish(update.req_id, finish_reason));
     }
   }
