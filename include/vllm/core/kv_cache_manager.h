@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,7 +41,9 @@ struct KVCacheConfig {
 
 class KVCacheManager {
  public:
-  explicit KVCacheManager(const KVCacheConfig& config);
+  // `hash_block_tokens` finds prefix-cache candidates (block_pool.h: a hit is
+  // always checked against the block's tokens and parent).
+  explicit KVCacheManager(const KVCacheConfig& config, BlockHashFn hash_block_tokens = HashBlockTokens);
 
   const KVCacheConfig& config() const { return config_; }
   const BlockPool& block_pool() const { return pool_; }
@@ -72,8 +75,11 @@ class KVCacheManager {
 
  private:
   void UpdateBlockHashes(Request& request) const;
+  // The tokens of the request's full block i.
+  std::span<const int32_t> BlockTokens(const Request& request, int64_t i) const;
 
   KVCacheConfig config_;
+  BlockHashFn hash_block_tokens_;
   BlockPool pool_;
   StateSlotPool slots_;
   std::unordered_map<std::string, std::vector<int32_t>> req_to_blocks_;

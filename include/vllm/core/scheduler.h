@@ -47,7 +47,9 @@ struct RequestUpdate {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config);
+  // `hash_block_tokens`: the prefix cache's block hash (kv_cache_manager.h).
+  Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config,
+            BlockHashFn hash_block_tokens = HashBlockTokens);
 
   // Takes ownership. Throws std::invalid_argument when the request can never run
   // (prompt at or beyond max_model_len, or more pages than the whole cache has).

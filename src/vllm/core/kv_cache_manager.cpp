@@ -23,9 +23,16 @@ void StateSlotPool::Free(int32_t slot) {
   free_.insert(std::lower_bound(free_.begin(), free_.end(), slot, std::greater<int32_t>()), slot);
 }
 
-KVCacheManager::KVCacheManager(const KVCacheConfig& config)
-    : config_(config), pool_(config.num_blocks, config.enable_prefix_caching), slots_(config.num_state_slots) {
+KVCacheManager::KVCacheManager(const KVCacheConfig& config, BlockHashFn hash_block_tokens)
+    : config_(config),
+      hash_block_tokens_(hash_block_tokens),
+      pool_(config.num_blocks, config.enable_prefix_caching),
+      slots_(config.num_state_slots) {
   if (config.block_size < 1) throw std::invalid_argument("block_size must be >= 1");
+}
+
+std::span<const int32_t> KVCacheManager::BlockTokens(const Request& request, int64_t i) const {
+  return std::span<const int32_t>(request.all_token_ids()).subspan(i * config_.block_size, config_.block_size);
 }
 
 void KVCacheManager::UpdateBlockHashes(Request& request) const {
@@ -36,7 +43,7 @@ void KVCacheManager::UpdateBlockHashes(Request& request) const {
     const int64_t i = static_cast<int64_t>(request.block_hashes.size());
     std::optional<BlockHash> parent;
     if (i > 0) parent = request.block_hashes[i - 1];
-    request.block_hashes.push_back(HashBlockTokens(parent, tokens + i * bs, bs));
+    request.block_hashes.push_back(hash_block_tokens_(parent, tokens + i * bs, bs));
   }
 }
 
@@ -47,7 +54,9 @@ std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Req
   const int64_t max_blocks = (request.num_tokens() - 1) / config_.block_size;
   std::vector<int32_t> hits;
   for (int64_t i = 0; i < max_blocks && i < static_cast<int64_t>(request.block_hashes.size()); ++i) {
-    auto block = pool_.get_cached_block(request.block_hashes[i]);
+    std::optional<int32_t> parent;
+    if (i > 0) parent = hits.back();
+    auto block = pool_.get_cached_block(request.block_hashes[i], BlockTokens(request, i), parent);
     if (!block) break;
     hits.push_back(*block);
   }
@@ -85,7 +94,11 @@ std::optional<std::vector<int32_t>> KVCacheManager::allocate_slots(Request& requ
     int64_t& num_cached = num_cached_blocks_[request.req_id];
     const int64_t num_full = std::min<int64_t>((num_computed + num_new_tokens) / bs,
                                                static_cast<int64_t>(request.block_hashes.size()));
-    for (int64_t i = num_cached; i < num_full; ++i) pool_.cache_full_block(blocks[i], request.block_hashes[i]);
+    for (int64_t i = num_cached; i < num_full; ++i) {
+      std::optional<int32_t> parent;
+      if (i > 0) parent = blocks[i - 1];
+      pool_.cache_full_block(blocks[i], request.block_hashes[i], BlockTokens(request, i), parent);
+    }
     num_cached = std::max(num_cached, num_full);
   }
   return new_blocks;

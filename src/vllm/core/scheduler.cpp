@@ -13,8 +13,8 @@ struct Scheduler::StepState {
   bool preempted_any = false;
 };
 
-Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config)
-    : config_(config), kv_(cache_config) {
+Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config, BlockHashFn hash_block_tokens)
+    : config_(config), kv_(cache_config, hash_block_tokens) {
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1 || config.max_model_len < 1) {
     throw std::invalid_argument("max_num_batched_tokens, max_num_seqs and max_model_len must be >= 1");
   }

@@ -90,7 +90,8 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
                       {.block_size = static_cast<int32_t>(bs),
                        .num_blocks = static_cast<int32_t>(num_blocks),
                        .num_state_slots = static_cast<int32_t>(num_slots),
-                       .enable_prefix_caching = options.enable_prefix_caching});
+                       .enable_prefix_caching = options.enable_prefix_caching},
+                      options.block_hash);
   ModelRunner runner(model, AllocateCaches(spec, num_blocks, bs, num_slots, options.activation_dtype, options.device),
                      bs, /*seed=*/0);
 
