@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "vllm/core/scheduler.h"
+#include "vllm/engine/cache_sizing.h"
 #include "vllm/engine/engine_config.h"
 #include "vllm/engine/request_output.h"
 #include "vllm/model_executor/model.h"
@@ -66,9 +67,17 @@ class LLMEngine {
   const LoadedModel& loaded_model() const { return loaded_; }
   const EngineConfig& config() const { return config_; }
   EngineStats stats() const;
+  // What the caches were given (cache_sizing.h); also logged once at construction.
+  const CachePlan& cache_plan() const { return cache_plan_; }
 
  private:
+  // Profiles the device (GPU) or takes the explicit budget (CPU), plans the caches,
+  // logs the figures, then builds the worker.
   void SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype);
+  // The scheduler, the caches and the model runner over them, from cache_plan_.
+  void BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
+                   bool use_graphs, int64_t padding_slots);
+  void Log(const std::string& line) const;
 
   EngineConfig config_;
   LoadedModel loaded_;
@@ -78,6 +87,7 @@ class LLMEngine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;
   std::vector<int32_t> eos_token_ids_;
+  CachePlan cache_plan_;
   KVCacheConfig cache_config_;
   int64_t max_model_len_ = 0;
   int64_t next_arrival_ = 0;

@@ -1,0 +1,70 @@
+// What LLMEngine reports while it starts: the cache sizing is logged in one line
+// with the figures it chose.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "vllm/engine/llm_engine.h"
+#include "vllm/testing/model_fixtures.h"
+
+namespace vllm {
+namespace {
+
+using testing::DenseConfig;
+using testing::DenseDims;
+using testing::TempDir;
+using testing::WriteHfFolder;
+
+EngineConfig SmallConfig(const std::string& model) {
+  EngineConfig c;
+  c.model = model;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 64;
+  c.block_size = 4;
+  c.cpu_kv_cache_bytes = 1 << 20;
+  c.num_threads = 1;
+  return c;
+}
+
+// The fixtures' tiny tokenizer is not a loadable byte-level one; these engines take ids.
+const testing::HfFolderOptions kNoTokenizer{.dtype = vt::DType::kF32, .with_tokenizer = false};
+
+// On the CPU the budget is explicit (nothing is profiled); the line gives what it
+// bought: 1 MiB holds 512 blocks of 2 layers x (K, V) x 4 tokens x 1 head x 32 x
+// 4 bytes, of which max_num_seqs x 64 / 4 + 1 = 65 are wanted.
+TEST(EngineStartupTest, TheCacheSizingIsLoggedInOneLine) {
+  TempDir model;
+  WriteHfFolder(model.path(), DenseConfig(DenseDims{.vocab_size = 32}), kNoTokenizer);
+  EngineConfig config = SmallConfig(model.path());
+  std::vector<std::string> lines;
+  config.on_log = [&](const std::string& line) { lines.push_back(line); };
+  LLMEngine engine(config);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(engine.cache_plan().num_blocks, 65);
+  EXPECT_EQ(lines[0].rfind("KV cache on cpu: 0.00 GiB, 256 tokens (64 blocks of 4); maximum concurrency at "
+                           "max_model_len 64: 4.00x; weights ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("activation peak not profiled on cpu; budget 0.00 GiB (explicit)"), std::string::npos)
+      << lines[0];
+}
+
+// A hybrid model cannot share pages between prompts (its recurrent state would
+// need snapshots): asking for prefix caching says so instead of passing silently.
+TEST(EngineStartupTest, PrefixCachingAskedForOnAHybridModelIsLogged) {
+  TempDir model;
+  WriteHfFolder(model.path(), DenseConfig(DenseDims{.vocab_size = 32, .layer_types = {testing::kLinear,
+                                                                                       testing::kFull}}),
+                kNoTokenizer);
+  EngineConfig config = SmallConfig(model.path());
+  std::vector<std::string> lines;
+  config.on_log = [&](const std::string& line) { lines.push_back(line); };
+  config.enable_prefix_caching = true;
+  LLMEngine engine(config);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("recurrent state"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1].rfind("prefix caching is off although it was asked for", 0), 0u) << lines[1];
+}
+
+}  // namespace
+}  // namespace vllm
