@@ -44,7 +44,9 @@ struct EngineStats {
 class LLMEngine {
  public:
   // Loads the model (and its tokenizer when the path has one), sizes the caches.
-  // `on_progress(done, total)` is called while weights are prepared.
+  // `on_progress(done, total)` is called while weights are prepared. Throws
+  // std::invalid_argument when the tokenizer's ids or the config's EOS ids do not
+  // fit the model's vocabulary.
   explicit LLMEngine(const EngineConfig& config,
                      const std::function<void(int64_t, int64_t)>& on_progress = {});
   ~LLMEngine();

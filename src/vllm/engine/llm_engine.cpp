@@ -35,6 +35,27 @@ std::optional<Tokenizer> LoadTokenizer(const EngineConfig& config, const LoadedM
   return Tokenizer::FromPath(config.model);
 }
 
+// A tokenizer whose ids reach past the model's vocabulary would fail at the first
+// request that produces one (or embed a row that does not exist): refuse it here.
+void CheckTokenizerFitsModel(const Tokenizer& tokenizer, const ModelConfig& model, const std::string& model_path) {
+  if (tokenizer.vocab_size() > model.vocab_size) {
+    throw std::invalid_argument("the tokenizer at " + tokenizer.source() + " has " +
+                                std::to_string(tokenizer.vocab_size()) + " token ids but the model at " + model_path +
+                                " has a vocabulary of " + std::to_string(model.vocab_size) +
+                                " (vocab_size): use the model's own tokenizer or a --tokenizer made for it");
+  }
+}
+
+// EOS ids from the model's config must be tokens the model can produce.
+void CheckEosIds(const ModelConfig& model, const std::string& model_path) {
+  for (int64_t id : model.eos_token_ids) {
+    if (id < 0 || id >= model.vocab_size) {
+      throw std::invalid_argument("the model at " + model_path + " names eos_token_id " + std::to_string(id) +
+                                  ", outside its vocabulary of " + std::to_string(model.vocab_size) + " tokens");
+    }
+  }
+}
+
 int64_t CheckpointBytes(const LoadedModel& loaded) {
   int64_t bytes = 0;
   for (const auto& [name, t] : loaded.weights.all()) bytes += vt::BytesFor(t.dtype(), t.numel());
@@ -52,7 +73,9 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   }
   if (on_progress) on_progress(0, 3);
   loaded_ = LoadModel(config.model, config.load_options);
+  CheckEosIds(loaded_.config, config.model);
   tokenizer_ = LoadTokenizer(config, loaded_);
+  if (tokenizer_) CheckTokenizerFitsModel(*tokenizer_, loaded_.config, config.model);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
   model_ = ModelRegistry::Create(loaded_, options);

@@ -1,5 +1,6 @@
-// What LLMEngine reports while it starts: the cache sizing is logged in one line
-// with the figures it chose.
+// What LLMEngine checks and reports while it starts: a tokenizer (or EOS ids)
+// that does not fit the model's vocabulary is refused at construction, naming both
+// sizes; the cache sizing is logged in one line with the figures it chose.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -30,6 +31,43 @@ EngineConfig SmallConfig(const std::string& model) {
 
 // The fixtures' tiny tokenizer is not a loadable byte-level one; these engines take ids.
 const testing::HfFolderOptions kNoTokenizer{.dtype = vt::DType::kF32, .with_tokenizer = false};
+
+std::string ConstructionError(const EngineConfig& config) {
+  try {
+    LLMEngine engine(config);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The server tests' tokenizer (tests/data/openai_server/tokenizer) has 324 ids:
+// it fits a model of 352 ids and not one of 320.
+TEST(EngineStartupTest, ATokenizerLargerThanTheVocabularyIsRefused) {
+  const std::string tokenizer = std::string(VT_TEST_DATA_DIR) + "/openai_server/tokenizer";
+  TempDir fits, too_small;
+  WriteHfFolder(fits.path(), DenseConfig(DenseDims{.vocab_size = 352}), kNoTokenizer);
+  WriteHfFolder(too_small.path(), DenseConfig(DenseDims{.vocab_size = 320}), kNoTokenizer);
+  EngineConfig config = SmallConfig(fits.path());
+  config.tokenizer = tokenizer;
+  EXPECT_EQ(ConstructionError(config), "");
+  config.model = too_small.path();
+  const std::string error = ConstructionError(config);
+  EXPECT_NE(error.find("has 324 token ids"), std::string::npos) << error;
+  EXPECT_NE(error.find("vocabulary of 320"), std::string::npos) << error;
+  EXPECT_NE(error.find(tokenizer), std::string::npos) << error;
+  EXPECT_NE(error.find(too_small.path()), std::string::npos) << error;
+}
+
+TEST(EngineStartupTest, AnEosIdOutsideTheVocabularyIsRefused) {
+  TempDir model;
+  ModelConfig c = DenseConfig(DenseDims{.vocab_size = 32});
+  c.eos_token_ids = {40};
+  WriteHfFolder(model.path(), c, kNoTokenizer);
+  const std::string error = ConstructionError(SmallConfig(model.path()));
+  EXPECT_NE(error.find("eos_token_id 40"), std::string::npos) << error;
+  EXPECT_NE(error.find("vocabulary of 32"), std::string::npos) << error;
+}
 
 // On the CPU the budget is explicit (nothing is profiled); the line gives what it
 // bought: 1 MiB holds 512 blocks of 2 layers x (K, V) x 4 tokens x 1 head x 32 x
