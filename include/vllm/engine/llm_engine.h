@@ -71,6 +71,10 @@ class LLMEngine {
   EngineStats stats() const;
   // What the caches were given (cache_sizing.h); also logged once at construction.
   const CachePlan& cache_plan() const { return cache_plan_; }
+  // Whether prefix caching is on and why, e.g. "on (the default for attention-only
+  // models)", "off (--no-enable-prefix-caching)" (the startup line says it).
+  bool prefix_caching_enabled() const { return cache_config_.enable_prefix_caching; }
+  const std::string& prefix_caching_reason() const { return prefix_caching_reason_; }
 
  private:
   // Profiles the device (GPU) or takes the explicit budget (CPU), plans the caches,
@@ -91,6 +95,7 @@ class LLMEngine {
   std::vector<int32_t> eos_token_ids_;
   CachePlan cache_plan_;
   KVCacheConfig cache_config_;
+  std::string prefix_caching_reason_;
   int64_t max_model_len_ = 0;
   int64_t next_arrival_ = 0;
 };

@@ -56,6 +56,17 @@ void CheckEosIds(const ModelConfig& model, const std::string& model_path) {
   }
 }
 
+// "on (...)" or "off (...)": the prefix caching the engine chose, and why.
+std::string PrefixCachingReason(std::optional<bool> asked, bool attention_only) {
+  if (!attention_only) {
+    return std::string("off") + (asked.value_or(false) ? " although it was asked for" : "") +
+           " (the model has recurrent (Gated DeltaNet) layers, whose state would need snapshots at block boundaries "
+           "to be shared)";
+  }
+  if (!asked) return "on (the default for attention-only models)";
+  return *asked ? "on (--enable-prefix-caching)" : "off (--no-enable-prefix-caching)";
+}
+
 int64_t CheckpointBytes(const LoadedModel& loaded) {
   int64_t bytes = 0;
   for (const auto& [name, t] : loaded.weights.all()) bytes += vt::BytesFor(t.dtype(), t.numel());
@@ -140,14 +151,13 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
 void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
                             bool use_graphs, int64_t padding_slots) {
   const int64_t bs = config_.block_size;
-  if (!attention_only && config_.enable_prefix_caching.value_or(false)) {
-    Log("prefix caching is off although it was asked for: the model has recurrent (Gated DeltaNet) layers, whose "
-        "state would need snapshots at block boundaries to be shared");
-  }
+  const bool prefix_caching = config_.enable_prefix_caching.value_or(attention_only) && attention_only;
+  prefix_caching_reason_ = PrefixCachingReason(config_.enable_prefix_caching, attention_only);
+  if (!attention_only && config_.enable_prefix_caching.value_or(false)) Log("prefix caching is " + prefix_caching_reason_);
   cache_config_ = {.block_size = static_cast<int32_t>(bs),
                    .num_blocks = static_cast<int32_t>(cache_plan_.num_blocks),
                    .num_state_slots = static_cast<int32_t>(cache_plan_.num_state_slots),
-                   .enable_prefix_caching = config_.enable_prefix_caching.value_or(attention_only) && attention_only};
+                   .enable_prefix_caching = prefix_caching};
   SchedulerConfig sched{.max_num_batched_tokens = config_.max_num_batched_tokens,
                         .max_num_seqs = config_.max_num_seqs,
                         .max_model_len = max_model_len_,

@@ -1,8 +1,10 @@
 // What LLMEngine checks and reports while it starts: a tokenizer (or EOS ids)
 // that does not fit the model's vocabulary is refused at construction, naming both
-// sizes; the cache sizing is logged in one line with the figures it chose.
+// sizes; the cache sizing is logged in one line with the figures it chose, and the
+// prefix caching choice comes with its reason.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,7 +103,40 @@ TEST(EngineStartupTest, PrefixCachingAskedForOnAHybridModelIsLogged) {
   LLMEngine engine(config);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_NE(lines[0].find("recurrent state"), std::string::npos) << lines[0];
-  EXPECT_EQ(lines[1].rfind("prefix caching is off although it was asked for", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[1].rfind("prefix caching is off although it was asked for (the model has recurrent", 0), 0u)
+      << lines[1];
+  EXPECT_FALSE(engine.prefix_caching_enabled());
+  EXPECT_EQ("prefix caching is " + engine.prefix_caching_reason(), lines[1]);
+}
+
+// The engine says whether prefix caching is on and why (for the startup line).
+TEST(EngineStartupTest, ThePrefixCachingChoiceIsExplained) {
+  TempDir dense, hybrid;
+  WriteHfFolder(dense.path(), DenseConfig(DenseDims{.vocab_size = 32}), kNoTokenizer);
+  WriteHfFolder(hybrid.path(),
+                DenseConfig(DenseDims{.vocab_size = 32, .layer_types = {testing::kLinear, testing::kFull}}),
+                kNoTokenizer);
+  struct Case {
+    const std::string* model;
+    std::optional<bool> asked;
+    bool enabled;
+    std::string reason;
+  };
+  const std::string hybrid_reason =
+      "(the model has recurrent (Gated DeltaNet) layers, whose state would need snapshots at block boundaries to be "
+      "shared)";
+  for (const Case& c : {Case{&dense.path(), std::nullopt, true, "on (the default for attention-only models)"},
+                        Case{&dense.path(), true, true, "on (--enable-prefix-caching)"},
+                        Case{&dense.path(), false, false, "off (--no-enable-prefix-caching)"},
+                        Case{&hybrid.path(), std::nullopt, false, "off " + hybrid_reason},
+                        Case{&hybrid.path(), false, false, "off " + hybrid_reason}}) {
+    EngineConfig config = SmallConfig(*c.model);
+    config.enable_prefix_caching = c.asked;
+    config.on_log = [](const std::string&) {};
+    const LLMEngine engine(config);
+    EXPECT_EQ(engine.prefix_caching_enabled(), c.enabled) << c.reason;
+    EXPECT_EQ(engine.prefix_caching_reason(), c.reason);
+  }
 }
 
 }  // namespace
