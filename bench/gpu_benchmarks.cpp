@@ -21,6 +21,7 @@
 
 #include "vt/ops.h"
 #include "vt/quant.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -129,8 +130,12 @@ Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype
           seconds, w_bytes + 2.0 * (m * k + m * n), 2.0 * m * n * k};
 }
 
-// Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16.
-Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng) {
+// Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16,
+// under the default kernel choice (the GQA-group kernel for these shapes) or a
+// forced `variant` ("rows": the row kernels, for comparison). Bytes count each K/V
+// row once: the group kernel reads it once per GQA group of 4 query heads, the row
+// kernels once per query head.
+Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng, const char* variant = "") {
   const int64_t heads = 16, kv_heads = 4, head_dim = 256, block_size = 16;
   const int64_t blocks_per_seq = (context + block_size - 1) / block_size, blocks = batch * blocks_per_seq;
   const Tensor k_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
@@ -145,9 +150,12 @@ Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt1993
                                 .seq_lens = Tensor::FromVector(seq_lens, {batch}).To(device),
                                 .query_start_loc = Tensor::FromVector(qsl, {batch + 1}).To(device),
                                 .out = out, .scale = 0.0625f, .max_query_len = 1, .max_seq_len = context};
+  tuning::SetVariant("gpu.paged_attention", variant);
   const double seconds = SecondsPerCall(device, 20, [&](int) { PagedAttention(args); });
+  tuning::SetVariant("gpu.paged_attention", "");
   const double bytes = 2.0 * batch * context * kv_heads * head_dim * 2;
-  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16",
+  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16" +
+              (*variant != 0 ? std::string(" ") + variant : std::string()),
           seconds, bytes, 0};
 }
 
@@ -230,7 +238,10 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng),
       PagedAttentionRow(device, 1, 8192, rng),
+      PagedAttentionRow(device, 1, 8192, rng, "rows"),
+      PagedAttentionRow(device, 1, 2048, rng),
       PagedAttentionRow(device, 64, 2048, rng),
+      PagedAttentionRow(device, 64, 2048, rng, "rows"),
       GdnRecurrentRow(device, 1, rng),
       GdnRecurrentRow(device, 64, rng),
       RmsNormRow(device, 512, 4096, rng),

@@ -3,7 +3,7 @@
 # the ratio table of bench/README.md.
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--budget S]
+#                             [--ncu] [--no-kernel-bench] [--budget S]
 #
 # Stages, each under the call's deadline (--budget seconds from the start, 560 by
 # default: the device tool gives a call 600 s), later ones skipped when time runs out:
@@ -14,14 +14,17 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
 #      copy bandwidth) when time allows.
-#   3. For each model: random_gguf writes the GGUF (shape and weight format from the
+#   3. With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
+#      --profile-prefill that prefill and 2048-context decode timed under every
+#      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
+#   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
-#      then llama-bench (pp512, pp2048, tg128, flash attention on) and
-#      llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the same file, which
-#      is deleted afterwards (the disk holds one large model at a time).
-#   4. With --profile-prefill: per-kernel device times (Nsight Compute) of one eager
-#      2048-token prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile).
+#      (with --ncu, for a 35b model, the kernel times of a short latency
+#      run under Nsight Compute), then llama-bench (pp512, pp2048, tg128, flash
+#      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
+#      same file, which is deleted afterwards (the disk holds one large model at a time).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
 # Builds live in /tmp and are reused when the machine is still warm from a previous
 # call. Results (JSON) and logs are written to a work folder and packed at the end
@@ -39,12 +42,16 @@ trap pack EXIT
 models=9b-q8_0,9b-bf16
 run_tests=0
 profile_prefill=0
+ncu_profiles=0
+kernel_bench=1
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
     --models) models=$2; shift 2 ;;
     --tests) run_tests=1; shift ;;
     --profile-prefill) profile_prefill=1; shift ;;
+    --ncu) ncu_profiles=1; shift ;;
+    --no-kernel-bench) kernel_bench=0; shift ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -98,20 +105,41 @@ ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1
 bin=$build/bin
 
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
-  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, the kernel choices and variants"
+  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, PagedAttention, the kernel choices and variants"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*' \
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*' \
     >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
   tail -3 "$out/tests.log"
 fi
 
-if [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
+if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
   stage "kernels against the copy bandwidth (vt_gpu_bench)"
   timeout 90 "$bin/vt_gpu_bench" >"$out/vt_gpu_bench.log" 2>&1
   echo "rc $?"
   cat "$out/vt_gpu_bench.log"
+fi
+
+ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
+  timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
+    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
+  echo "rc $?"
+  python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
+fi
+if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  # The first variant's prefill also pays the process's one-time costs (cuBLAS, the
+  # first launches): "eager" runs first as the warm-up and is not compared.
+  stage "2048-token 9B bf16 prefill and decode at 2048 context: the default kernels against forced variants"
+  timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
+    --variants "eager,default,attn=mma_tiles,attn=query_tiles,attn=rows,attn=groups_split_kv,gdn=state_in_registers,gdn=warp_columns" \
+    >"$out/prefill_variants.log" 2>&1
+  echo "rc $?"
+  grep -E "^\[|prefill of" "$out/prefill_variants.log" | paste - - | head -20
+  sed -n '/^summary/,$p' "$out/prefill_variants.log" | head -30
 fi
 
 # shape and --outtype of random_gguf from a model name ("9b-q8_0" -> 9b q8_0).
@@ -159,6 +187,15 @@ for name in ${models//,/ }; do
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
 
+  if [ $ncu_profiles = 1 ] && [ "${name#35b}" != "$name" ] && [ -n "$ncu_bin" ] && [ "$(left)" -gt 150 ]; then
+    stage "$name: kernel times of a 64-token prefill and 3 decode steps (Nsight Compute)"
+    timeout 90 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 64 --output-len 4 --num-iters 1 \
+      --num-iters-warmup 0 --temperature 0.5 >"$out/$name.ncu.csv" 2>"$out/$name.ncu.err"
+    echo "rc $?"
+    python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --all | tee "$out/$name.kernels.txt" | head -25
+  fi
+
   stage "$name: llama.cpp"
   if wait_for_llama; then
     t=$(( $(left) - 20 )); [ $t -gt 90 ] && t=90
@@ -172,16 +209,6 @@ for name in ${models//,/ }; do
   fi
   rm -f "$file"
 done
-
-ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ $profile_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 60 ]; then
-  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
-  timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
-    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
-  echo "rc $?"
-  python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
-fi
 
 stage "ratio table"
 python3 "$repo/bench/peer/gpu_ratio_table.py" "$out" ${models//,/ } | tee "$out/table.md"

@@ -27,10 +27,10 @@
 // LDS of gfx90a) and is read and written to global memory once; for Dk > 160 it
 // stays in global memory (read-modify-write per token, cached in L1/L2).
 // GdnChunkedPrefill runs the same token recurrence (mathematically identical to
-// the chunked form, qwen35.md 3.3): exact, but it does not use the chunked
+// the chunked form, docs/qwen35.md §3.3): exact, but it does not use the chunked
 // matrix form's parallelism over a chunk's tokens.
 //
-// Both ops at Dk <= 128 take GdnStateInRegisters ("state_in_registers"):
+// A decode step (GdnRecurrent) at Dk <= 128 takes GdnStateInRegisters ("state_in_registers"):
 // blocks of 4 x 64 threads per (sequence, value head, 64 value columns); thread
 // (group, j) keeps rows [group R, group R + R) of column j in registers (R =
 // ceil(Dk / 4) <= 32). At decode (one token per sequence, 64 blocks at batch 1)
@@ -41,9 +41,12 @@
 // bench/gpu_notes.md). Over a prompt the state stays in registers from the first
 // token to the last, and the next token's q, k, v, g, beta are loaded while the
 // current one is computed (a 2048-token 9B prefill spent 12.4 ms per layer in the
-// token recurrence, each token waiting for its loads behind four barriers).
-// vt::tuning family "gpu.gdn_recurrent" forces either kernel for both ops:
-// "token_recurrence" or "state_in_registers" (tests/vt/gpu/gdn_variants_test.cpp).
+// token recurrence, each token waiting for its loads behind four barriers; 4.1 ms
+// in this kernel). A prompt (GdnChunkedPrefill) at Dk <= 128 takes GdnWarpColumns
+// ("warp_columns"): one warp per 4 value columns, no barrier (see the kernel).
+// vt::tuning family "gpu.gdn_recurrent" forces any of the three for both ops:
+// "token_recurrence", "state_in_registers" or "warp_columns"
+// (tests/vt/gpu/gdn_variants_test.cpp).
 #include <string>
 
 #include "gpu_common.cuh"
@@ -70,36 +73,60 @@ struct ConvParams {
   bool apply_silu;
 };
 
+// One (sequence, channel) of a launch over num_seqs x channels: its state row and
+// its tokens [start, start + length).
+struct ConvRow {
+  int64_t channel, start, length, width;
+  float* state;
+};
+
+// Thread `index`'s row; false past the end or for a sequence whose slot is outside
+// the state pool (skipped).
+template <typename T>
+__device__ inline bool ConvRowOfThread(const ConvParams<T>& p, ConvRow& r) {
+  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (index >= p.num_seqs * p.channels) return false;
+  const int64_t seq = index / p.channels;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return false;
+  r.channel = index % p.channels;
+  r.width = p.kernel - 1;
+  r.state = p.states + (slot * p.channels + r.channel) * r.width;
+  r.start = p.query_start_loc != nullptr ? p.query_start_loc[seq] : seq;
+  r.length = p.query_start_loc != nullptr ? p.query_start_loc[seq + 1] - r.start : 1;
+  return true;
+}
+
+// Input at sequence position `pos` (negative: from the state, oldest first).
+template <typename T>
+__device__ inline float ConvInput(const ConvParams<T>& p, const ConvRow& r, int64_t pos) {
+  return pos >= 0 ? ToFloat(p.x[(r.start + pos) * p.x_row_stride + r.channel]) : r.state[r.width + pos];
+}
+
+// New state: inputs at positions length - width .. length - 1. Ascending order is
+// safe in place: entry i reads old entry length + i >= i, not yet overwritten.
+template <typename T>
+__device__ inline void UpdateConvState(const ConvParams<T>& p, const ConvRow& r) {
+  for (int64_t i = 0; i < r.width; ++i) r.state[i] = ConvInput(p, r, r.length - r.width + i);
+}
+
 template <typename T>
 __global__ void CausalConvSequences(ConvParams<T> p) {
-  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (index >= p.num_seqs * p.channels) return;
-  const int64_t seq = index / p.channels, c = index % p.channels;
-  const int64_t slot = p.slot_ids[seq];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const int64_t width = p.kernel - 1;
-  float* state = p.states + (slot * p.channels + c) * width;
-  const int64_t start = p.query_start_loc != nullptr ? p.query_start_loc[seq] : seq;
-  const int64_t length = p.query_start_loc != nullptr ? p.query_start_loc[seq + 1] - start : 1;
-  // Input at sequence position `pos` (negative: from the state, oldest first).
-  auto input = [&](int64_t pos) {
-    return pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
-  };
+  ConvRow r;
+  if (!ConvRowOfThread(p, r)) return;
   // The last output is written after the state update, which still reads the last
   // input: CausalConv1dUpdate allows out to be the same view as x.
   float last = 0.0f;
-  for (int64_t t = 0; t < length; ++t) {
+  for (int64_t t = 0; t < r.length; ++t) {
     float sum = 0.0f;
     for (int64_t j = 0; j < p.kernel; ++j) {
-      sum += LoadAsFloat(p.weight, p.weight_dtype, c * p.kernel + j) * input(t - width + j);
+      sum += LoadAsFloat(p.weight, p.weight_dtype, r.channel * p.kernel + j) * ConvInput(p, r, t - r.width + j);
     }
     last = p.apply_silu ? Silu(sum) : sum;
-    if (t + 1 < length) p.out[(start + t) * p.out_row_stride + c] = FromFloat<T>(last);
+    if (t + 1 < r.length) p.out[(r.start + t) * p.out_row_stride + r.channel] = FromFloat<T>(last);
   }
-  // New state: inputs at positions length - width .. length - 1. Ascending order is
-  // safe in place: entry i reads old entry length + i >= i, not yet overwritten.
-  for (int64_t i = 0; i < width; ++i) state[i] = input(length - width + i);
-  if (length > 0) p.out[(start + length - 1) * p.out_row_stride + c] = FromFloat<T>(last);
+  UpdateConvState(p, r);
+  if (r.length > 0) p.out[(r.start + r.length - 1) * p.out_row_stride + r.channel] = FromFloat<T>(last);
 }
 
 constexpr int kConvChunk = 16;          // tokens per thread of CausalConvChunks
@@ -169,19 +196,8 @@ __global__ void CausalConvChunks(ConvParams<T> p, int64_t num_tokens) {
 // (older state shifted in for sequences shorter than that).
 template <typename T>
 __global__ void CausalConvStates(ConvParams<T> p) {
-  const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (index >= p.num_seqs * p.channels) return;
-  const int64_t seq = index / p.channels, c = index % p.channels;
-  const int64_t slot = p.slot_ids[seq];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const int64_t width = p.kernel - 1;
-  float* state = p.states + (slot * p.channels + c) * width;
-  const int64_t start = p.query_start_loc[seq], length = p.query_start_loc[seq + 1] - start;
-  // Ascending order is safe in place: entry i reads old entry length + i >= i.
-  for (int64_t i = 0; i < width; ++i) {
-    const int64_t pos = length - width + i;
-    state[i] = pos >= 0 ? ToFloat(p.x[(start + pos) * p.x_row_stride + c]) : state[width + pos];
-  }
+  ConvRow r;
+  if (ConvRowOfThread(p, r)) UpdateConvState(p, r);
 }
 
 template <typename T>
@@ -433,18 +449,169 @@ __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInReg
   }
 }
 
-// Whether the op runs GdnStateInRegisters (see the top comment).
-bool UseStateInRegisters(const char* op, int64_t key_dim) {
-  const std::string variant = tuning::Variant("gpu.gdn_recurrent");
-  if (variant == "token_recurrence") return false;
-  if (!variant.empty() && variant != "state_in_registers") {
-    throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
-                "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers)");
+// ---- warp columns: the prompt's token recurrence without barriers ----------------
+
+constexpr int kWarpColumnsThreads = 128;  // a block: 16 value columns of one head
+constexpr int kWarpColumnsPerBlock = 16;
+constexpr int64_t kWarpColumnsMaxKeyDim = 128;
+constexpr int kWarpColumnsAhead = 4;  // tokens whose inputs are loaded ahead
+
+// x[c] summed over the warp for the kCols columns at once, and scattered: lane l
+// returns the total of column l / (kWarpSize / kCols). Each halving step trades
+// half the columns with the lane kWarpSize / 2, / 4, ... away (one shuffle per
+// column kept), then the last column is summed over the remaining lanes:
+// log2(kWarpSize) + kCols - 1 shuffles instead of kCols log2(kWarpSize).
+template <int kCols>
+__device__ inline float ReduceScatterColumns(float (&x)[kCols]) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  int offset = kWarpSize / 2;
+#pragma unroll
+  for (int width = kCols; width > 1; width /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < width / 2; ++i) {
+      const float keep = upper ? x[i + width / 2] : x[i];
+      const float send = upper ? x[i] : x[i + width / 2];
+      x[i] = keep + ShuffleXor(send, offset);
+    }
   }
-  return key_dim <= kRegisterStateMaxKeyDim;
+  float total = x[0];
+  for (; offset > 0; offset /= 2) total += ShuffleXor(total, offset);
+  return total;
 }
 
-void GdnGpu(const char* op, const GdnArgs& a) {
+// GdnChunkedPrefill's default at Dk <= 128: each warp owns kCols value columns of
+// one head's state and walks the sequence alone. Lane l keeps rows l, l + W, ...
+// (kRows = 128 / W of them) of its kCols columns in registers (16 floats); the two
+// dot products over Dk are warp reductions (ReduceScatterColumns, the read then
+// gathered back with kCols ShuffleFrom), so a token costs no barrier and no shared
+// memory: GdnStateInRegisters' four barriers per token held a 2048-token 9B
+// prefill at 4.1 ms per layer (~2 us a token) on 64 blocks, this kernel at 2.0 ms
+// with one token loaded ahead. q, k of a lane's rows, the kCols values of v, g and
+// beta of the next kWarpColumnsAhead tokens are loaded while the current one is
+// computed. Grid: (sequence, value head, Dv / 16); 128 threads = 4 warps of
+// 4 columns on NVIDIA, 2 wavefronts of 8 on CDNA.
+template <typename T>
+__global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParams<T> p) {
+  constexpr int kWarps = kWarpColumnsThreads / kWarpSize;
+  constexpr int kCols = kWarpColumnsPerBlock / kWarps;
+  constexpr int kRows = static_cast<int>(kWarpColumnsMaxKeyDim) / kWarpSize;
+  const int64_t seq = blockIdx.x, head = blockIdx.y;
+  const int64_t slot = p.slot_ids[seq];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int64_t first_column = static_cast<int64_t>(blockIdx.z) * kWarpColumnsPerBlock + warp * kCols;
+  const int64_t group_size = p.value_heads / p.key_heads;
+  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / group_size;
+  float* global_state = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim;
+  auto row_of = [&](int r) { return static_cast<int64_t>(lane) + static_cast<int64_t>(r) * kWarpSize; };
+  auto owns = [&](int r, int c) { return row_of(r) < p.key_dim && first_column + c < p.value_dim; };
+  float s[kRows][kCols];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) s[r][c] = owns(r, c) ? global_state[row_of(r) * p.value_dim + first_column + c] : 0.0f;
+  }
+  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  // The inputs of the next kWarpColumnsAhead tokens, in flight while the current one
+  // is computed (a token's chain of shuffles is shorter than an L2 load: one token
+  // ahead, the 9B prefill spent ~1 us per token waiting).
+  struct TokenInputs {
+    float q[kRows], k[kRows], v[kCols], g, beta;
+  };
+  const auto fetch = [&](int64_t t, TokenInputs& in) {
+    const bool valid = t < end;
+    const int64_t u = valid ? t : begin;  // a token that exists, for addresses only
+    const T* q_row = p.q + u * p.q_strides[0] + key_head * p.q_strides[1];
+    const T* k_row = p.k + u * p.k_strides[0] + key_head * p.k_strides[1];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const bool inside = valid && row_of(r) < p.key_dim;
+      in.q[r] = inside ? ToFloat(q_row[row_of(r)]) : 0.0f;
+      in.k[r] = inside ? ToFloat(k_row[row_of(r)]) : 0.0f;
+    }
+    const T* v_row = p.v + u * p.v_strides[0] + head * p.v_strides[1];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      in.v[c] = valid && first_column + c < p.value_dim ? ToFloat(v_row[first_column + c]) : 0.0f;
+    }
+    in.g = valid ? p.g[u * p.value_heads + head] : 0.0f;
+    in.beta = valid ? p.beta[u * p.value_heads + head] : 0.0f;
+  };
+  constexpr int kLanesPerColumn = kWarpSize / kCols;
+  const auto step = [&](const TokenInputs& in, int64_t t) {
+    const float decay = expf(in.g);
+    float partial[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      partial[c] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) partial[c] += s[r][c] * in.k[r];
+    }
+    const float my_read = ReduceScatterColumns(partial);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const float read = ShuffleFrom(my_read, c * kLanesPerColumn);
+      const float delta = in.beta * (in.v[c] - decay * read);
+      partial[c] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        s[r][c] = decay * s[r][c] + in.k[r] * delta;
+        partial[c] += s[r][c] * in.q[r];
+      }
+    }
+    const float o = ReduceScatterColumns(partial);
+    const int64_t column = first_column + lane / kLanesPerColumn;
+    if (lane % kLanesPerColumn == 0 && column < p.value_dim) {
+      p.out[t * p.out_strides[0] + head * p.out_strides[1] + column] = FromFloat<T>(o);
+    }
+  };
+  if (begin >= end) return;  // nothing to do, the state stays as it is
+  TokenInputs ring[kWarpColumnsAhead];
+#pragma unroll
+  for (int i = 0; i < kWarpColumnsAhead; ++i) fetch(begin + i, ring[i]);
+  for (int64_t t0 = begin; t0 < end; t0 += kWarpColumnsAhead) {
+#pragma unroll
+    for (int i = 0; i < kWarpColumnsAhead; ++i) {  // static ring indices: the ring stays in registers
+      const int64_t t = t0 + i;
+      if (t < end) {
+        const TokenInputs current = ring[i];
+        fetch(t + kWarpColumnsAhead, ring[i]);
+        step(current, t);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      if (owns(r, c)) global_state[row_of(r) * p.value_dim + first_column + c] = s[r][c];
+    }
+  }
+}
+
+enum class GdnKernel { kTokenRecurrence, kStateInRegisters, kWarpColumns };
+
+// The kernel of `op` (see the top comment): a prompt (GdnChunkedPrefill) takes
+// GdnWarpColumns, a decode step GdnStateInRegisters (one token: its 64 blocks of 4
+// groups read the state coalesced, where a warp's lanes would read 32 rows), both
+// at Dk <= 128; the token recurrence otherwise. vt::tuning's gpu.gdn_recurrent
+// forces one for both ops where Dk allows it.
+GdnKernel ChooseGdnKernel(const char* op, bool prompt, int64_t key_dim) {
+  const std::string variant = tuning::Variant("gpu.gdn_recurrent");
+  const bool registers_fit = key_dim <= kRegisterStateMaxKeyDim, warp_fits = key_dim <= kWarpColumnsMaxKeyDim;
+  if (variant.empty()) {
+    if (prompt && warp_fits) return GdnKernel::kWarpColumns;
+    return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
+  }
+  if (variant == "token_recurrence") return GdnKernel::kTokenRecurrence;
+  if (variant == "state_in_registers") return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
+  if (variant == "warp_columns") return warp_fits ? GdnKernel::kWarpColumns : GdnKernel::kTokenRecurrence;
+  throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
+              "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers, warp_columns)");
+}
+
+void GdnGpu(const char* op, bool prompt, const GdnArgs& a) {
   gpuStream_t stream = PrepareDevice(a.q.device());
   const int64_t key_dim = a.q.size(2), value_dim = a.v.size(2);
   const bool shared_state = key_dim <= kSharedStateMaxKeyDim;
@@ -472,12 +639,19 @@ void GdnGpu(const char* op, const GdnArgs& a) {
                      value_dim,
                      a.states.size(0),
                      a.tiled_value_heads};
-    if (UseStateInRegisters(op, key_dim)) {
+    const GdnKernel kernel = ChooseGdnKernel(op, prompt, key_dim);
+    if (kernel == GdnKernel::kWarpColumns) {
+      reach::Hit("GdnGpu.warp_columns");
+      const dim3 columns_grid(grid.x, grid.y, GridFor(value_dim, kWarpColumnsPerBlock, op));
+      GdnWarpColumns<T><<<columns_grid, kWarpColumnsThreads, 0, stream>>>(p);
+    } else if (kernel == GdnKernel::kStateInRegisters) {
       reach::Hit("GdnGpu.state_in_registers");
       GdnStateInRegisters<T><<<grid, kStateColumns * kRegisterGroups, 0, stream>>>(p);
     } else if (shared_state) {
+      reach::Hit("GdnGpu.token_recurrence");
       GdnTokenRecurrence<T, true><<<grid, kStateColumns, shared_bytes, stream>>>(p);
     } else {
+      reach::Hit("GdnGpu.token_recurrence");
       // q_t and k_t alone may pass the 48 KB default for a very large Dk.
       CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(&GdnTokenRecurrence<T, false>),
                                    gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
@@ -488,8 +662,8 @@ void GdnGpu(const char* op, const GdnArgs& a) {
   CheckLaunch(op);
 }
 
-void GdnChunkedPrefillGpu(const GdnChunkedPrefillArgs& a) { GdnGpu("GdnChunkedPrefill", a); }
-void GdnRecurrentGpu(const GdnRecurrentArgs& a) { GdnGpu("GdnRecurrent", a); }
+void GdnChunkedPrefillGpu(const GdnChunkedPrefillArgs& a) { GdnGpu("GdnChunkedPrefill", true, a); }
+void GdnRecurrentGpu(const GdnRecurrentArgs& a) { GdnGpu("GdnRecurrent", false, a); }
 
 }  // namespace
 

@@ -96,18 +96,20 @@ __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKer
 #pragma unroll
       for (int u = 0; u < kDepth; ++u) {
         const int b = base + u * kBlocksPerStep;
-        if (b >= p.blocks_per_row) break;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-          if (r < p.m) acc[r] += lanes[u].Dot(p.xq + r * p.x_blocks_per_row + static_cast<int64_t>(b) * kXPerBlock, t);
+          if (r < p.m && b < p.blocks_per_row) {
+            acc[r] += lanes[u].Dot(p.xq + r * p.x_blocks_per_row + static_cast<int64_t>(b) * kXPerBlock, t);
+          }
         }
       }
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      if (r >= p.m) break;
-      const float sum = WarpSum(acc[r]);
-      if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+      if (r < p.m) {  // uniform across the warp
+        const float sum = WarpSum(acc[r]);
+        if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+      }
     }
   }
 }
@@ -155,10 +157,11 @@ __global__ void DequantizeRowsKernel(const uint8_t* w, int64_t w_row_bytes, int6
     T values[kDequantChunk];
 #pragma unroll
     for (int j = 0; j < kDequantChunk; ++j) values[j] = FromFloat<T>(DequantElement(row, kDType, c + j));
+    constexpr int kVectors = kDequantChunk * static_cast<int>(sizeof(T)) / 16;  // 16-byte stores per thread
     auto* dst = reinterpret_cast<uint4*>(out + r * out_row_stride + c);
     const auto* src = reinterpret_cast<const uint4*>(values);
 #pragma unroll
-    for (size_t v = 0; v < sizeof(values) / sizeof(uint4); ++v) dst[v] = src[v];
+    for (int v = 0; v < kVectors; ++v) dst[v] = src[v];
   }
 }
 

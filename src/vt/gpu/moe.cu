@@ -18,13 +18,18 @@
 // with x and h quantized to 8 bits per 32 values, as MatMul's GEMV does; other
 // weights are decoded from their dtype element by element (gpu_dot.cuh). An expert id outside [0, E) is skipped
 // and recorded for the host (gpu_runtime.h: reported at the device's next wait for
-// its queue), so the ids are never read back here.
+// its queue), so the ids are never read back here. Many tokens (pairs >= 2 x experts)
+// take the grouped tensor-core kernels of moe_grouped.cu instead (CUDA).
+#include <string>
 #include <type_traits>
 
 #include "gpu_dot.cuh"
 #include "gpu_quant_dot.cuh"
 #include "matmul.h"
+#include "moe_grouped.h"
 #include "vt/ops.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -207,8 +212,28 @@ void LaunchWithLane(bool quantized, DType dtype, Launch&& launch) {
 template <typename T>
 using LaneOf = std::conditional_t<std::is_pointer_v<T>, void, T>;
 
+// Whether the grouped kernels run (moe_grouped.cu): by default where they take the
+// operands and the pairs are at least twice the experts (on average two pairs or
+// more read an expert's weights, which the per-pair kernels read once per pair);
+// vt::tuning family "gpu.moe_experts" forces "grouped" (where supported) or
+// "per_pair".
+bool UseGroupedExperts(const MoeExpertsArgs& a) {
+  const std::string variant = tuning::Variant("gpu.moe_experts");
+  if (!variant.empty() && variant != "grouped" && variant != "per_pair") {
+    throw Error("vt::MoeExperts: unknown variant '" + variant + "' forced for gpu.moe_experts (known: grouped, per_pair)");
+  }
+  if (variant == "per_pair" || !MoeGroupedSupported(a)) return false;
+  return variant == "grouped" || a.topk_ids.numel() >= 2 * a.w_gate.size(0);
+}
+
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
   gpuStream_t stream = PrepareDevice(a.x.device());
+  if (UseGroupedExperts(a)) {
+    reach::Hit("MoeExpertsGpu.grouped");
+    RunMoeGrouped(a, stream);
+    return;
+  }
+  reach::Hit("MoeExpertsGpu.per_pair");
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
   const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
   Tensor hidden = Tensor::Empty({tokens, k, inter_size}, DType::kF32, a.x.device());  // [T, k, I]

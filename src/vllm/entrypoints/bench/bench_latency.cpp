@@ -212,10 +212,8 @@ int RunLatency(const CommandArgs& args) {
   for (int64_t batch : o.batch_sizes) {
     results.push_back(MeasureBatch(engine, o, batch, bandwidth));
     if (o.print_kernels) PrintKernels(results.back());
-    plot.series[0].x.push_back(static_cast<double>(batch));
-    plot.series[0].y.push_back(results.back()["decode_tokens_per_s"]);
-    plot.series[1].x.push_back(static_cast<double>(batch));
-    plot.series[1].y.push_back(results.back()["prefill_tokens_per_s"]);
+    plot.AddPoint(static_cast<double>(batch),
+                  {results.back()["decode_tokens_per_s"], results.back()["prefill_tokens_per_s"]});
   }
   report["results"] = results;
   PrintResults(results);

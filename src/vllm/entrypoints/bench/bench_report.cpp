@@ -121,6 +121,13 @@ std::string Fixed(double value, int decimals) {
   return buf;
 }
 
+void Plot::AddPoint(double x, const std::vector<double>& ys) {
+  for (size_t i = 0; i < series.size() && i < ys.size(); ++i) {
+    series[i].x.push_back(x);
+    series[i].y.push_back(ys[i]);
+  }
+}
+
 void CheckPlotterAvailable() {
   FILE* probe = popen("gnuplot --version 2>/dev/null", "r");
   char line[128] = {};

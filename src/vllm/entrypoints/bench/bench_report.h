@@ -70,6 +70,8 @@ struct PlotSeries {
 struct Plot {
   std::string title, x_label, y_label;
   std::vector<PlotSeries> series;
+  // Adds one sweep point: x and the value of each series, in order.
+  void AddPoint(double x, const std::vector<double>& ys);
 };
 // Throws CliError when --plot is given but gnuplot cannot be started, so that a
 // benchmark never runs for minutes and then fails to draw.

@@ -251,10 +251,7 @@ int RunServe(const CommandArgs& args) {
     results.push_back(Metrics(runs, duration_s, concurrency, o.request_rate));
     PrintResult(results.back());
     const double x = concurrency ? static_cast<double>(concurrency) : static_cast<double>(prompts.size());
-    plot.series[0].x.push_back(x);
-    plot.series[0].y.push_back(results.back()["output_throughput"]);
-    plot.series[1].x.push_back(x);
-    plot.series[1].y.push_back(results.back()["total_token_throughput"]);
+    plot.AddPoint(x, {results.back()["output_throughput"], results.back()["total_token_throughput"]});
   }
   report["results"] = results;
   WriteOutputs(cli, report, plot);

@@ -124,10 +124,8 @@ int RunThroughput(const CommandArgs& args) {
     ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
     results.push_back(ResultJson(RunPrompts(engine, prompts, temperature, "tp-" + std::to_string(n) + "-", &bar)));
     bar.Finish();
-    plot.series[0].x.push_back(static_cast<double>(n));
-    plot.series[0].y.push_back(results.back()["total_tokens_per_s"]);
-    plot.series[1].x.push_back(static_cast<double>(n));
-    plot.series[1].y.push_back(results.back()["output_tokens_per_s"]);
+    plot.AddPoint(static_cast<double>(n),
+                  {results.back()["total_tokens_per_s"], results.back()["output_tokens_per_s"]});
   }
   report["results"] = results;
   PrintResults(results);
