@@ -434,8 +434,8 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   SingleRequest single(model, prompt, 3, false);
   single.Step();  // the prefill
   const SchedulerOutput decode = single.scheduler->schedule();
-  const ModelRunner& runner = *single.runner;
-  const ForwardBatch batch = runner.PrepareBatch(decode);
+  ModelRunner& runner = *single.runner;
+  const ForwardBatch batch = runner.PrepareBatch(runner.UpdateStates(decode));
   std::vector<double> enqueue, done;
   for (int i = 0; i < 11; ++i) {
     vt::Synchronize(model.device());
