@@ -62,6 +62,8 @@ std::string OpenAIError::type() const {
       return "NotFoundError";
     case 405:
       return "MethodNotAllowedError";
+    case 503:
+      return "ServiceUnavailableError";
     default:
       return status_ >= 500 ? "InternalServerError" : "BadRequestError";
   }
