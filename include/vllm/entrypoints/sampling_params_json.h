@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -29,9 +30,22 @@ bool JsonFieldPresent(const nlohmann::json& body, const char* field);
 // type only (an error never echoes a whole list or object back).
 std::string WrongTypeMessage(const std::string& field, const char* expected, const nlohmann::json& value);
 
+// A number the JSON parser cannot hold (1e999), named by its path in the document
+// ("stop_token_ids[1]", "tools[0].function.parameters.maximum").
+class JsonNumberOutOfRange : public std::invalid_argument {
+ public:
+  JsonNumberOutOfRange(const std::string& path, std::string field, const std::string& detail);
+  // The top-level key the number is under ("stop_token_ids"); empty when there is none.
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
 // Parses untrusted JSON text, refusing documents nested deeper than `max_depth`
 // (copying, printing and destroying nlohmann values recurse: a document nested
-// thousands deep would overflow the stack later). Throws std::invalid_argument.
+// thousands deep would overflow the stack later). Throws std::invalid_argument
+// (JsonNumberOutOfRange for a number out of range).
 nlohmann::json ParseJsonWithDepthLimit(const std::string& text, int max_depth = 100);
 
 // {"<token id>": logprob, ...} (vLLM's logprobs entry).

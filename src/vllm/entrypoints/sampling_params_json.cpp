@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace vllm {
 namespace {
@@ -39,6 +40,52 @@ bool Boolean(const json& body, const std::string& field) {
   if (!v.is_boolean()) WrongType(field, "true or false", v);
   return v.get<bool>();
 }
+
+// Where the parser is, as keys and array indices from the top, so that a value the
+// parser refuses can be named: {"stop_token_ids": [1, 1e999]} -> stop_token_ids[1].
+class JsonPath {
+ public:
+  void Track(json::parse_event_t event, const json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        frames_.push_back({event == json::parse_event_t::array_start, "", 0});
+        break;
+      case json::parse_event_t::key:
+        frames_.back().key = parsed.get<std::string>();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        frames_.pop_back();
+        EndValue();
+        break;
+      case json::parse_event_t::value:
+        EndValue();
+        break;
+    }
+  }
+  std::string ToString() const {
+    std::string path;
+    for (const Frame& frame : frames_) {
+      path += frame.is_array ? "[" + std::to_string(frame.index) + "]" : (path.empty() ? "" : ".") + frame.key;
+    }
+    return path;
+  }
+  // The key of the top-level object being read ("" inside a top-level array or outside any object).
+  std::string TopLevelKey() const { return frames_.empty() || frames_[0].is_array ? "" : frames_[0].key; }
+
+ private:
+  // A value of the innermost container is complete: an array moves to its next index.
+  void EndValue() {
+    if (!frames_.empty() && frames_.back().is_array) ++frames_.back().index;
+  }
+  struct Frame {
+    bool is_array;
+    std::string key;  // objects: the key being read
+    size_t index;     // arrays: the index being read
+  };
+  std::vector<Frame> frames_;
+};
 
 }  // namespace
 
@@ -110,17 +157,30 @@ SamplingParams SamplingParamsFromJson(const json& body, SamplingParams p,
   return p;
 }
 
+JsonNumberOutOfRange::JsonNumberOutOfRange(const std::string& path, std::string field, const std::string& detail)
+    : std::invalid_argument((path.empty() ? std::string("the request body") : "'" + path + "'") +
+                            " is a number out of range (" + detail + "): JSON numbers must fit a 64-bit float"),
+      field_(std::move(field)) {}
+
 json ParseJsonWithDepthLimit(const std::string& text, int max_depth) {
-  const json::parser_callback_t limit_depth = [max_depth](int depth, json::parse_event_t, json&) {
+  JsonPath path;
+  const json::parser_callback_t limit_depth = [max_depth, &path](int depth, json::parse_event_t event, json& parsed) {
     if (depth > max_depth) {
       throw std::invalid_argument("nested deeper than " + std::to_string(max_depth) + " levels");
     }
+    path.Track(event, parsed);
     return true;
   };
   try {
     return json::parse(text, limit_depth);
   } catch (const json::parse_error& e) {
     throw std::invalid_argument(std::string("not valid JSON: ") + e.what());
+  } catch (const json::out_of_range& e) {
+    // The parser stops at the number it cannot hold: the path is where that number is.
+    const std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    throw JsonNumberOutOfRange(path.ToString(), path.TopLevelKey(),
+                               tag_end == std::string::npos ? what : what.substr(tag_end + 2));
   }
 }
 

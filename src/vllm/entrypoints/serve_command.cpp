@@ -1,7 +1,8 @@
 // `vllm-cpp serve MODEL`: the OpenAI-compatible server (vLLM's `vllm serve`).
 //
 //   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
-//                        [--api-key KEY] [--chat-template FILE] [engine flags...]
+//                        [--api-key KEY] [--chat-template FILE] [--limit-concurrency N]
+//                        [--max-prompt-bytes N] [engine flags...]
 //
 // Loads the model, binds, prints one line saying where it listens, then logs one line
 // per request on stderr until SIGINT or SIGTERM, which stop it cleanly.
@@ -15,18 +16,14 @@
 #include "vllm/entrypoints/commands.h"
 #include "vllm/entrypoints/engine_args.h"
 #include "vllm/entrypoints/openai/api_server.h"
+#include "vllm/entrypoints/openai/server_args.h"
 
 namespace vllm {
 namespace {
 
 void DeclareArgs(CliArgs& cli) {
   cli.AddPositional("model", "HF checkpoint folder or .gguf file", false);
-  cli.AddOption("host", "address to listen on", "127.0.0.1");
-  cli.AddOption("port", "port to listen on (0: any free port, printed at start)", "8000");
-  cli.AddOption("served-model-name", "the model name clients send in \"model\" (default: the MODEL path)", "");
-  cli.AddOption("api-key", "require 'Authorization: Bearer KEY' on the /v1 routes", "");
-  cli.AddOption("chat-template", "chat template file (or the template itself) instead of the tokenizer's", "");
-  cli.AddFlag("disable-uvicorn-access-log", "do not log one line per request (vLLM's flag name)");
+  openai::AddServerArgs(cli);
   cli.AddFlag("help", "show this help");
   AddEngineArgs(cli);
 }
@@ -73,15 +70,7 @@ int RunServeCommand(const CommandArgs& args) {
   if (!cli.WasGiven("model")) throw CliError("serve: give the MODEL to serve (an HF folder or a .gguf file)");
   const sigset_t stop_signals = BlockStopSignals();
   const std::string model = cli.GetString("model");
-  openai::ServerConfig server_config;
-  server_config.host = cli.GetString("host");
-  server_config.port = static_cast<int>(cli.GetInt("port"));
-  if (server_config.port < 0 || server_config.port > 65535) throw CliError("serve: --port must be in [0, 65535]");
-  if (!cli.GetString("served-model-name").empty())
-    server_config.served_model_names = {cli.GetString("served-model-name")};
-  server_config.api_key = cli.GetString("api-key");
-  server_config.chat_template = cli.GetString("chat-template");
-  server_config.access_log = !cli.GetFlag("disable-uvicorn-access-log");
+  const openai::ServerConfig server_config = openai::ServerConfigFromArgs(cli);
 
   auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model));
   const EngineStats stats = engine->stats();

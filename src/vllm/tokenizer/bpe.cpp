@@ -22,6 +22,9 @@ int32_t LookUp(const VocabIndex& vocab, const std::string& spelling, size_t merg
   return *id;
 }
 
+// The scratch of pieces up to this many bytes stays with the thread (~80 KB at most).
+constexpr size_t kKeptScratchSymbols = 4096;
+
 // A candidate merge of the symbol at `pos` with its right neighbour. The heap pops the
 // lowest rank first and, among equal ranks, the leftmost position.
 struct Candidate {
@@ -126,9 +129,17 @@ void BpeModel::MergeSymbols(std::vector<int32_t>& ids, size_t begin) const {
   struct Links {
     int32_t prev, next;  // -1 at the ends
   };
-  // Scratch reused across calls on a thread: encoding allocates nothing per piece.
+  // Scratch reused across calls on a thread: encoding allocates nothing per piece. It
+  // grows to ~20 bytes a byte of the longest piece, so after a long piece it is given
+  // back: a thread must not keep what one huge request needed (the server has hundreds).
   thread_local std::vector<Links> links;
   thread_local std::vector<Candidate> heap;
+  struct Release {
+    ~Release() {
+      if (links.capacity() > kKeptScratchSymbols) std::vector<Links>().swap(links);
+      if (heap.capacity() > kKeptScratchSymbols) std::vector<Candidate>().swap(heap);
+    }
+  } release_after_merging;
   const std::span<int32_t> symbols = std::span<int32_t>(ids).subspan(begin);
   const int32_t n = static_cast<int32_t>(symbols.size());
   links.resize(n);

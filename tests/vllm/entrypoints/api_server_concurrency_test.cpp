@@ -3,11 +3,6 @@
 // runs) have their requests aborted, their KV pages returned, and nobody else disturbed.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <fstream>
 #include <latch>
@@ -92,23 +87,6 @@ TEST(ApiServerConcurrencyTest, SimultaneousStreamsEqualRunningEachAlone) {
   EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0);
 }
 
-// POSTs a streaming request and closes the connection after `num_chunks` chunks.
-void LeaveAfter(const TestServer& server, const json& body, int num_chunks) {
-  httplib::Request req;
-  req.method = "POST";
-  req.path = PathOf(body);
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  int64_t newlines = 0;
-  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    newlines += std::count(data, data + size, '\n');
-    return newlines / 2 < num_chunks;  // each event is one line of JSON and a blank line
-  };
-  httplib::Client client = server.Client();
-  httplib::Result res = client.send(req);
-  EXPECT_EQ(res.error(), httplib::Error::Canceled) << "the stream ended before the client left";
-}
-
 // The server tokenizer cut to its first `num_ids` ids (the added tokens from there
 // on dropped), written into `dir`: the engine refuses a tokenizer with ids its model
 // does not have.
@@ -167,7 +145,7 @@ TEST_P(ApiServerDisconnectTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeT
       json body = Request(i, kMaxTokens, completions_only);
       body["stream"] = true;
       start.arrive_and_wait();
-      LeaveAfter(server, body, 3);
+      server.LeaveAfter(PathOf(body), body, 3);
     });
   }
   Streamed stayed;
@@ -202,25 +180,15 @@ TEST(ApiServerDisconnectTest, ClientsThatLeaveANonStreamingRequestAreAborted) {
   for (const bool chat : {false, true}) {
     SCOPED_TRACE(chat ? "chat" : "completions");
     const json body = Request(chat ? 1 : 0, kMaxTokens);
-    const std::string payload = body.dump();
-    const std::string head = std::string("POST ") + PathOf(body) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
-                             "Content-Type: application/json\r\nContent-Length: " + std::to_string(payload.size()) +
-                             "\r\n\r\n";
-    const int sock = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(sock, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(server.port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    const std::string request = head + payload;
-    ASSERT_EQ(send(sock, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    testing::RawConnection connection(server.port());
+    ASSERT_TRUE(connection.connected());
+    ASSERT_TRUE(connection.Post(PathOf(body), body.dump()));
     // Leave once the request runs.
     for (int attempt = 0; attempt < 1000 && server.Metric("vllm:num_requests_running") < 1; ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ASSERT_EQ(server.Metric("vllm:num_requests_running"), 1);
-    close(sock);
+    connection.Close();
     ASSERT_TRUE(server.WaitUntilIdle());
   }
   EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"abort\""), 2);

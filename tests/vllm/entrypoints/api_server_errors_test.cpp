@@ -99,6 +99,25 @@ std::vector<BadCase> BadCases() {
       {"tokenize without a prompt", "/tokenize", "{}", 400, "prompt", "send 'prompt'"},
       {"detokenize of a bad id", "/detokenize", json{{"tokens", {1, -3}}}.dump(), 400, "tokens", "tokens[1] is -3"},
       {"unknown route", "/v1/embeddings", "{}", 404, nullptr, "no route POST /v1/embeddings"},
+      // Numbers past a double's range (the JSON parser cannot hold them) name their field.
+      {"temperature 1e999", "/v1/completions", R"({"prompt": "hello", "temperature": 1e999})", 400, "temperature",
+       "'temperature' is a number out of range (number overflow parsing '1e999')"},
+      {"seed -1e999", "/v1/completions", R"({"prompt": "hello", "seed": -1e999})", 400, "seed",
+       "'seed' is a number out of range"},
+      {"presence_penalty 1e999 in a chat", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 1e999})", 400, "presence_penalty",
+       "'presence_penalty' is a number out of range"},
+      {"stop token id 1e999", "/v1/completions", R"({"prompt": "hello", "stop_token_ids": [1, 1e999]})", 400,
+       "stop_token_ids", "'stop_token_ids[1]' is a number out of range"},
+      {"a tool schema number 1e999", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": )"
+       R"({"name": "f", "parameters": {"maximum": 1e999}}}]})",
+       400, "tools", "'tools[0].function.parameters.maximum' is a number out of range"},
+      {"tokenize with a number 1e999", "/tokenize", R"({"prompt": "hi", "add_special_tokens": 1e999})", 400,
+       "add_special_tokens", "'add_special_tokens' is a number out of range"},
+      {"detokenize of a token 1e999", "/detokenize", R"({"tokens": [1, 1e999]})", 400, "tokens",
+       "'tokens[1]' is a number out of range"},
+      {"a body that is 1e999", "/v1/completions", "1e999", 400, nullptr, "the request body is a number out of range"},
   };
 }
 

@@ -9,10 +9,16 @@
 // ids (vLLM's return_token_ids) where text could hide a difference.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -82,6 +88,22 @@ class TestServer {
     EXPECT_EQ(res->status, 200) << path << ": " << res->body;
     return nlohmann::json::parse(res->body);
   }
+  // POSTs a streaming request and closes the connection after `num_chunks` chunks.
+  void LeaveAfter(const std::string& path, const nlohmann::json& body, int num_chunks) const {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    int64_t newlines = 0;
+    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      newlines += std::count(data, data + size, '\n');
+      return newlines / 2 < num_chunks;  // each event is one line of JSON and a blank line
+    };
+    httplib::Client client = Client();
+    httplib::Result res = client.send(req);
+    EXPECT_EQ(res.error(), httplib::Error::Canceled) << "the stream ended before the client left";
+  }
   // The value of the first /metrics sample of `name` whose labels contain `label`.
   double Metric(const std::string& name, const std::string& label = "") const {
     httplib::Result res = Client().Get("/metrics");
@@ -111,6 +133,72 @@ class TestServer {
   int port_ = 0;
   std::thread thread_;
 };
+
+// A TCP connection to the server driven by hand: requests written as raw HTTP, the
+// answer read as it comes, and the connection closed whenever a test says.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : sock_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = sock_ >= 0 && connect(sock_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  }
+  ~RawConnection() { Close(); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  // POSTs `body` to `path`; false when it could not all be sent.
+  bool Post(const std::string& path, const std::string& body) {
+    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    return send(sock_, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size());
+  }
+  // Reads until what was received holds `text` `count` times; false if the connection ends first.
+  bool ReadUntil(const std::string& text, int count = 1) {
+    char buffer[4096];
+    while (Count(text) < count) {
+      const ssize_t n = recv(sock_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return false;
+      received_.append(buffer, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  int Count(const std::string& text) const {
+    int count = 0;
+    for (size_t at = received_.find(text); at != std::string::npos; at = received_.find(text, at + text.size())) ++count;
+    return count;
+  }
+  void Close() {
+    if (sock_ >= 0) close(sock_);
+    sock_ = -1;
+  }
+
+ private:
+  int sock_;
+  bool connected_ = false;
+  std::string received_;
+};
+
+// Whether the build has a sanitizer whose allocator keeps freed memory (ASan's
+// quarantine, TSan's shadow): resident sizes then say nothing about the product.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedAllocator = true;
+#elif defined(__has_feature)
+inline constexpr bool kSanitizedAllocator = __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+inline constexpr bool kSanitizedAllocator = false;
+#endif
+
+// This process's resident memory, in bytes.
+inline int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
 
 // The JSON payloads of an SSE body ("data: {...}\n\n" events); the closing
 // "data: [DONE]" is checked and not returned.

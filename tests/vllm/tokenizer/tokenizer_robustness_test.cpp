@@ -47,6 +47,8 @@ std::string RandomText(std::mt19937& rng) {
 
 TEST(TokenizerRobustnessTest, CorruptedTokenizerJsonLoadsOrThrowsVtError) {
   const std::string good = TinyJsonText(true);
+  // What a flipped byte becomes; sizeof counts the terminating NUL, a corruption too.
+  constexpr char kFlips[] = "{}[]\":,0-9aZ \\\xC3\xFF";
   std::mt19937 rng(99);
   int loaded = 0, refused = 0;
   for (int trial = 0; trial < 400; ++trial) {
@@ -55,7 +57,7 @@ TEST(TokenizerRobustnessTest, CorruptedTokenizerJsonLoadsOrThrowsVtError) {
       bad.resize(rng() % bad.size());  // truncated
     } else {
       for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) {
-        bad[rng() % bad.size()] = "{}[]\":,0-9aZ \\\xC3\xFF"[rng() % 18];
+        bad[rng() % bad.size()] = kFlips[rng() % sizeof(kFlips)];
       }
     }
     try {

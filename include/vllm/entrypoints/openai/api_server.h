@@ -6,11 +6,13 @@
 //
 // Every error is OpenAI's error JSON with the right status: 400 for bad requests, 401
 // for a missing or wrong API key (the /v1 routes, as in vLLM), 404 for an unknown model
-// or route, 405 for a wrong method, 500 when the engine fails a request. Each HTTP
-// request is served on a thread of its own; the engine runs in its own loop
-// (AsyncLLMEngine). A streaming client that disconnects has its requests aborted.
+// or route, 405 for a wrong method, 500 when the engine fails a request, 503 for a
+// connection beyond ServerConfig::limit_concurrency. Each connection is served on a
+// worker thread of a fixed pool; the engine runs in its own loop (AsyncLLMEngine). A
+// client that disconnects has its requests aborted.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,12 @@ struct ServerConfig {
   std::string api_key;                          // empty: no key is asked for
   std::string chat_template;                    // a file or the template itself; empty: the tokenizer's
   bool access_log = true;                       // one line per request on stderr
+  // Connections served at once (uvicorn's --limit-concurrency); one more is answered
+  // 503. 0: max_num_seqs + 16, in [32, 1024].
+  int64_t limit_concurrency = 0;
+  // The longest prompt text tokenized, in bytes; a longer one is a 400 before any work.
+  // 0: 2 x max_model_len x the tokenizer's longest token (no longer prompt can fit).
+  int64_t max_prompt_bytes = 0;
 };
 
 class ApiServer {

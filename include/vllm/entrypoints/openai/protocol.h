@@ -27,7 +27,7 @@ class OpenAIError : public std::runtime_error {
   int status() const { return status_; }
   const std::optional<std::string>& param() const { return param_; }
   // vLLM's error type for the status: BadRequestError, AuthenticationError,
-  // NotFoundError, MethodNotAllowedError, InternalServerError.
+  // NotFoundError, MethodNotAllowedError, ServiceUnavailableError, InternalServerError.
   std::string type() const;
   nlohmann::json ToJson() const;
 

@@ -1,6 +1,6 @@
 #include "vllm/entrypoints/openai/api_server.h"
 
-#include <httplib.h>
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "client_connection.h"
+#include "http_server.h"
 #include "serving_chat.h"
 #include "serving_completion.h"
 #include "serving_tokenization.h"
@@ -28,15 +29,9 @@ constexpr size_t kMaxBodyBytes = size_t{64} << 20;
 
 using Endpoint = std::function<ApiResponse(const httplib::Request&)>;
 
-// Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when
-// the library was built): dozens of clients connecting at once overflow it, and the
-// kernel then drops their handshakes for seconds, longer than httplib waits for a
-// request on a new connection. Linux lets listen() be called again on a listening
-// socket to change its backlog.
-class HttpServer : public httplib::Server {
- public:
-  void RaiseListenBacklog(int backlog) { ::listen(svr_sock_, backlog); }
-};
+// Debian's cpp-httplib listens with a backlog of 5: dozens of clients connecting at once
+// overflow it, and the kernel then drops their handshakes for seconds, longer than
+// httplib waits for a request on a new connection.
 constexpr int kListenBacklog = 1024;
 
 struct Route {
@@ -66,16 +61,11 @@ void Write(ApiResponse answer, httplib::Response& res) {
   });
 }
 
-// The ClientGone of a non-streaming request: the connection is looked up the first
-// time it is asked (a request answered within the first poll never pays for it).
-ClientGone ClientGoneOf(const httplib::Request& req) {
-  return [&req, looked_up = false, connection = std::optional<ClientConnection>()]() mutable {
-    if (!looked_up) {
-      looked_up = true;
-      connection = ClientConnection::Find({req.local_addr, req.local_port}, {req.remote_addr, req.remote_port});
-    }
-    return !connection || connection->Closed();  // no such connection any more, or it closed
-  };
+// The ClientGone of a non-streaming request: a probe of the socket its handler runs on.
+ClientGone ClientGoneOf(const httplib::Request&) {
+  const int sock = HttpServer::ConnectionSocket();
+  if (sock < 0) return {};  // not on one of HttpServer's connections: nothing to probe
+  return [connection = ClientConnection(sock)] { return connection.Closed(); };
 }
 
 // nginx's "client closed request": logged, never seen by the client.
@@ -83,6 +73,21 @@ constexpr int kClientClosedRequest = 499;
 
 void WriteError(const OpenAIError& error, httplib::Response& res) {
   Write({error.status(), error.ToJson(), nullptr}, res);
+}
+
+// A request's buffers grow with it: the body, the parsed prompt, its token ids and the
+// tokenizer's scratch take ~30 bytes a byte of prompt. glibc serves buffers up to 32 MiB
+// from the arena of the thread that asks once such a size has been freed (its mmap and
+// trim thresholds rise to the largest size freed so far), and an arena keeps what is
+// freed below its trim threshold: each HTTP thread that served a 16 MB prompt kept
+// ~100 MB. Fixed thresholds send every buffer of 4 MiB or more to mmap, and so back to
+// the system when freed, and have an arena give back any free top past 1 MiB.
+void ReturnLargeBuffersToTheSystem() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+  });
 }
 
 void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -111,14 +116,30 @@ struct ApiServer::Impl {
   std::mutex log_mutex;
 
   Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
-      : config(WithModelNames(std::move(server_config), llm->config().model)),
+      : config(WithDefaults(std::move(server_config), *llm)),
         metrics(config.served_model_names.front()),
         engine(std::move(llm), &metrics),
-        context(engine, config.served_model_names, config.chat_template) {}
+        context(engine, config.served_model_names, config.chat_template, config.max_prompt_bytes),
+        http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency)) {}
 
-  static ServerConfig WithModelNames(ServerConfig config, const std::string& model) {
-    if (config.served_model_names.empty()) config.served_model_names = {model};
+  static ServerConfig WithDefaults(ServerConfig config, const LLMEngine& llm) {
+    if (config.served_model_names.empty()) config.served_model_names = {llm.config().model};
+    if (config.limit_concurrency < 0) {
+      throw std::invalid_argument("--limit-concurrency must be >= 1, got " + std::to_string(config.limit_concurrency));
+    }
+    // A streaming request holds its connection until it ends: room for every sequence
+    // the engine may run at once, plus idle keep-alive connections.
+    if (config.limit_concurrency == 0) {
+      config.limit_concurrency = std::clamp<int64_t>(llm.config().max_num_seqs + 16, 32, 1024);
+    }
     return config;
+  }
+
+  static std::string RefusalBody(int64_t limit_concurrency) {
+    return DumpJson(OpenAIError(503, "the server is serving its --limit-concurrency of " +
+                                         std::to_string(limit_concurrency) +
+                                         " connections at once: retry when a request has finished")
+                        .ToJson());
   }
 
   std::vector<Route> Routes() {
@@ -235,10 +256,6 @@ struct ApiServer::Impl {
   }
 
   void ConfigureHttp() {
-    // A streaming request holds its thread until it ends: room for every sequence the
-    // engine may run at once, plus idle keep-alive connections.
-    const size_t num_threads = static_cast<size_t>(std::clamp<int64_t>(engine.config().max_num_seqs + 16, 32, 1024));
-    http.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
     http.set_payload_max_length(kMaxBodyBytes);
     // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
     // back until the client's delayed ACK of the previous one (up to 40 ms a token).
@@ -256,6 +273,7 @@ struct ApiServer::Impl {
 
 ApiServer::ApiServer(std::unique_ptr<LLMEngine> engine, ServerConfig config)
     : impl_(std::make_unique<Impl>(std::move(engine), std::move(config))) {
+  ReturnLargeBuffersToTheSystem();
   impl_->ConfigureHttp();
 }
 

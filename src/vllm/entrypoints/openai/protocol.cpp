@@ -62,6 +62,8 @@ std::string OpenAIError::type() const {
       return "NotFoundError";
     case 405:
       return "MethodNotAllowedError";
+    case 503:
+      return "ServiceUnavailableError";
     default:
       return status_ >= 500 ? "InternalServerError" : "BadRequestError";
   }
@@ -79,6 +81,8 @@ json ParseBody(const std::string& body) {
   json parsed;
   try {
     parsed = ParseJsonWithDepthLimit(body, kMaxJsonDepth);
+  } catch (const JsonNumberOutOfRange& e) {
+    throw OpenAIError(400, e.what(), e.field().empty() ? std::nullopt : std::optional<std::string>(e.field()));
   } catch (const std::invalid_argument& e) {
     throw OpenAIError(400, std::string("the request body is ") + e.what());
   }

@@ -148,8 +148,9 @@ size_t RequestGroup::IndexOf(const std::string& request_id) const {
 }
 
 ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names,
-                               const std::string& chat_template)
+                               const std::string& chat_template, int64_t max_prompt_bytes)
     : engine_(engine), served_model_names_(std::move(served_model_names)) {
+  SetMaxPromptBytes(max_prompt_bytes);
   const Tokenizer* tokenizer = engine.tokenizer();
   if (!chat_template.empty()) {
     chat_template_.emplace(ReadTemplateSource(chat_template));  // a template given by hand must parse
@@ -186,9 +187,38 @@ const Tokenizer& ServingContext::RequireTokenizer(const std::string& what) const
   return *engine_.tokenizer();
 }
 
+// A prompt longer than max_model_len tokens of the longest token cannot fit; twice
+// that leaves room for normalizers that shorten text (NFC composing a decomposed
+// character). Tokenizing a longer one would only cost memory and time.
+void ServingContext::SetMaxPromptBytes(int64_t max_prompt_bytes) {
+  if (max_prompt_bytes < 0) {
+    throw std::invalid_argument("--max-prompt-bytes must be >= 1, got " + std::to_string(max_prompt_bytes));
+  }
+  max_prompt_bytes_ = max_prompt_bytes;
+  max_prompt_bytes_origin_ = "--max-prompt-bytes";
+  const Tokenizer* tokenizer = engine_.tokenizer();
+  if (max_prompt_bytes > 0 || tokenizer == nullptr) return;
+  size_t longest = 1;
+  for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+    if (tokenizer->HasToken(id)) longest = std::max(longest, tokenizer->TokenBytes(id).size());
+  }
+  max_prompt_bytes_ = 2 * engine_.max_model_len() * static_cast<int64_t>(longest);
+  max_prompt_bytes_origin_ = "--max-prompt-bytes, by default 2 x max_model_len " +
+                             std::to_string(engine_.max_model_len()) + " x the longest token's " +
+                             std::to_string(longest) + " bytes";
+}
+
 std::vector<int32_t> ServingContext::Encode(const std::string& text, bool add_special_tokens,
                                             const std::string& param) const {
   const Tokenizer& tokenizer = RequireTokenizer(param == "messages" ? "a chat conversation" : "a text " + param);
+  if (static_cast<int64_t>(text.size()) > max_prompt_bytes_) {
+    const std::string what = param == "messages" ? "rendered conversation" : param;
+    throw OpenAIError(400,
+                      "the " + what + " is " + std::to_string(text.size()) + " bytes, more than the " +
+                          std::to_string(max_prompt_bytes_) + " this server tokenizes (" + max_prompt_bytes_origin_ +
+                          "): send a shorter " + what,
+                      param);
+  }
   try {
     return tokenizer.Encode(text, add_special_tokens);
   } catch (const std::exception& e) {

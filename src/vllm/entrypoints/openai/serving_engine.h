@@ -83,7 +83,9 @@ class ServingContext {
  public:
   // `chat_template`: a template file or the template itself (vLLM's --chat-template);
   // empty means the tokenizer's. Throws when a given template cannot be read or parsed.
-  ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template);
+  // `max_prompt_bytes`: ServerConfig's (0: its default).
+  ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template,
+                 int64_t max_prompt_bytes = 0);
 
   AsyncLLMEngine& engine() const { return engine_; }
   const std::vector<std::string>& served_model_names() const { return served_model_names_; }
@@ -91,7 +93,8 @@ class ServingContext {
   std::string CheckModel(const nlohmann::json& body) const;
   // The tokenizer, or a 400 saying that `what` needs one.
   const Tokenizer& RequireTokenizer(const std::string& what) const;
-  // Token ids of a prompt text; a 400 naming `param` when it cannot be tokenized.
+  // Token ids of a prompt text; a 400 naming `param` when it cannot be tokenized or is
+  // longer than max_prompt_bytes (checked before any work).
   std::vector<int32_t> Encode(const std::string& text, bool add_special_tokens, const std::string& param) const;
   // Renders a chat request (messages, tools, add_generation_prompt, chat_template_kwargs)
   // with the chat template; 400s for malformed messages and template errors.
@@ -104,11 +107,15 @@ class ServingContext {
                            const std::string& prompt_name) const;
 
  private:
+  void SetMaxPromptBytes(int64_t max_prompt_bytes);
+
   AsyncLLMEngine& engine_;
   std::vector<std::string> served_model_names_;
   std::optional<ChatTemplate> chat_template_;
   std::string chat_template_error_;  // why the tokenizer's template did not parse
   ChatTemplateTokens template_tokens_;
+  int64_t max_prompt_bytes_ = 0;
+  std::string max_prompt_bytes_origin_;  // how the bound came about, for the 400
 };
 
 // A token's text for logprobs: the token decoded alone (vLLM's), "" for ids past the
