@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "gpu_dot.cuh"
+#include "gpu_mma.cuh"
 #include "moe_grouped.h"
 
 namespace vt::gpu {
@@ -56,21 +57,6 @@ struct GroupedParams {
   int64_t experts, k, n, kdim;
   float* out;  // gate|up: hidden [T k, n]; down: y [T k, n]
 };
-
-__device__ inline uint32_t SharedAddress(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-__device__ inline void LoadMatrices(uint32_t (&r)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SharedAddress(row)));
-}
-
-__device__ inline void MmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __global__ void CountPairs(const int32_t* ids, int64_t pairs, int64_t experts, int64_t k, int32_t* counts,
                            int32_t* slots, BadIndexRecord* bad_index) {
@@ -169,12 +155,12 @@ __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
         const int b_offset = (np * 16 + lane % 8 + 8 * (lane / 16)) * kGroupPitch + ks * 16 + 8 * ((lane / 8) % 2);
         uint32_t b[4];
         LoadMatrices(b, w0_tile + b_offset);
-        MmaBf16(acc0[2 * np], a, b[0], b[1]);
-        MmaBf16(acc0[2 * np + 1], a, b[2], b[3]);
+        MmaType<bf16_t>::Mma(acc0[2 * np], a, b[0], b[1]);
+        MmaType<bf16_t>::Mma(acc0[2 * np + 1], a, b[2], b[3]);
         if constexpr (kTwo) {
           LoadMatrices(b, w1_tile + b_offset);
-          MmaBf16(acc1[2 * np], a, b[0], b[1]);
-          MmaBf16(acc1[2 * np + 1], a, b[2], b[3]);
+          MmaType<bf16_t>::Mma(acc1[2 * np], a, b[0], b[1]);
+          MmaType<bf16_t>::Mma(acc1[2 * np + 1], a, b[2], b[3]);
         }
       }
     }

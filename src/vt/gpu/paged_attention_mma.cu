@@ -28,6 +28,7 @@
 // HIP has no mma.sync / ldmatrix: there PagedAttentionMmaSupports is false and the
 // choice keeps the other kernels.
 #include "gpu_common.cuh"
+#include "gpu_mma.cuh"
 #include "paged_attention_mma.h"
 
 namespace vt::gpu {
@@ -56,53 +57,6 @@ struct MmaParams {
   int64_t num_seqs, kv_group, block_size, num_cache_blocks, max_blocks_per_seq;
   float scale_log2;  // softmax scale x log2(e): scores are exponentiated with exp2
 };
-
-template <typename T>
-struct MmaType;
-template <>
-struct MmaType<bf16_t> {
-  static __device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ inline uint32_t Pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
-template <>
-struct MmaType<f16_t> {
-  static __device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ inline uint32_t Pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
-
-__device__ inline uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8.
-__device__ inline void LoadMatrices(uint32_t (&r)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SharedAddress(row)));
-}
-__device__ inline void LoadMatricesTransposed(uint32_t (&r)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SharedAddress(row)));
-}
 
 // Block b's (sequence, first row of its 64-row tile), or seq = -1 past the last tile.
 __device__ inline void MmaTileOfBlock(const int32_t* query_start_loc, int64_t num_seqs, int64_t block, int64_t* seq,
