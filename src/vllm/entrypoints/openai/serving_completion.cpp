@@ -101,7 +101,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
     BadRequest("suffix is not supported by vllm-cpp", "suffix");
   }
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
-  RequestSampling sampling = ReadSampling(body);
+  RequestSampling sampling = ReadSampling(body, context.sampling_defaults());
   // A stream sends what each output adds; a single response uses only the last (as vLLM).
   sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.prompt_logprobs = sampling.params.prompt_logprobs;
@@ -111,11 +111,13 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   }
   sampling.params.logprobs = request.logprobs;
   request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true));
+  // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).
+  std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
+  if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
   for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
-    params.max_tokens =
-        context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
-                                 body.contains("max_tokens") ? std::nullopt : std::optional<int64_t>(16), "prompt");
+    params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
+                                                 fallback_max_tokens, "prompt");
     ValidateSampling(params, context.engine().vocab_size());
     request.params.push_back(std::move(params));
   }
