@@ -10,6 +10,7 @@
 #include <random>
 
 #include "testing/op_testing.h"
+#include "vt/quant.h"
 #include "vt/reach.h"
 
 namespace vt {
@@ -51,6 +52,39 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
         if (route == "skinny_vector_loads" && dtype == DType::kBF16) route = "skinny_loads_in_flight";
         EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
         EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, testing::DefaultTolerance(dtype)));
+      }
+    }
+  }
+}
+
+// Block weights above the decode rows (matmul_choice.h): CUDA runs the int8
+// tensor-core tiles (16-row tiles at 9 and 16 rows, 64-row tiles at 17 and 256) and
+// decodes for cuBLAS above kQuantMmaMaxRows; ROCm runs the tiled kernel. Tolerance:
+// the int8 activations of the block-weight contract (1e-2 of the largest |out|).
+TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(12);
+  for (Device device : gpus) {
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
+      const int64_t n = 200, k = 512;
+      const Tensor values = RandomTensor({n, k}, DType::kF32, kCpu, rng);
+      Tensor w_cpu = Tensor::Empty({n, k}, w_dtype);
+      for (int64_t r = 0; r < n; ++r) {
+        QuantizeRow(values.data_ptr<float>() + r * k, k, static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, k),
+                    w_dtype);
+      }
+      const Tensor w = w_cpu.To(device);
+      for (int64_t m : {9, 16, 17, 256, 257}) {
+        SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " M=" + std::to_string(m));
+        const Tensor x = RandomTensor({m, k}, DType::kBF16, device, rng);
+        Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
+        testing::Poison(out);
+        reach::Reset();
+        MatMul({.x = x, .w = w, .out = out});
+        const char* route = device.type != DeviceType::kCUDA ? "tiled_shared" : m <= 256 ? "quant_mma" : "dequant_cublas";
+        EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
+        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(DType::kBF16)));
       }
     }
   }
