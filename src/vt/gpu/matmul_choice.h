@@ -74,8 +74,11 @@ inline constexpr int64_t kSkinnyMaxRows = 8;
 inline constexpr int64_t kQuantGemvMaxRows = 8;
 // From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
 // the weights for cuBLAS: they read each weight block once per row tile and never
-// write a decoded copy. Above, cuBLAS's larger tiles win back the decode.
-inline constexpr int64_t kQuantMmaMaxRows = 256;
+// write a decoded copy. Measured on the H200 (Q8_0 24576 x 4096, vt_gpu_bench):
+// 16 rows 103 us against 202; the 64-row tiles stay near 80 TFLOP/s (17 rows 164
+// against 202, 64 rows 186 against 205, 256 rows 655 against 226), so from 17 rows
+// cuBLAS's tiles on the decoded weights are as fast or faster.
+inline constexpr int64_t kQuantMmaMaxRows = 16;
 // Up to here the tiles are 16 rows (one warp row), above 64 (matmul_quant_mma.cu).
 inline constexpr int64_t kQuantMmaSmallTileRows = 16;
 // Below this many multiply-adds our tiled kernel is as fast as a library call, and

@@ -8,7 +8,8 @@
 //   x . w over a block = d scale (q . q_w) - s min
 // (min is 0 for Q8_0 and Q4_0). q . q_w is one mma.m16n8k32.s8.s8.s32 per 32-value
 // block (exact in int32); the two products with the scales are f32 FMAs into the
-// accumulators. No weight is ever widened to 16 bits: a block costs its own bytes
+// accumulators (the int32 turned into a float by a magic-number add, since the
+// int-to-float conversion runs at a quarter of the FMA rate and would bound the tile). No weight is ever widened to 16 bits: a block costs its own bytes
 // from memory, 32 bytes of shared memory and a quarter of an MMA.
 //
 // A block of kQmmaThreads (4 warps) computes a tile of 16 kWarpsM rows x kQmmaCols
@@ -57,12 +58,10 @@ __device__ inline void LoadWordsAt2(const uint8_t* p, uint32_t (&out)[kWords]) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
   const auto* words = reinterpret_cast<const uint32_t*>(address & ~uintptr_t{3});
   const uint32_t shift = static_cast<uint32_t>(address & 3) * 8;  // 0 or 16
-  uint32_t lo = words[0];
 #pragma unroll
   for (int i = 0; i < kWords; ++i) {
     const uint32_t hi = shift != 0 ? words[i + 1] : 0u;
-    out[i] = __funnelshift_r(lo, hi, shift);
-    lo = hi;
+    out[i] = __funnelshift_r(words[i], hi, shift);
   }
 }
 
@@ -74,6 +73,7 @@ struct QmmaWeight;
 
 template <>
 struct QmmaWeight<DType::kQ8_0> {  // [d f16][32 x int8]
+  static constexpr bool kHasMin = false;
   static __device__ void Decode(const uint8_t* row, int64_t j, uint32_t (&q)[8], float* scale, float* min) {
     const uint8_t* block = row + j * 34;
     *scale = HalfBitsToFloat(LoadU16(block));
@@ -84,6 +84,7 @@ struct QmmaWeight<DType::kQ8_0> {  // [d f16][32 x int8]
 
 template <>
 struct QmmaWeight<DType::kQ4_0> {  // [d f16][16 B: value i low nibble of byte i, value i + 16 high], w = d (q - 8)
+  static constexpr bool kHasMin = false;
   static __device__ void Decode(const uint8_t* row, int64_t j, uint32_t (&q)[8], float* scale, float* min) {
     const uint8_t* block = row + j * 18;
     *scale = HalfBitsToFloat(LoadU16(block));
@@ -104,6 +105,7 @@ struct QmmaWeight<DType::kQ4_0> {  // [d f16][16 B: value i low nibble of byte i
 // nibble and high-bit bytes are aligned words.
 template <bool kFiveBits>
 struct QmmaKQuant {
+  static constexpr bool kHasMin = true;
   static constexpr int64_t kBytes = kFiveBits ? 176 : 144;
   static __device__ void Decode(const uint8_t* row, int64_t j, uint32_t (&q)[8], float* scale, float* min) {
     const uint8_t* block = row + (j / 8) * kBytes;
@@ -137,6 +139,31 @@ bool DispatchQmmaWeight(DType dtype, Fn&& fn) {
     case DType::kQ4_K: fn(std::integral_constant<DType, DType::kQ4_K>{}); return true;
     case DType::kQ5_K: fn(std::integral_constant<DType, DType::kQ5_K>{}); return true;
     default: return false;
+  }
+}
+
+// c (|c| < 2^22: 32 products of at most 127 x 128) as a float without the
+// quarter-rate int-to-float conversion: 1.5 * 2^23 + c has the integer c in its
+// mantissa exactly, so one integer add and one float subtraction recover it.
+__device__ inline float SmallIntToFloat(int32_t c) {
+  constexpr int32_t kMagicBits = 0x4B400000;  // 12582912.0f = 1.5 * 2^23
+  return __int_as_float(c + kMagicBits) - 12582912.0f;
+}
+
+// out += c scaled for rows (x_lo: outputs 0, 1; x_hi: 2, 3) and columns (w0: outputs
+// 0, 2; w1: 1, 3), each float2 a (scale, min) pair: d scale c - s min.
+template <bool kHasMin>
+__device__ inline void ScaleInto(float (&out)[4], const int32_t (&c)[4], float2 x_lo, float2 x_hi, float2 w0,
+                                 float2 w1) {
+  out[0] += SmallIntToFloat(c[0]) * (x_lo.x * w0.x);
+  out[1] += SmallIntToFloat(c[1]) * (x_lo.x * w1.x);
+  out[2] += SmallIntToFloat(c[2]) * (x_hi.x * w0.x);
+  out[3] += SmallIntToFloat(c[3]) * (x_hi.x * w1.x);
+  if constexpr (kHasMin) {
+    out[0] -= x_lo.y * w0.y;
+    out[1] -= x_lo.y * w1.y;
+    out[2] -= x_hi.y * w0.y;
+    out[3] -= x_hi.y * w1.y;
   }
 }
 
@@ -245,12 +272,8 @@ __device__ void QmmaAccumulate(const QmmaOperands& op, const int32_t* rows, int6
             MmaInt8(c, a, w[2 * h], w[2 * h + 1]);
             const int t = 2 * np + h;
             const int c0 = col + h * 8 + 2 * (lane % 4);
-            const float2 w0 = sh.w_scale[m][c0][b], w1 = sh.w_scale[m][c0 + 1][b];
-            float(&out)[4] = acc.c[m][t];
-            out[0] += static_cast<float>(c[0]) * (x_lo.x * w0.x) - x_lo.y * w0.y;
-            out[1] += static_cast<float>(c[1]) * (x_lo.x * w1.x) - x_lo.y * w1.y;
-            out[2] += static_cast<float>(c[2]) * (x_hi.x * w0.x) - x_hi.y * w0.y;
-            out[3] += static_cast<float>(c[3]) * (x_hi.x * w1.x) - x_hi.y * w1.y;
+            ScaleInto<QmmaWeight<kW>::kHasMin>(acc.c[m][t], c, x_lo, x_hi, sh.w_scale[m][c0][b],
+                                               sh.w_scale[m][c0 + 1][b]);
           }
         }
       }

@@ -12,6 +12,7 @@
 #include "testing/op_testing.h"
 #include "vt/quant.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -58,9 +59,10 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
 }
 
 // Block weights above the decode rows (matmul_choice.h): CUDA runs the int8
-// tensor-core tiles (16-row tiles at 9 and 16 rows, 64-row tiles at 17 and 256) and
-// decodes for cuBLAS above kQuantMmaMaxRows; ROCm runs the tiled kernel. Tolerance:
-// the int8 activations of the block-weight contract (1e-2 of the largest |out|).
+// tensor-core tiles up to kQuantMmaMaxRows (16) and decodes for cuBLAS above, and
+// forced (gpu.matmul_block = quant_mma) the 64-row tiles at 17 and 257 rows; ROCm
+// runs the tiled kernel. Tolerance: the int8 activations of the block-weight
+// contract (1e-2 of the largest |out|).
 TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -75,16 +77,21 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
                     w_dtype);
       }
       const Tensor w = w_cpu.To(device);
-      for (int64_t m : {9, 16, 17, 256, 257}) {
-        SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " M=" + std::to_string(m));
-        const Tensor x = RandomTensor({m, k}, DType::kBF16, device, rng);
-        Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
-        testing::Poison(out);
-        reach::Reset();
-        MatMul({.x = x, .w = w, .out = out});
-        const char* route = device.type != DeviceType::kCUDA ? "tiled_shared" : m <= 256 ? "quant_mma" : "dequant_cublas";
-        EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
-        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(DType::kBF16)));
+      for (int64_t m : {9, 16, 17, 257}) {
+        for (const char* variant : {"", "quant_mma"}) {
+          SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " M=" + std::to_string(m) + " " + variant);
+          tuning::SetVariant("gpu.matmul_block", variant);
+          const Tensor x = RandomTensor({m, k}, DType::kBF16, device, rng);
+          Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
+          testing::Poison(out);
+          reach::Reset();
+          MatMul({.x = x, .w = w, .out = out});
+          tuning::SetVariant("gpu.matmul_block", "");
+          const bool int8 = m <= 16 || *variant != '\0';
+          const char* route = device.type != DeviceType::kCUDA ? "tiled_shared" : int8 ? "quant_mma" : "dequant_cublas";
+          EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
+          EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(DType::kBF16)));
+        }
       }
     }
   }
@@ -156,11 +163,13 @@ TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
       const std::vector<int32_t> seq_lens = {static_cast<int32_t>(c.context)};
       const std::vector<int32_t> query_start_loc = {0, static_cast<int32_t>(c.q_len)};
       reach::Reset();
+      tuning::SetVariant("gpu.paged_attention", "rows");  // the default picks the tiles / group kernels here
       PagedAttention({.q = q, .k_cache = k_cache, .v_cache = v_cache,
                       .block_tables = Tensor::FromVector(table, {1, blocks}).To(device),
                       .seq_lens = Tensor::FromVector(seq_lens, {1}).To(device),
                       .query_start_loc = Tensor::FromVector(query_start_loc, {2}).To(device),
                       .out = out, .scale = scale, .max_query_len = c.q_len, .max_seq_len = c.context});
+      tuning::SetVariant("gpu.paged_attention", "");
       EXPECT_EQ(reach::Count(std::string("PagedAttentionGpu.") + rc.route), 1u);
       // f32 dot products and an f32 online softmax over <= 3000 keys: errors ~1e-6.
       EXPECT_TRUE(AllClose(AttentionReference(c, ToDoubles(q), ToDoubles(k), ToDoubles(v), scale), out, 1e-5));

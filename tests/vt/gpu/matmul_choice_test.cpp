@@ -82,7 +82,7 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRout
     q.quant_mma_accepts = true;
     q.m = kQuantGemvMaxRows;
     EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
-    for (int64_t m : {kQuantGemvMaxRows + 1, kQuantMmaSmallTileRows, kQuantMmaSmallTileRows + 1, kQuantMmaMaxRows}) {
+    for (int64_t m : {kQuantGemvMaxRows + 1, kQuantMmaMaxRows}) {
       q.m = m;
       EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma) << m;
     }
