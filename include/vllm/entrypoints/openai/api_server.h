@@ -28,6 +28,9 @@ struct ServerConfig {
   std::vector<std::string> served_model_names;  // empty: the model path
   std::string api_key;                          // empty: no key is asked for
   std::string chat_template;                    // a file or the template itself; empty: the tokenizer's
+  // Whether a request may bring its own chat_template (vLLM's --trust-request-chat-template);
+  // otherwise one that does is a 400.
+  bool trust_request_chat_template = false;
   bool access_log = true;                       // one line per request on stderr
   // Connections served at once (uvicorn's --limit-concurrency); one more is answered
   // 503. 0: max_num_seqs + 16, in [32, 1024].
