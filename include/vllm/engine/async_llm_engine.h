@@ -92,8 +92,12 @@ class AsyncLLMEngine {
   // to `queue`. Rethrows the engine's exception (std::invalid_argument for a bad
   // request) when one is rejected; then none of them runs.
   void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue);
-  // Aborts requests (unknown or finished ids are ignored); returns at once.
+  // Aborts requests (unknown or finished ids are ignored); returns at once. Their
+  // queues get nothing more: the client that would read them is gone.
   void Abort(std::vector<std::string> request_ids);
+  // Ends every request in flight now; each queue gets its request's final output with
+  // finish_reason "abort" (the server's shutdown after its timeout). Returns at once.
+  void AbortAll();
 
   // Safe from any thread: set at construction and never changed.
   const Tokenizer* tokenizer() const { return tokenizer_; }
@@ -135,6 +139,7 @@ class AsyncLLMEngine {
 
   void Loop();
   void ProcessAborts(const std::vector<std::string>& request_ids, IterationStats& iteration);
+  void AbortAllLive(IterationStats& iteration);
   void Admit(Submission& submission);
   void StepOnce(IterationStats& iteration);
   void Dispatch(RequestOutput output, IterationStats& iteration);
@@ -155,6 +160,7 @@ class AsyncLLMEngine {
   std::condition_variable inbox_ready_;
   std::vector<Submission*> submissions_;  // guarded by inbox_mutex_
   std::vector<std::string> aborts_;       // guarded by inbox_mutex_
+  bool abort_all_ = false;                // guarded by inbox_mutex_
   bool stopping_ = false;                 // guarded by inbox_mutex_
 
   mutable std::mutex stats_mutex_;

@@ -56,7 +56,9 @@ class LLMEngine {
   // without a tokenizer; nothing else is affected.
   void AddRequest(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                   const SamplingParams& params);
-  void AbortRequest(const std::string& request_id);
+  // Ends a request; returns its final output (finish_reason "abort", what it generated
+  // so far as its output_kind says), nullopt when the id is unknown or finished.
+  std::optional<RequestOutput> AbortRequest(const std::string& request_id);
   std::vector<RequestOutput> Step();
   bool HasUnfinishedRequests() const { return scheduler_->has_unfinished_requests(); }
 

@@ -72,6 +72,14 @@ void AsyncLLMEngine::Abort(std::vector<std::string> request_ids) {
   inbox_ready_.notify_one();
 }
 
+void AsyncLLMEngine::AbortAll() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    abort_all_ = true;
+  }
+  inbox_ready_.notify_one();
+}
+
 EngineStats AsyncLLMEngine::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;
@@ -82,16 +90,20 @@ void AsyncLLMEngine::Loop() {
   std::vector<Submission*> submissions;
   while (true) {
     std::vector<std::string> aborts;
+    bool abort_all = false;
     {
       std::unique_lock lock(inbox_mutex_);
-      inbox_ready_.wait(lock, [&] { return stopping_ || has_work || !submissions_.empty() || !aborts_.empty(); });
+      inbox_ready_.wait(
+          lock, [&] { return stopping_ || has_work || abort_all_ || !submissions_.empty() || !aborts_.empty(); });
       submissions.swap(submissions_);
       aborts.swap(aborts_);
+      abort_all = std::exchange(abort_all_, false);
       if (stopping_) break;
     }
     IterationStats iteration;
     try {
       ProcessAborts(aborts, iteration);
+      if (abort_all) AbortAllLive(iteration);
     } catch (const std::exception& e) {
       FailAll(std::string("the engine failed while aborting a request: ") + e.what(), iteration);
     }
@@ -119,6 +131,19 @@ void AsyncLLMEngine::ProcessAborts(const std::vector<std::string>& request_ids, 
     const LiveRequest& r = found->second;
     iteration.finished_requests.push_back(r.Finished("abort", now));
     live_.erase(found);
+  }
+}
+
+void AsyncLLMEngine::AbortAllLive(IterationStats& iteration) {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : live_) ids.push_back(id);
+  for (const std::string& id : ids) {
+    std::optional<RequestOutput> output = engine_->AbortRequest(id);
+    if (output) {
+      Dispatch(std::move(*output), iteration);  // finished: counted and handed to its queue
+    } else {
+      live_.erase(id);
+    }
   }
 }
 

@@ -214,9 +214,13 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
   outputs_->AddRequest(request_id, prompt_token_ids, params);
 }
 
-void LLMEngine::AbortRequest(const std::string& request_id) {
+std::optional<RequestOutput> LLMEngine::AbortRequest(const std::string& request_id) {
   scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);  // the runner frees it next step
-  outputs_->Abort(request_id);
+  if (!outputs_->Has(request_id)) return std::nullopt;
+  RequestOutput output = outputs_->Finish(request_id, "abort");
+  output.finished = true;
+  output.finish_reason = "abort";
+  return output;
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {

@@ -1,16 +1,21 @@
 // `vllm-cpp serve MODEL`: the OpenAI-compatible server (vLLM's `vllm serve`).
 //
-//   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
+//   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME...]
 //                        [--api-key KEY] [--chat-template FILE] [--limit-concurrency N]
 //                        [--max-prompt-bytes N] [--generation-config auto|vllm|FOLDER]
 //                        [engine flags...]
 //
 // Loads the model, binds, prints one line saying where it listens, then logs one line
-// per request on stderr until SIGINT or SIGTERM, which stop it cleanly.
+// per request on stderr until SIGINT or SIGTERM: running requests get --shutdown-timeout
+// seconds to finish, then are aborted; the exit status is 0. A second signal exits at once.
+// `serve --model MODEL` is the same as `serve MODEL`.
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "vllm/entrypoints/cli_args.h"
@@ -43,23 +48,38 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
+// The first signal starts the graceful shutdown (ApiServer::Shutdown) on a thread of
+// its own; a second one, while that runs, exits at once with 128 + the signal.
 class SignalWaiter {
  public:
-  SignalWaiter(sigset_t signals, openai::ApiServer& server)
-      : signals_(signals), waiter_([this, &server] {
+  SignalWaiter(sigset_t signals, openai::ApiServer& server, std::chrono::milliseconds timeout)
+      : signals_(signals), waiter_([this, &server, timeout] {
           int signal_number = 0;
           sigwait(&signals_, &signal_number);
-          server.Stop();
+          if (done_) return;
+          std::fprintf(stderr,
+                       "vllm-cpp serve: %s: shutting down; running requests get %.1f s to finish (send the signal "
+                       "again to exit now)\n",
+                       strsignal(signal_number), static_cast<double>(timeout.count()) / 1000);
+          std::thread draining([&server] { server.Shutdown(); });
+          sigwait(&signals_, &signal_number);
+          if (!done_) {
+            std::fprintf(stderr, "vllm-cpp serve: %s again: exiting now\n", strsignal(signal_number));
+            std::_Exit(128 + signal_number);
+          }
+          draining.join();
         }) {}
-  // Wakes the waiter when no signal came (the server stopped otherwise); the server
+  // Wakes the waiter, which ends (a signal meanwhile changes nothing); the server
   // outlives this object.
   ~SignalWaiter() {
+    done_ = true;
     pthread_kill(waiter_.native_handle(), SIGTERM);
     waiter_.join();
   }
 
  private:
   sigset_t signals_;
+  std::atomic<bool> done_{false};
   std::thread waiter_;
 };
 
@@ -85,7 +105,7 @@ int RunServeCommand(const CommandArgs& args) {
                server_config.host.c_str(), port, static_cast<long long>(stats.max_model_len),
                static_cast<long long>(stats.num_kv_blocks));
   {
-    SignalWaiter waiter(stop_signals, server);
+    SignalWaiter waiter(stop_signals, server, server_config.shutdown_timeout);
     server.Serve();
   }
   std::fprintf(stderr, "vllm-cpp serve: stopped\n");

@@ -12,6 +12,7 @@
 // client that disconnects has its requests aborted.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,9 @@ struct ServerConfig {
   int port = 8000;                              // 0: any free port (see ApiServer::Bind)
   std::vector<std::string> served_model_names;  // empty: the model path
   std::string api_key;                          // empty: no key is asked for
+  // CORS (vLLM's --allowed-origins): origins a browser may call from; "*" is any.
+  // Preflight OPTIONS requests are answered for these and refused (400) for others.
+  std::vector<std::string> allowed_origins = {"*"};
   std::string chat_template;                    // a file or the template itself; empty: the tokenizer's
   // Whether a request may bring its own chat_template (vLLM's --trust-request-chat-template);
   // otherwise one that does is a 400.
@@ -38,6 +42,9 @@ struct ServerConfig {
   // The longest prompt text tokenized, in bytes; a longer one is a 400 before any work.
   // 0: 2 x max_model_len x the tokenizer's longest token (no longer prompt can fit).
   int64_t max_prompt_bytes = 0;
+  // How long Shutdown() lets requests in flight run before it aborts them (vLLM's
+  // --shutdown-timeout, in seconds on the command line).
+  std::chrono::milliseconds shutdown_timeout{5000};
   // Defaults of the sampling fields a request leaves out (--generation-config,
   // LoadSamplingDefaults); empty: SamplingParams'.
   SamplingDefaults sampling_defaults;
@@ -54,10 +61,16 @@ class ApiServer {
   // Binds host:port and returns the port (the one chosen when config.port is 0);
   // throws std::runtime_error naming host and port when that fails.
   int Bind();
-  // Serves connections until Stop(); call after Bind().
+  // Serves connections until Stop() or Shutdown(); call after Bind().
   void Serve();
-  // Makes Serve() return; safe from any thread.
+  // Makes Serve() return at once, cutting the streams in flight; safe from any thread.
   void Stop();
+  // The graceful stop (SIGINT / SIGTERM): takes no new connection or request (a 503),
+  // lets the requests in flight finish for up to config.shutdown_timeout, then ends the others with
+  // finish_reason "abort" (a stream gets its last chunk and [DONE], a non-streaming
+  // request its answer so far), and makes Serve() return once they are written (or
+  // after a further few seconds). Safe from any thread; returns when done.
+  void Shutdown();
 
  private:
   struct Impl;
