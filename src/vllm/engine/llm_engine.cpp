@@ -226,6 +226,9 @@ std::optional<RequestOutput> LLMEngine::AbortRequest(const std::string& request_
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
+  last_step_new_req_ids_.clear();
+  for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
+  last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
   RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.empty()) return results;
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
@@ -258,7 +261,11 @@ EngineStats LLMEngine::stats() const {
           .kv_cache_usage = scheduler_->kv_cache_manager().get_usage(),
           .num_kv_blocks = cache_config_.num_blocks,
           .num_state_slots = cache_config_.num_state_slots,
-          .max_model_len = max_model_len_};
+          .max_model_len = max_model_len_,
+          .prefix_cache_queries = scheduler_->kv_cache_manager().prefix_cache_queries(),
+          .prefix_cache_hits = scheduler_->kv_cache_manager().prefix_cache_hits(),
+          .prefix_caching = cache_config_.enable_prefix_caching,
+          .block_size = config_.block_size};
 }
 
 }  // namespace vllm

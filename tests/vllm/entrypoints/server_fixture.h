@@ -50,6 +50,8 @@ inline openai::ServerConfig QuietServerConfig() {
   c.port = 0;
   c.served_model_names = {"test-model"};
   c.access_log = false;
+  c.log_requests = false;
+  c.log_stats = false;
   return c;
 }
 

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +36,16 @@ struct ServerConfig {
   // Whether a request may bring its own chat_template (vLLM's --trust-request-chat-template);
   // otherwise one that does is a 400.
   bool trust_request_chat_template = false;
-  bool access_log = true;                       // one line per request on stderr
+  bool access_log = true;                       // one line per HTTP request on stderr (uvicorn's)
+  // One line per finished engine request: id, tokens, queue time, TTFT, e2e, finish
+  // reason, user (vLLM's request logging; --disable-log-requests).
+  bool log_requests = true;
+  // The throughput / running / waiting / KV usage / prefix cache line every
+  // stats_interval while the engine works (vLLM's; --disable-log-stats).
+  bool log_stats = true;
+  std::chrono::milliseconds stats_interval{10000};
+  // Where the server's log lines go; empty: stderr, prefixed "vllm-cpp serve: ".
+  std::function<void(const std::string&)> on_log;
   // Connections served at once (uvicorn's --limit-concurrency); one more is answered
   // 503. 0: max_num_seqs + 16, in [32, 1024].
   int64_t limit_concurrency = 0;

@@ -12,6 +12,7 @@
 
 #include "client_connection.h"
 #include "http_server.h"
+#include "logging_stat_logger.h"
 #include "serving_chat.h"
 #include "serving_completion.h"
 #include "serving_tokenization.h"
@@ -103,11 +104,30 @@ void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Respons
   }
 }
 
+// Hands the engine's statistics to each of `loggers`.
+class StatLoggers : public StatLogger {
+ public:
+  explicit StatLoggers(std::vector<StatLogger*> loggers) : loggers_(std::move(loggers)) {}
+  void Record(const EngineStats& stats, const IterationStats& iteration) override {
+    for (StatLogger* logger : loggers_) logger->Record(stats, iteration);
+  }
+
+ private:
+  std::vector<StatLogger*> loggers_;
+};
+
+LoggingStatLogger::Sink SinkOf(const ServerConfig& config) {
+  if (config.on_log) return config.on_log;
+  return [](const std::string& line) { std::fprintf(stderr, "vllm-cpp serve: %s\n", line.c_str()); };
+}
+
 }  // namespace
 
 struct ApiServer::Impl {
   ServerConfig config;
   PrometheusStatLogger metrics;
+  LoggingStatLogger logging{SinkOf(config), config.log_requests, config.log_stats, config.stats_interval};
+  StatLoggers loggers{{&metrics, &logging}};
   AsyncLLMEngine engine;
   ServingContext context;
   ServingCompletion completion{context};
@@ -118,8 +138,8 @@ struct ApiServer::Impl {
 
   Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
       : config(WithDefaults(std::move(server_config), *llm)),
-        metrics(config.served_model_names.front()),
-        engine(std::move(llm), &metrics),
+        metrics(config.served_model_names.front(), llm->stats(), llm->config().max_num_batched_tokens),
+        engine(std::move(llm), &loggers),
         context(engine, config),
         http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency),
              DumpJson(ShuttingDown().ToJson())) {}

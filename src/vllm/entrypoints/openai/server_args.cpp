@@ -42,7 +42,9 @@ void AddServerArgs(CliArgs& cli) {
   cli.AddFlag("trust-request-chat-template", "let a request bring its own chat_template (otherwise a 400)");
   cli.AddOption("allowed-origins",
                 "CORS: the origins browsers may call the server from, as a JSON list (vLLM's flag)", "[\"*\"]");
-  cli.AddFlag("disable-uvicorn-access-log", "do not log one line per request (vLLM's flag name)");
+  cli.AddFlag("disable-uvicorn-access-log", "do not log one line per HTTP request (vLLM's flag name)");
+  cli.AddFlag("disable-log-requests", "do not log one line per finished request (id, tokens, TTFT, e2e latency)");
+  cli.AddFlag("disable-log-stats", "do not log the throughput and cache line every 10 s while the engine works");
   cli.AddOption("limit-concurrency",
                 "connections served at once; one more gets a 503 (uvicorn's flag; default: max-num-seqs + 16, in "
                 "[32, 1024])");
@@ -66,6 +68,8 @@ ServerConfig ServerConfigFromArgs(const CliArgs& cli) {
   config.trust_request_chat_template = cli.GetFlag("trust-request-chat-template");
   config.allowed_origins = AllowedOrigins(cli.GetString("allowed-origins"));
   config.access_log = !cli.GetFlag("disable-uvicorn-access-log");
+  config.log_requests = !cli.GetFlag("disable-log-requests");
+  config.log_stats = !cli.GetFlag("disable-log-stats");
   config.limit_concurrency = PositiveOrDefault(cli, "limit-concurrency", 0);
   config.max_prompt_bytes = PositiveOrDefault(cli, "max-prompt-bytes", 0);
   const double shutdown_timeout = cli.GetDouble("shutdown-timeout");

@@ -17,6 +17,7 @@ struct ChatRequest {
   StreamOptions stream;
   bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids
   bool return_tokens_as_token_ids = false;  // logprobs name tokens "token_id:N"
+  std::string user;                    // OpenAI's user: shown in the request's log line
   std::string role = "assistant";      // of the answer: the last message's without a generation prompt
   std::string echo;                    // echo: the last message's content when it has that role
   std::optional<int> top_logprobs;     // set when logprobs is true
@@ -66,6 +67,7 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.request_id = RequestIdOf(body, "chatcmpl-");
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
+  request.user = OptionalString(body, "user").value_or("");
   CheckToolChoice(body);
   request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   const bool logprobs = OptionalBool(body, "logprobs").value_or(false);
@@ -229,7 +231,7 @@ class ChatStream : public EventStream {
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
   ChatRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
-  engine_requests.push_back({request.request_id, request.prompt_ids, request.params});
+  engine_requests.push_back({request.request_id, request.prompt_ids, request.params, request.user});
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
   if (request.stream.stream) {

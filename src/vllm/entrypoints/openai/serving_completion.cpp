@@ -23,6 +23,7 @@ struct CompletionRequest {
   bool echo = false;
   bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids in the choices
   bool return_tokens_as_token_ids = false;  // logprobs name tokens "token_id:N"
+  std::string user;                    // OpenAI's user: shown in the request's log line
   std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
   std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
   std::vector<Prompt> prompts;
@@ -104,6 +105,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   request.request_id = RequestIdOf(body, "cmpl-");
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
+  request.user = OptionalString(body, "user").value_or("");
   request.echo = OptionalBool(body, "echo").value_or(false);
   request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
@@ -327,7 +329,7 @@ ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone&
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     engine_requests.push_back(
-        {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i]});
+        {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i], request.user});
   }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
