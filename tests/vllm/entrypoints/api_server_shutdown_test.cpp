@@ -114,6 +114,7 @@ class ServeProcess {
     while (port_ == 0 && fgets(line, sizeof(line), stderr_)) {
       const char* at = std::strstr(line, "on http://127.0.0.1:");
       if (at) port_ = std::atoi(at + std::strlen("on http://127.0.0.1:"));
+      if (at) startup_line_ = line;
     }
   }
   ~ServeProcess() {
@@ -125,6 +126,7 @@ class ServeProcess {
   }
 
   int port() const { return port_; }
+  const std::string& startup_line() const { return startup_line_; }
   void Signal(int signal_number) const { kill(pid_, signal_number); }
   // The exit status, or -1 if the process has not ended within `timeout`.
   int WaitForExit(std::chrono::milliseconds timeout) {
@@ -144,12 +146,19 @@ class ServeProcess {
   pid_t pid_ = -1;
   FILE* stderr_ = nullptr;
   int port_ = 0;
+  std::string startup_line_;
   bool exited_ = false;
 };
 
 TEST(ApiServerShutdownTest, SigtermClosesStreamsAndExitsZero) {
   ServeProcess serve("0");
   ASSERT_GT(serve.port(), 0);
+  // The startup line says where, on what and with how much cache (stderr is a pipe: no progress bar).
+  for (const char* piece : {"device cpu", "dtype f32", "weights f32", "KV cache 8176 tokens (",
+                            "maximum concurrency 2.00 at max_model_len 4096", "prefix caching on (the default"}) {
+    EXPECT_NE(serve.startup_line().find(piece), std::string::npos) << piece << " not in " << serve.startup_line();
+  }
+  EXPECT_EQ(serve.startup_line().find("loading"), std::string::npos);
   RawConnection stream(serve.port());
   ASSERT_TRUE(stream.Post("/v1/completions", StreamRequest(4000)));
   ASSERT_TRUE(stream.ReadUntil("data: {"));
