@@ -1,6 +1,7 @@
 #include "vllm/entrypoints/openai/metrics.h"
 
 #include <cstdio>
+#include <tuple>
 
 namespace vllm::openai {
 namespace {
@@ -154,25 +155,21 @@ std::string PrometheusStatLogger::Render() const {
     Sample(out, "vllm:request_success_total", "finished_reason=\"" + EscapeLabel(reason) + "\"," + labels_,
            static_cast<double>(count));
   }
-  RenderHistogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                  time_to_first_token_);
-  RenderHistogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                  inter_token_latency_);
-  RenderHistogram(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                  e2e_request_latency_);
-  RenderHistogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-                  request_queue_time_);
-  RenderHistogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-                  request_prefill_time_);
-  RenderHistogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-                  request_decode_time_);
-  RenderHistogram(out, "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-                  request_inference_time_);
-  RenderHistogram(out, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                  iteration_tokens_);
-  RenderHistogram(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", request_prompt_tokens_);
-  RenderHistogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.",
-                  request_generation_tokens_);
+  const std::tuple<const char*, const char*, const Histogram*> histograms[] = {
+      {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &time_to_first_token_},
+      {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &inter_token_latency_},
+      {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &e2e_request_latency_},
+      {"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &request_queue_time_},
+      {"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+       &request_prefill_time_},
+      {"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", &request_decode_time_},
+      {"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+       &request_inference_time_},
+      {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", &iteration_tokens_},
+      {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", &request_prompt_tokens_},
+      {"vllm:request_generation_tokens", "Number of generation tokens processed.", &request_generation_tokens_},
+  };
+  for (const auto& [name, help, histogram] : histograms) RenderHistogram(out, name, help, *histogram);
   return out;
 }
 
