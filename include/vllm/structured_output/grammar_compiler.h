@@ -24,7 +24,8 @@ struct JsonSchemaOptions {
   bool strict = true;
 };
 
-Grammar GrammarFromJsonSchema(const nlohmann::json& schema, const JsonSchemaOptions& options = {});
+// Properties are generated in the schema's order, hence ordered_json.
+Grammar GrammarFromJsonSchema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
 // The schema as JSON text; a syntax error is a StructuredOutputError.
 Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options = {});
 // Any JSON object (response_format {"type": "json_object"}).

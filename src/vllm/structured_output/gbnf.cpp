@@ -1,5 +1,5 @@
 // llama.cpp's GBNF: rules `name ::= alternatives`, one per line (a rule continues on
-// the next line inside parentheses or after `|`); terminals "literal", [class],
+// the next line inside parentheses, after `|`, or when that line starts with `|`); terminals "literal", [class],
 // [^class], `.`; grouping ( ), alternation |, repetition * + ? {m} {m,} {m,n} {,n};
 // `#` comments. The start rule is `root`.
 #include <cctype>
@@ -81,12 +81,23 @@ class GbnfParser {
 
   Expr ParseAlternatives(bool nested) {
     std::vector<Expr> options = {ParseSequence(nested)};
-    while (!Eof() && Peek() == '|') {
+    while (NextIsBar()) {
       ++i_;
       SkipSpace(true);
       options.push_back(ParseSequence(nested));
     }
     return Expr::Alt(std::move(options));
+  }
+
+  // A '|' here, or first on a following line (an extension: llama.cpp ends the rule
+  // at the newline, where this would be a syntax error).
+  bool NextIsBar() {
+    const size_t i = i_, line = line_;
+    SkipSpace(true);
+    if (!Eof() && Peek() == '|') return true;
+    i_ = i;
+    line_ = line;
+    return false;
   }
 
   Expr ParseSequence(bool nested) {

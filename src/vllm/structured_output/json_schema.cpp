@@ -13,7 +13,7 @@ namespace vllm::structured_output {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Keywords that only describe: they never change which documents are valid.
 const std::set<std::string> kAnnotations = {"title",   "description", "default",  "examples",   "$schema",
@@ -141,7 +141,12 @@ class JsonSchemaCompiler {
                       Expr::Seq({Expr::Byte('\\'), Expr::Alt({Expr::Bytes(short_escape), Expr::Seq({Expr::Byte('u'), unicode})})})});
   }
 
-  static Expr Number(bool integer) {
+  // Numbers: one shared rule per kind. The integer part has at most 100 digits and
+  // an exponent at most 2, so every number the grammar admits fits a double and
+  // parses with C++ JSON readers (nlohmann refuses 1e999 as an overflow).
+  Expr Number(bool integer) {
+    int32_t& rule = integer ? integer_rule_ : number_rule_;
+    if (rule >= 0) return Expr::Rule(rule);
     ByteSet digit, nonzero, exp, sign;
     digit.AddRange('0', '9');
     nonzero.AddRange('1', '9');
@@ -149,14 +154,16 @@ class JsonSchemaCompiler {
     exp.Add('E');
     sign.Add('+');
     sign.Add('-');
-    std::vector<Expr> parts = {Expr::Optional(Expr::Byte('-')),
-                               Expr::Alt({Expr::Byte('0'), Expr::Seq({Expr::Bytes(nonzero), Expr::Star(Expr::Bytes(digit))})})};
+    std::vector<Expr> parts = {
+        Expr::Optional(Expr::Byte('-')),
+        Expr::Alt({Expr::Byte('0'), Expr::Seq({Expr::Bytes(nonzero), Expr::Repeat(Expr::Bytes(digit), 0, 99)})})};
     if (!integer) {
       parts.push_back(Expr::Optional(Expr::Seq({Expr::Byte('.'), Expr::Repeat(Expr::Bytes(digit), 1, -1)})));
       parts.push_back(Expr::Optional(
-          Expr::Seq({Expr::Bytes(exp), Expr::Optional(Expr::Bytes(sign)), Expr::Repeat(Expr::Bytes(digit), 1, -1)})));
+          Expr::Seq({Expr::Bytes(exp), Expr::Optional(Expr::Bytes(sign)), Expr::Repeat(Expr::Bytes(digit), 1, 2)})));
     }
-    return Expr::Seq(std::move(parts));
+    rule = b_.AddRule(integer ? "integer" : "number", Expr::Seq(std::move(parts)));
+    return Expr::Rule(rule);
   }
 
   void CheckKeywords(const json& s, const std::string& pointer, const std::set<std::string>& allowed) const {
@@ -269,10 +276,10 @@ class JsonSchemaCompiler {
   static int32_t Count(const json& s, const char* key, int32_t fallback, const std::string& pointer) {
     if (!s.contains(key)) return fallback;
     const json& v = s[key];
-    if (!v.is_number_unsigned() || v.get<uint64_t>() > 100000) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000) {
       Fail(std::string(key) + " must be a non-negative integer up to 100000", pointer + "/" + key);
     }
-    return static_cast<int32_t>(v.get<uint64_t>());
+    return static_cast<int32_t>(v.get<int64_t>());
   }
 
   Expr Typed(const std::string& type, const json& s, const std::string& pointer) {
@@ -393,16 +400,18 @@ class JsonSchemaCompiler {
   int32_t any_value_ = -1;
   int32_t any_object_ = -1;
   int32_t plain_string_ = -1;
+  int32_t integer_rule_ = -1;
+  int32_t number_rule_ = -1;
 };
 
 }  // namespace
 
-Grammar GrammarFromJsonSchema(const json& schema, const JsonSchemaOptions& options) {
+Grammar GrammarFromJsonSchema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
   return JsonSchemaCompiler(schema, options).CompileSchema();
 }
 
 Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options) {
-  json schema;
+  nlohmann::ordered_json schema;
   try {
     schema = json::parse(schema_json);
   } catch (const json::parse_error& e) {
@@ -412,7 +421,7 @@ Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOpti
 }
 
 Grammar GrammarFromJsonObject(const JsonSchemaOptions& options) {
-  const json none;
+  const nlohmann::ordered_json none;
   return JsonSchemaCompiler(none, options).CompileAnyObject();
 }
 
