@@ -78,6 +78,42 @@ TEST(ChoiceGrammarTest, OnlyTheChoicesAndPrefixesOfThem) {
   EXPECT_THROW(GrammarFromChoices({}), StructuredOutputError);
 }
 
+// Random walks over token masks: every finished output matches (std::regex as the
+// reference; the choice list), on both vocabularies.
+void CheckRegexAndChoiceWalks(const std::shared_ptr<const TokenizerInfo>& vocab, int walks) {
+  const std::vector<std::string> patterns = {"[a-z]{2,5}(,[0-9]+)*",  "(foo|bar)+baz?", "\\d{3}-\\d{2}-\\d{4}",
+                                             "[A-Z][a-z ]{0,12}\\.", "(ab|a)*c",        "\"[^\"]{0,6}\""};
+  std::mt19937 rng(13);
+  for (const std::string& p : patterns) {
+    auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromRegex(p), vocab);
+    int finished = 0;
+    for (int w = 0; w < walks; ++w) {
+      GrammarMatcher m(compiled);
+      const testing::WalkResult r = testing::RandomWalk(m, rng, 60, 0.5);
+      if (!r.terminated) continue;
+      ++finished;
+      EXPECT_TRUE(std::regex_match(testing::Wide(r.text), std::wregex(testing::Wide(p)))) << p << " produced \"" << r.text << "\"";
+    }
+    EXPECT_GT(finished, walks / 2) << p;
+  }
+  const std::vector<std::string> choices = {"positive", "negative", "neutral", "neg", "中立"};
+  auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromChoices(choices), vocab);
+  for (int w = 0; w < walks; ++w) {
+    GrammarMatcher m(compiled);
+    const testing::WalkResult r = testing::RandomWalk(m, rng, 20, 0.5);
+    ASSERT_TRUE(r.terminated);
+    EXPECT_NE(std::find(choices.begin(), choices.end(), r.text), choices.end()) << r.text;
+  }
+}
+
+TEST(RegexGrammarTest, WalksMatchOnASyntheticVocabulary) { CheckRegexAndChoiceWalks(testing::SyntheticVocab(), 100); }
+
+TEST(RegexGrammarTest, WalksMatchOnTheQwen3Vocabulary) {
+  auto vocab = testing::Qwen3Vocab();
+  if (!vocab) GTEST_SKIP() << vllm::testing::MissingSharedData(testing::kQwen3Dir / "tokenizer.json");
+  CheckRegexAndChoiceWalks(vocab, 50);
+}
+
 TEST(GbnfGrammarTest, ParsesLlamaCppSyntax) {
   const Matcher arithmetic(GrammarFromGbnf(R"G(# left recursion, multi-line alternatives
 root ::= expr

@@ -67,7 +67,7 @@ TEST(JsonSchemaGrammarTest, RandomSchemasOnASyntheticVocabularyValidate) {
 TEST(JsonSchemaGrammarTest, RandomSchemasOnTheQwen3VocabularyValidate) {
   auto vocab = testing::Qwen3Vocab();
   if (!vocab) GTEST_SKIP() << vllm::testing::MissingSharedData(testing::kQwen3Dir / "tokenizer.json");
-  CheckRandomSchemas(vocab, 40, 3, 2);
+  CheckRandomSchemas(vocab, 100, 3, 2);
 }
 
 TEST(JsonSchemaGrammarTest, RecursiveRefsAndToolSchemas) {
