@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 #include "structured_testing.h"
 #include "vllm/structured_output/grammar_compiler.h"
@@ -127,6 +128,44 @@ TEST(TokenMaskTest, ApplyTokenBitmaskSetsDisallowedLogitsToMinusInfinity) {
     }
   }
   EXPECT_THROW(ApplyTokenBitmask(logits, std::span<const uint32_t>(mask).first(2)), std::invalid_argument);
+}
+
+// Matchers on several threads share one CompiledGrammar whose cache is still empty:
+// each computes the masks that a serial run on a separate grammar computes.
+TEST(TokenMaskTest, ThreadsShareACompiledGrammar) {
+  const auto vocab = testing::SyntheticVocab();
+  std::mt19937 rng(31);
+  const json schema = testing::RandomRootSchema(rng);
+  auto serial = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema), vocab);
+  std::vector<std::vector<int32_t>> walks;
+  std::vector<std::vector<std::vector<uint32_t>>> expected;
+  for (int w = 0; w < 8; ++w) {
+    GrammarMatcher m(serial);
+    walks.push_back(testing::RandomWalk(m, rng, 60).ids);
+    GrammarMatcher replay(serial);
+    expected.emplace_back();
+    for (int32_t id : walks.back()) {
+      expected.back().emplace_back(vocab->bitmask_words());
+      replay.FillNextTokenBitmask(expected.back().back());
+      ASSERT_TRUE(replay.AcceptToken(id));
+    }
+  }
+  auto shared = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema), vocab);
+  std::vector<int> mismatches(walks.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < walks.size(); ++w) {
+    threads.emplace_back([&, w] {
+      GrammarMatcher m(shared);
+      std::vector<uint32_t> mask(vocab->bitmask_words());
+      for (size_t k = 0; k < walks[w].size(); ++k) {
+        m.FillNextTokenBitmask(mask);
+        mismatches[w] += mask != expected[w][k];
+        m.AcceptToken(walks[w][k]);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches, std::vector<int>(walks.size(), 0));
 }
 
 // Prints the mask time per generated token on the Qwen3 vocabulary: the first walk
