@@ -7,6 +7,7 @@
 #include <set>
 
 #include "regex.h"
+#include "tokenizer/utf8.h"
 #include "vllm/structured_output/grammar_compiler.h"
 
 namespace vllm::structured_output {
@@ -340,7 +341,11 @@ class JsonSchemaCompiler {
     std::optional<Expr> extra_member;
     if (!(additional.is_boolean() && !additional.get<bool>())) {
       const Expr value = Schema(additional, pointer + "/additionalProperties");
-      extra_member = Expr::Rule(b_.AddRule("extra_member", Expr::Seq({PlainString(), Punct(':'), value})));
+      std::vector<std::u32string> declared;
+      for (const auto& [key, unused] : props.items()) declared.push_back(Codepoints(key));
+      const Expr key = declared.empty() ? PlainString()
+                                        : Expr::Seq({Expr::Byte('"'), KeyNotIn(declared, 0), Expr::Byte('"')});
+      extra_member = Expr::Rule(b_.AddRule("extra_member", Expr::Seq({key, Punct(':'), value})));
     }
     // Members in the order of "properties". After(i): the rest from property i on,
     // given that one member is already written (so each starts with a comma); First(i):
@@ -371,6 +376,45 @@ class JsonSchemaCompiler {
       first = Expr::Rule(first_rule);
     }
     return Expr::Seq({Expr::Byte('{'), Ws(), first, Ws(), Expr::Byte('}')});
+  }
+
+  static std::u32string Codepoints(const std::string& key) {
+    std::u32string out;
+    for (size_t i = 0; i < key.size();) {
+      const utf8::Sequence seq = utf8::ScanSequence(key, i);
+      out += seq.kind == utf8::Sequence::kValid ? seq.code_point : U'\uFFFD';
+      i += std::max<size_t>(seq.length, 1);
+    }
+    return out;
+  }
+
+  // The content of a key string other than the `keys` (from character `depth` on), in
+  // canonical spelling (JsonStringChars: each character has one encoding), so that a
+  // declared property cannot come back as an extra member. A trie over characters:
+  // stop where no key ends, leave the trie with a character no key continues with,
+  // or follow one that some key does. The characters after leaving stay inline (not
+  // one shared rule): their cache entries then reach past the key's closing quote,
+  // which leaves far fewer uncertain tokens to check per step.
+  static Expr KeyNotIn(const std::vector<std::u32string>& keys, size_t depth) {
+    bool a_key_ends = false;
+    std::map<uint32_t, std::vector<std::u32string>> next;
+    for (const std::u32string& k : keys) {
+      if (k.size() == depth) {
+        a_key_ends = true;
+      } else {
+        next[k[depth]].push_back(k);
+      }
+    }
+    std::vector<Expr> options;
+    if (!a_key_ends) options.push_back(Expr::Empty());
+    CodepointRanges continued;
+    for (const auto& [cp, unused] : next) continued.emplace_back(cp, cp);
+    options.push_back(Expr::Seq({JsonStringChars(ComplementCodepoints(continued)),
+                                 Expr::Star(JsonStringChars({{0, 0x10FFFF}}))}));
+    for (const auto& [cp, rest] : next) {
+      options.push_back(Expr::Seq({JsonStringChars({{cp, cp}}), KeyNotIn(rest, depth + 1)}));
+    }
+    return Expr::Alt(std::move(options));
   }
 
   Expr Array(const json& s, const std::string& pointer) {

@@ -37,6 +37,7 @@ void CheckRandomSchemas(const std::shared_ptr<const TokenizerInfo>& vocab, int n
     const json schema = testing::RandomRootSchema(rng);
     JsonSchemaOptions options;
     options.max_whitespace = std::array{0, 1, 2, -1}[rng() % 4];
+    options.strict = rng() % 2;
     auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema, options), vocab);
     for (int w = 0; w < walks_per_schema; ++w) {
       GrammarMatcher m(compiled);
@@ -128,6 +129,15 @@ TEST(JsonSchemaGrammarTest, AcceptsAndRejectsDocuments) {
   EXPECT_FALSE(Accepts(array, "[true, false]"));
   EXPECT_FALSE(Accepts(array, "[]"));
   EXPECT_FALSE(Accepts(array, "[true,true,true]"));
+
+  // Extra members never repeat a declared name, in any spelling the grammar allows.
+  const Grammar extra = GrammarFromJsonSchema(std::string_view(
+      R"({"type": "object", "properties": {"ab": {"type": "integer"}, "é": {"type": "null"}},
+          "additionalProperties": {"type": "string"}})"));
+  EXPECT_TRUE(Accepts(extra, R"({"ab": 1, "a": "x", "abc": "y", "": "z", "è": "w", "éé": "v"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"ab": 1, "ab": "x"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"é": "x"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"\u0061b": "x"})"));
 
   const Grammar date = GrammarFromJsonSchema(std::string_view(R"({"type": "string", "format": "date"})"));
   EXPECT_TRUE(Accepts(date, R"("2024-02-29")"));

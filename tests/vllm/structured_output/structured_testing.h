@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -217,7 +218,13 @@ inline json RandomObjectSchema(std::mt19937& rng, int depth, bool allow_ref) {
     if (rng() % 2) required.push_back(key);
   }
   if (!required.empty()) s["required"] = required;
-  if (rng() % 3 == 0) s["additionalProperties"] = false;
+  switch (rng() % 6) {
+    case 0: s["additionalProperties"] = false; break;
+    case 1: s["additionalProperties"] = true; break;
+    case 2: s["additionalProperties"] = RandomSchema(rng, depth - 1, allow_ref); break;
+    case 3: s.erase("properties"); s.erase("required"); s["additionalProperties"] = RandomSchema(rng, depth - 1, allow_ref); break;
+    default: break;
+  }
   return s;
 }
 
@@ -263,6 +270,25 @@ inline std::vector<int32_t> AllowedIds(std::span<const uint32_t> mask, int32_t v
     if (BitmaskTest(mask, id)) ids.push_back(id);
   }
   return ids;
+}
+
+// A uniformly random set bit of `mask`, or -1 when none is set.
+inline int32_t RandomAllowed(std::span<const uint32_t> mask, std::mt19937& rng) {
+  int64_t total = 0;
+  for (uint32_t w : mask) total += std::popcount(w);
+  if (total == 0) return -1;
+  int64_t k = std::uniform_int_distribution<int64_t>(0, total - 1)(rng);
+  for (size_t w = 0; w < mask.size(); ++w) {
+    const int n = std::popcount(mask[w]);
+    if (k >= n) {
+      k -= n;
+      continue;
+    }
+    uint32_t word = mask[w];
+    for (; k > 0; --k) word &= word - 1;  // drop the lowest set bits
+    return static_cast<int32_t>(w * 32 + std::countr_zero(word));
+  }
+  return -1;
 }
 
 // Extends the matcher's text, a byte at a time, to a complete document: structural
@@ -315,12 +341,11 @@ inline WalkResult RandomWalk(GrammarMatcher& m, std::mt19937& rng, int max_token
   WalkResult r;
   for (int step = 0; step < max_tokens; ++step) {
     m.FillNextTokenBitmask(mask);
-    const std::vector<int32_t> allowed = AllowedIds(mask, tok.vocab_size());
-    if (allowed.empty()) {
+    int32_t id = RandomAllowed(mask, rng);
+    if (id < 0) {
       ADD_FAILURE() << "empty mask after \"" << r.text << "\"";
       return r;
     }
-    int32_t id = allowed[rng() % allowed.size()];
     if (m.CanTerminate() && std::uniform_real_distribution<double>(0, 1)(rng) < stop_bias) {
       id = tok.stop_token_ids()[0];
     }
