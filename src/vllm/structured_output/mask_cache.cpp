@@ -47,17 +47,21 @@ bool TokenWalker::Walk(std::string_view token, int32_t shared) {
 
 namespace {
 
-void StoreSmallestForm(PositionMask& out, const std::vector<uint32_t>& accepted_bits, int32_t num_accepted,
-                       const TokenizerInfo& tokenizer) {
+// Only positions that accept or reject most of the vocabulary pay for a pass over it.
+void StoreSmallestForm(PositionMask& out, std::vector<int32_t> accepted, const TokenizerInfo& tokenizer) {
+  const int32_t num_accepted = static_cast<int32_t>(accepted.size());
   const int32_t num_normal = static_cast<int32_t>(tokenizer.sorted_ids().size());
   const int32_t num_rejected = num_normal - num_accepted - static_cast<int32_t>(out.uncertain.size());
   const int32_t words = tokenizer.bitmask_words();
   if (num_accepted <= words && num_accepted <= num_rejected) {
     out.form = PositionMask::Form::kAcceptedList;
-    for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
-      if (BitmaskTest(accepted_bits, id)) out.ids.push_back(id);
-    }
-  } else if (num_rejected <= words) {
+    std::sort(accepted.begin(), accepted.end());
+    out.ids = std::move(accepted);
+    return;
+  }
+  std::vector<uint32_t> accepted_bits(words, 0);
+  for (int32_t id : accepted) BitmaskSet(accepted_bits, id);
+  if (num_rejected <= words) {
     out.form = PositionMask::Form::kRejectedList;
     std::vector<uint32_t> other = accepted_bits;  // accepted or uncertain
     for (int32_t index : out.uncertain) BitmaskSet(other, tokenizer.sorted_ids()[index]);
@@ -67,7 +71,7 @@ void StoreSmallestForm(PositionMask& out, const std::vector<uint32_t>& accepted_
     std::sort(out.ids.begin(), out.ids.end());
   } else {
     out.form = PositionMask::Form::kBitset;
-    out.bits = accepted_bits;
+    out.bits = std::move(accepted_bits);
   }
 }
 
@@ -78,8 +82,7 @@ PositionMask ComputePositionMask(EarleyParser& sub_parser, int32_t position, con
   const ByteSet& first = g.byte_sets[g.elements[position].index];
   const std::span<const int32_t> sorted = tokenizer.sorted_ids();
   const std::span<const int32_t> lcp = tokenizer.sorted_lcp();
-  std::vector<uint32_t> accepted_bits(tokenizer.bitmask_words(), 0);
-  int32_t num_accepted = 0;
+  std::vector<int32_t> accepted;
   PositionMask out;
   sub_parser.ResetToPosition(position);
   // A token whose first byte the position does not scan is rejected without a walk.
@@ -90,15 +93,14 @@ PositionMask ComputePositionMask(EarleyParser& sub_parser, int32_t position, con
     for (int32_t index = begin; index < end; ++index) {
       const int32_t id = sorted[index];
       if (walker.Walk(tokenizer.token_bytes(id), index == begin ? 0 : lcp[index])) {
-        BitmaskSet(accepted_bits, id);
-        ++num_accepted;
+        accepted.push_back(id);
       } else if (walker.EndSeenBeforeFailure()) {
         out.uncertain.push_back(index);
       }
     }
     walker.Finish();
   }
-  StoreSmallestForm(out, accepted_bits, num_accepted, tokenizer);
+  StoreSmallestForm(out, std::move(accepted), tokenizer);
   out.ids.shrink_to_fit();
   out.uncertain.shrink_to_fit();
   return out;
