@@ -3,6 +3,8 @@
 // stream with its last chunk and [DONE]); `vllm-cpp serve` does so on SIGTERM and
 // exits 0, and a second signal exits at once.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -178,6 +180,43 @@ TEST(ApiServerShutdownTest, ASecondSignalExitsAtOnce) {
   EXPECT_EQ(serve.WaitForExit(std::chrono::milliseconds(300)), -1) << "the first signal did not wait for the request";
   serve.Signal(SIGINT);
   EXPECT_EQ(serve.WaitForExit(std::chrono::seconds(2)), 128 + SIGINT);
+}
+
+// On a terminal (a pseudo-terminal here) `serve` draws a loading bar that ends at
+// N/N, then the startup line naming the device, dtype, weight format, KV cache in
+// tokens and GiB, the maximum concurrency and prefix caching.
+TEST(ApiServerShutdownTest, ServeOnATerminalShowsLoadingProgressAndTheStartupLine) {
+  int terminal = -1;
+  const pid_t pid = forkpty(&terminal, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string model = testing::ServerModelDir(), tokenizer = testing::ServerTokenizerDir();
+    execl(VLLM_CPP_BINARY, VLLM_CPP_BINARY, "serve", "--model", model.c_str(), "--tokenizer", tokenizer.c_str(),
+          "--port", "0", "--max-model-len", "4K", "--num-gpu-blocks-override", "512", "--threads", "1",
+          "--shutdown-timeout", "0", "--disable-uvicorn-access-log", nullptr);
+    _exit(127);
+  }
+  std::string output;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (output.find("on http://") == std::string::npos || output.find("prefix caching") == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) break;
+    pollfd readable{terminal, POLLIN, 0};
+    if (poll(&readable, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(terminal, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    output.append(buffer, static_cast<size_t>(n));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(terminal);
+  EXPECT_NE(output.find("vllm-cpp serve: loading "), std::string::npos) << output;
+  EXPECT_NE(output.find("[" + std::string(30, '=') + "]"), std::string::npos) << output;  // the bar at N/N
+  for (const char* part : {"on http://", "device cpu", "dtype ", "weights ", "KV cache ", " tokens (", " GiB)",
+                           "maximum concurrency ", "prefix caching "}) {
+    EXPECT_NE(output.find(part), std::string::npos) << part << " in " << output;
+  }
 }
 
 }  // namespace
