@@ -79,7 +79,6 @@ class Scheduler {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // admission order
-  int64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
 };
 
