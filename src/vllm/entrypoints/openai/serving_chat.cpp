@@ -7,18 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-struct ChatRequest {
-  std::string request_id;
-  std::string model;
-  int64_t created = 0;
-  StreamOptions stream;
-  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids
-  std::optional<int> top_logprobs;     // set when logprobs is true
-  std::optional<int> prompt_logprobs;  // vLLM's extra field
-  std::vector<int32_t> prompt_ids;
-  SamplingParams params;
-};
-
 // Tool calls are rendered into the prompt but not parsed out of the output, so only
 // tool_choice "none" (the default without --enable-auto-tool-choice in vLLM) is served.
 void CheckToolChoice(const json& body) {
@@ -31,9 +19,11 @@ void CheckToolChoice(const json& body) {
              "tool_choice");
 }
 
-ChatRequest ReadRequest(const std::string& text, const ServingContext& context) {
+}  // namespace
+
+ChatCompletionRequest ReadChatCompletionRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
-  ChatRequest request;
+  ChatCompletionRequest request;
   request.model = context.CheckModel(body);
   request.request_id = RandomRequestId("chatcmpl-");
   request.created = UnixTimeSeconds();
@@ -60,6 +50,8 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   return request;
 }
 
+namespace {
+
 json TokenJson(const Tokenizer* tokenizer, int32_t id, float logprob) {
   const std::string raw = TokenRawBytes(tokenizer, id);
   json bytes = json::array();
@@ -83,11 +75,11 @@ json LogprobsContent(const Tokenizer* tokenizer, const RequestOutput& output, in
   return content;
 }
 
-json ChunkBase(const ChatRequest& request, const char* object) {
+json ChunkBase(const ChatCompletionRequest& request, const char* object) {
   return {{"id", request.request_id}, {"object", object}, {"created", request.created}, {"model", request.model}};
 }
 
-json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
+json ResponseJson(const ChatCompletionRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
   json response = ChunkBase(request, "chat.completion");
   json logprobs = nullptr;
   if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, *request.top_logprobs)}};
@@ -112,7 +104,7 @@ json ResponseJson(const ChatRequest& request, const RequestOutput& out, const To
 // tokens; the last carries the finish_reason.
 class ChatStream : public EventStream {
  public:
-  ChatStream(ChatRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
+  ChatStream(ChatCompletionRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
       : request_(std::move(request)), group_(std::move(group)), tokenizer_(tokenizer) {}
 
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
@@ -174,7 +166,7 @@ class ChatStream : public EventStream {
                              request_.return_token_ids ? &new_ids : nullptr));
   }
 
-  ChatRequest request_;
+  ChatCompletionRequest request_;
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
   size_t num_tokens_sent_ = 0;
@@ -185,7 +177,7 @@ class ChatStream : public EventStream {
 }  // namespace
 
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
-  ChatRequest request = ReadRequest(body, context_);
+  ChatCompletionRequest request = ReadChatCompletionRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   engine_requests.push_back({request.request_id, request.prompt_ids, request.params});
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));

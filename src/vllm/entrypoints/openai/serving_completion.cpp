@@ -8,24 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-struct Prompt {
-  std::vector<int32_t> ids;
-  std::string text;  // what echo returns: the prompt as sent, or its ids decoded
-};
-
-struct CompletionRequest {
-  std::string request_id;
-  std::string model;
-  int64_t created = 0;
-  StreamOptions stream;
-  bool echo = false;
-  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids in the choices
-  std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
-  std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
-  std::vector<Prompt> prompts;
-  std::vector<SamplingParams> params;  // per prompt (max_tokens depends on its length)
-};
-
 int64_t CodePoints(const std::string& text) {
   int64_t n = 0;
   for (unsigned char c : text) n += (c & 0xc0) != 0x80;
@@ -55,21 +37,21 @@ std::vector<int32_t> ReadIds(const json& ids, int64_t vocab_size) {
 }
 
 // "prompt": a string, a list of token ids, a list of strings or a list of id lists.
-std::vector<Prompt> ReadPrompts(const json& body, const ServingContext& context, bool add_special_tokens) {
+std::vector<CompletionPrompt> ReadPrompts(const json& body, const ServingContext& context, bool add_special_tokens) {
   if (!body.contains("prompt") || body["prompt"].is_null()) BadRequest("'prompt' is required", "prompt");
   const json& prompt = body["prompt"];
   const int64_t vocab = context.engine().vocab_size();
   auto from_text = [&](const json& text) {
-    return Prompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"), text.get<std::string>()};
+    return CompletionPrompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"), text.get<std::string>()};
   };
   auto from_ids = [&](const json& ids) {
     std::vector<int32_t> read = ReadIds(ids, vocab);
-    return Prompt{read, DecodePrompt(context.engine().tokenizer(), read)};
+    return CompletionPrompt{read, DecodePrompt(context.engine().tokenizer(), read)};
   };
   auto all = [&](bool (json::*is_type)() const noexcept) {
     return std::all_of(prompt.begin(), prompt.end(), [&](const json& p) { return (p.*is_type)(); });
   };
-  std::vector<Prompt> prompts;
+  std::vector<CompletionPrompt> prompts;
   if (prompt.is_string()) {
     prompts.push_back(from_text(prompt));
   } else if (prompt.is_array() && !prompt.empty() && all(&json::is_number)) {
@@ -82,13 +64,15 @@ std::vector<Prompt> ReadPrompts(const json& body, const ServingContext& context,
     BadRequest("'prompt' must be a string, a list of token ids, or a non-empty list of strings or of token id lists",
                "prompt");
   }
-  for (const Prompt& p : prompts) {
+  for (const CompletionPrompt& p : prompts) {
     if (p.ids.empty()) BadRequest("the prompt is empty: send at least one token", "prompt");
   }
   return prompts;
 }
 
-CompletionRequest ReadRequest(const std::string& text, const ServingContext& context) {
+}  // namespace
+
+CompletionRequest ReadCompletionRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
   CompletionRequest request;
   request.model = context.CheckModel(body);
@@ -111,7 +95,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   }
   sampling.params.logprobs = request.logprobs;
   request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true));
-  for (const Prompt& prompt : request.prompts) {
+  for (const CompletionPrompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
     params.max_tokens =
         context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
@@ -121,6 +105,8 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   }
   return request;
 }
+
+namespace {
 
 // OpenAI's legacy logprobs object {tokens, token_logprobs, top_logprobs, text_offset},
 // built token by token; Take() hands out what was added since the last call.
@@ -306,7 +292,7 @@ class CompletionStream : public EventStream {
 }  // namespace
 
 ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone& client_gone) const {
-  CompletionRequest request = ReadRequest(body, context_);
+  CompletionRequest request = ReadCompletionRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     engine_requests.push_back(
