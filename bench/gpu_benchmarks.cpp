@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "vt/ops.h"
+#include "vt/quant.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -92,8 +94,48 @@ Row MatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType x_dtype, std
           seconds, bytes, 2.0 * m * n * k};
 }
 
-// Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16.
-Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng) {
+// Block-format weights [N, K] on the device: 64 distinct rows quantized on the host
+// (random values in [-1, 1)) and repeated, which keeps large matrices quick to make;
+// kernel time does not depend on the values (they are not zero).
+Tensor RandomBlockWeights(int64_t n, int64_t k, DType dtype, Device device, std::mt19937& rng) {
+  const int64_t row_bytes = BytesFor(dtype, k), distinct = std::min<int64_t>(n, 64);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(k);
+  std::vector<char> rows(distinct * row_bytes);
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (float& v : values) v = dist(rng);
+    QuantizeRow(values.data(), k, rows.data() + r * row_bytes, dtype);
+  }
+  Tensor host = Tensor::Empty({n, k}, dtype);
+  for (int64_t r = 0; r < n; ++r) {
+    std::copy_n(rows.data() + (r % distinct) * row_bytes, row_bytes, static_cast<char*>(host.data()) + r * row_bytes);
+  }
+  return host.To(device);
+}
+
+// x [M, K] bf16 . w [N, K]^T with block-format weights (two copies when under 256 MB,
+// so that calls alternate between buffers larger than L2 together).
+Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype, std::mt19937& rng) {
+  const double w_bytes = static_cast<double>(BytesFor(w_dtype, n * k));
+  const int copies = w_bytes < 256e6 ? 2 : 1;
+  std::vector<Tensor> weights;
+  for (int i = 0; i < copies; ++i) weights.push_back(RandomBlockWeights(n, k, w_dtype, device, rng));
+  const Tensor x = Random({m, k}, DType::kBF16, device, rng);
+  const Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
+  const double seconds = SecondsPerCall(device, m <= 16 ? 50 : 10, [&](int i) {
+    MatMul({.x = x, .w = weights[i % copies], .out = out});
+  });
+  return {"MatMul M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " w " +
+              DTypeName(w_dtype) + " x bf16",
+          seconds, w_bytes + 2.0 * (m * k + m * n), 2.0 * m * n * k};
+}
+
+// Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16,
+// under the default kernel choice (the GQA-group kernel for these shapes) or a
+// forced `variant` ("rows": the row kernels, for comparison). Bytes count each K/V
+// row once: the group kernel reads it once per GQA group of 4 query heads, the row
+// kernels once per query head.
+Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng, const char* variant = "") {
   const int64_t heads = 16, kv_heads = 4, head_dim = 256, block_size = 16;
   const int64_t blocks_per_seq = (context + block_size - 1) / block_size, blocks = batch * blocks_per_seq;
   const Tensor k_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
@@ -108,9 +150,12 @@ Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt1993
                                 .seq_lens = Tensor::FromVector(seq_lens, {batch}).To(device),
                                 .query_start_loc = Tensor::FromVector(qsl, {batch + 1}).To(device),
                                 .out = out, .scale = 0.0625f, .max_query_len = 1, .max_seq_len = context};
+  tuning::SetVariant("gpu.paged_attention", variant);
   const double seconds = SecondsPerCall(device, 20, [&](int) { PagedAttention(args); });
+  tuning::SetVariant("gpu.paged_attention", "");
   const double bytes = 2.0 * batch * context * kv_heads * head_dim * 2;
-  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16",
+  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16" +
+              (*variant != 0 ? std::string(" ") + variant : std::string()),
           seconds, bytes, 0};
 }
 
@@ -171,8 +216,32 @@ int Run(int argc, char** argv) {
       MatMulRow(device, 4, 12288, 4096, DType::kBF16, rng),
       MatMulRow(device, 512, 12288, 4096, DType::kBF16, rng),
       MatMulRow(device, 512, 12288, 4096, DType::kF32, rng),
+      // 9B decode projections (gate|up, down, GDN in_proj qkv|z|b|a, LM head), 35B-A3B's
+      // GDN in_proj and out_proj, in the formats users run; then batches across the
+      // GEMV's row limit and a prefill GEMM on decoded weights.
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 12352, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ6_K, rng),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng),
+      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_K, rng),
+      QuantMatMulRow(device, 17, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng),
       PagedAttentionRow(device, 1, 8192, rng),
+      PagedAttentionRow(device, 1, 8192, rng, "rows"),
+      PagedAttentionRow(device, 1, 2048, rng),
       PagedAttentionRow(device, 64, 2048, rng),
+      PagedAttentionRow(device, 64, 2048, rng, "rows"),
       GdnRecurrentRow(device, 1, rng),
       GdnRecurrentRow(device, 64, rng),
       RmsNormRow(device, 512, 4096, rng),

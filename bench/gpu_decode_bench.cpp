@@ -1,4 +1,4 @@
-// Batch-1 decode of a random-weight Qwen3.5 model with 9B shapes (qwen35.md §1.2:
+// Batch-1 decode of a random-weight Qwen3.5 model with 9B shapes (docs/qwen35.md §1.2:
 // L 32, H 4096, Nq/Nkv 16/4, D 256, rotary 64, FFN 12288, Hk/Hv 16/32, Dk = Dv = 128,
 // conv 4, vocab 248320, untied) in bf16, through the engine's real path:
 //
@@ -24,7 +24,8 @@
 // process, on the same weights and against the same ceiling: "default" forces
 // nothing, "eager" runs every step op by op, "gemv=V" forces the decode MatMul
 // variant V (gpu.matmul_skinny), "gdn=V" the GdnRecurrent variant V
-// (gpu.gdn_recurrent), joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
+// (gpu.gdn_recurrent), "attn=V" the PagedAttention variant V (gpu.paged_attention),
+// joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
 // gdn_variants_test.cpp check each variant against a reference; the greedy tokens
 // of each variant are compared with the first variant's here.
 //
@@ -59,6 +60,7 @@
 #include "vllm/worker/cache_engine.h"
 #include "vllm/worker/model_runner.h"
 #include "vt/gpu/matmul_choice.h"
+#include "vt/gpu/paged_attention_choice.h"
 #include "vt/ops.h"
 #include "vt/device_graph.h"
 #include "vt/reach.h"
@@ -97,7 +99,9 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 // The vt::tuning families a variant may force, by the short names --variants uses.
 const std::map<std::string, std::string>& Families() {
   static const std::map<std::string, std::string> families = {
-      {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)}, {"gdn", "gpu.gdn_recurrent"}};
+      {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)},
+      {"gdn", "gpu.gdn_recurrent"},
+      {"attn", std::string(vt::gpu::kPagedAttentionVariantFamily)}};
   return families;
 }
 
@@ -430,8 +434,8 @@ void MeasureEnqueue(const Model& model, const std::vector<int32_t>& prompt, Deco
   SingleRequest single(model, prompt, 3, false);
   single.Step();  // the prefill
   const SchedulerOutput decode = single.scheduler->schedule();
-  const ModelRunner& runner = *single.runner;
-  const ForwardBatch batch = runner.PrepareBatch(decode);
+  ModelRunner& runner = *single.runner;
+  const ForwardBatch batch = runner.PrepareBatch(runner.UpdateStates(decode));
   std::vector<double> enqueue, done;
   for (int i = 0; i < 11; ++i) {
     vt::Synchronize(model.device());

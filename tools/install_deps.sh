@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev
   hipcc libamdhip64-dev rocm-device-libs   # the ROCm backend is compiled (not run) here
   clang-14 libclang-rt-14-dev                # libFuzzer targets
+  gnuplot-nox                                # `vllm-cpp bench --plot` (run as a separate process)
 )
 missing=()
 for p in "${packages[@]}"; do

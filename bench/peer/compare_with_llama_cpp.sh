@@ -9,7 +9,7 @@
 #   mkdir -p /tmp/llama_peer && (cd /tmp/llama_peer && npm i -E node-llama-cpp@3.22.1)
 #
 # Usage: bench/peer/compare_with_llama_cpp.sh [--build DIR] [--peer-dir DIR] [--model FILE.gguf]
-#          [--shape 0.8b|2b] [--outtype q8_0|q4_k|f16|bf16|...] [--repeats R] [--prompt-len P]
+#          [--shape 0.8b|2b|9b|35b-a3b] [--outtype q8_0|q4_k|f16|bf16|...] [--repeats R] [--prompt-len P]
 #          [--gen N] [--threads T] [--seed S] [--kv-type F32|F16] [--keep DIR]
 # The model file is written by random_gguf when missing (default
 # /tmp/vllm_peer_qwen35_<shape>_<outtype>.gguf). Engines run alternately, the order

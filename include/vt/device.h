@@ -3,7 +3,9 @@
 // The CPU backend is built into libvt. GPU backends (CUDA, ROCm) are shared
 // libraries (libvt_cuda.so, libvt_rocm.so) that LoadBackends() opens at run time
 // from the folder holding libvt; loading one registers its DeviceBackend and its
-// kernels. A binary built with CUDA therefore still runs on a machine without it.
+// kernels, once its versioned entry point says it was built against this libvt
+// (backend_abi.h). A binary built with CUDA therefore still runs on a machine
+// without it.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +45,16 @@ struct MemoryInfo {
   size_t total_bytes = 0;
 };
 
+// The backend allocator's own accounting (as torch.cuda.memory_stats): what the
+// engine's memory profiling reads. Sizes are what the allocator holds (a GPU
+// caching pool counts whole size classes).
+struct MemoryStats {
+  size_t allocated_bytes = 0;       // live allocations
+  size_t peak_allocated_bytes = 0;  // highest allocated_bytes since ResetPeakMemoryStats
+  size_t cached_bytes = 0;          // freed blocks kept for reuse (used for GetMemoryInfo, free to allocations)
+  size_t graph_bytes = 0;           // held by graph memories (device_graph.h), outside the counts above
+};
+
 // What a device type provides beyond kernels. Every call takes the device index.
 // All work on a device goes to its one queue (stream), in order; Synchronize waits.
 class DeviceBackend {
@@ -52,6 +64,9 @@ class DeviceBackend {
   virtual int DeviceCount() const = 0;
   virtual std::string DeviceName(int index) const = 0;
   virtual MemoryInfo GetMemoryInfo(int index) const = 0;
+  virtual MemoryStats GetMemoryStats(int index) const = 0;
+  // Starts a new peak: peak_allocated_bytes = allocated_bytes.
+  virtual void ResetPeakMemoryStats(int index) = 0;
 
   // Returns memory aligned to at least 256 bytes; throws std::bad_alloc-like
   // vt errors (naming the device and size) when out of memory.
@@ -89,6 +104,15 @@ bool IsDeviceAvailable(Device device);
 // Opens the GPU backend libraries that were built next to libvt. Idempotent.
 // Returns one line per backend saying whether it loaded and, if not, why.
 std::vector<std::string> LoadBackends();
+
+// Opens `path` as the backend library of `type` (LoadBackends does this for the
+// libraries of this build). The library's registrations count only when its
+// versioned entry point (backend_abi.h) reports libvt's ABI version and ops.def
+// fingerprint; otherwise nothing of it is registered and the backend stays
+// unavailable. Returns "" when it loaded (or the backend already was), else the
+// reason, which BackendLoadError and GetDeviceBackend then report. One attempt per
+// type: LoadBackends does not try again after a failure.
+std::string LoadBackendLibrary(DeviceType type, const std::string& path);
 
 // Whether this build produced a backend library for `type` (fixed at build time).
 bool IsBackendBuilt(DeviceType type);

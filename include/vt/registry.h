@@ -65,6 +65,14 @@ class Registry {
   KernelEntry Unregister(OpId op, DeviceType device);
   void Restore(OpId op, DeviceType device, const KernelEntry& entry);
 
+  // Registrations between BeginStaging and CommitStaged / DiscardStaged are held
+  // back, unchecked: LoadBackends opens a backend library in between and lets its
+  // registrations in only when the library's ABI matches (backend_abi.h).
+  // CommitStaged applies them all or, on a conflict, none (and throws).
+  void BeginStaging();
+  void CommitStaged();
+  void DiscardStaged();
+
   const KernelEntry& Entry(OpId op, DeviceType device) const;
   bool Has(OpId op, DeviceType device) const { return Entry(op, device).fn != nullptr; }
   // The kernel, or throws "vt: no kernel for op X on device Y (registered on: ...)".
@@ -77,6 +85,14 @@ class Registry {
 
  private:
   Registry() = default;
+  struct Staged {
+    int op;  // unchecked until commit: a library built from another ops.def may send anything
+    DeviceType device;
+    ErasedKernel fn;  // null for a "not provided" entry
+    const char* text;  // kernel name or reason
+  };
+  bool staging_ = false;
+  std::vector<Staged> staged_;
   KernelEntry entries_[kNumOps][kNumDeviceTypes] = {};
   uint64_t dispatch_counts_[kNumOps][kNumDeviceTypes] = {};
 };

@@ -3,10 +3,14 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "vt/backend_abi.h"
 #include "vt/error.h"
+#include "vt/registry.h"
 
 namespace vt {
 namespace {
@@ -15,7 +19,11 @@ struct BackendTable {
   std::mutex mutex;
   std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes> backends;
   std::array<std::string, kNumDeviceTypes> load_errors;
-  bool load_attempted = false;
+  std::array<bool, kNumDeviceTypes> load_attempted = {};
+  // While a backend library is being opened, what it registers waits here
+  // (LoadBackendLibrary lets it in once the library's ABI is known to match).
+  bool staging = false;
+  std::vector<std::unique_ptr<DeviceBackend>> staged;
 };
 
 BackendTable& Table() {
@@ -30,6 +38,37 @@ std::string OwnLibraryFolder() {
   std::string path = info.dli_fname;
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+std::string Hex(uint64_t value) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// Why the opened library may not be let in ("" when its ABI matches libvt's).
+std::string CheckBackendAbi(void* handle, const std::string& path) {
+  auto abi = reinterpret_cast<VtBackendAbiFn>(dlsym(handle, kBackendAbiSymbol));
+  if (abi == nullptr) {
+    return path + " exports no " + kBackendAbiSymbol + " (not a vt backend library, or one built before backends " +
+           "were versioned): rebuild it from the same tree as libvt";
+  }
+  const VtBackendAbi got = abi();
+  if (got.abi_version == kBackendAbiVersion && got.ops_fingerprint == kOpsFingerprint) return "";
+  return path + " was built for backend ABI v" + std::to_string(got.abi_version) + " with ops.def fingerprint " +
+         Hex(got.ops_fingerprint) + ", but this libvt is ABI v" + std::to_string(kBackendAbiVersion) +
+         " with ops.def fingerprint " + Hex(kOpsFingerprint) +
+         ": its kernels would bind to the wrong ops; rebuild the backend from the same tree as libvt";
+}
+
+// The staged device backend of `type` from the library just opened, or why there is none.
+std::unique_ptr<DeviceBackend> TakeStagedBackend(std::vector<std::unique_ptr<DeviceBackend>>& staged,
+                                                 DeviceType type, const std::string& path, std::string& error) {
+  for (auto& backend : staged) {
+    if (backend->type() == type) return std::move(backend);
+  }
+  error = path + " registered no " + DeviceTypeName(type) + " device backend";
+  return nullptr;
 }
 
 const char* BackendLibraryName(DeviceType type) {
@@ -80,6 +119,10 @@ Device ParseDevice(const std::string& text) {
 void RegisterDeviceBackend(std::unique_ptr<DeviceBackend> backend) {
   BackendTable& table = Table();
   std::lock_guard<std::mutex> lock(table.mutex);
+  if (table.staging) {
+    table.staged.push_back(std::move(backend));
+    return;
+  }
   table.backends[static_cast<int>(backend->type())] = std::move(backend);
 }
 
@@ -100,10 +143,12 @@ DeviceBackend& GetDeviceBackend(DeviceType type) {
     std::lock_guard<std::mutex> lock(table.mutex);
     if (auto& backend = table.backends[static_cast<int>(type)]) return *backend;
   }
-  std::string why = !IsBackendBuilt(type) ? "this build does not include it (configure with the " +
-                                                std::string(type == DeviceType::kCUDA ? "CUDA" : "ROCm") +
-                                                " toolkit installed)"
-                                          : BackendLoadError(type);
+  const std::string load_error = BackendLoadError(type);
+  std::string why = !load_error.empty()     ? load_error
+                    : !IsBackendBuilt(type) ? "this build does not include it (configure with the " +
+                                                  std::string(type == DeviceType::kCUDA ? "CUDA" : "ROCm") +
+                                                  " toolkit installed)"
+                                            : "its library was not loaded";
   throw Error(std::string("vt: device ") + DeviceTypeName(type) + " is not available: " + why);
 }
 
@@ -140,40 +185,79 @@ std::string BackendLoadError(DeviceType type) {
   return table.load_errors[static_cast<int>(type)];
 }
 
+namespace {
+std::mutex& LoadMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// LoadBackendLibrary with the load mutex held.
+std::string LoadBackendLibraryLocked(DeviceType type, const std::string& path) {
+  BackendTable& table = Table();
+  if (IsBackendLoaded(type)) return "";
+  {
+    std::lock_guard<std::mutex> lock(table.mutex);
+    table.load_attempted[static_cast<int>(type)] = true;
+    table.staging = true;
+    table.staged.clear();
+  }
+  Registry::Get().BeginStaging();
+  // The library's static initialisers register its DeviceBackend and kernels (staged).
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string error = handle == nullptr ? std::string(dlerror()) : CheckBackendAbi(handle, path);
+  std::vector<std::unique_ptr<DeviceBackend>> staged;
+  {
+    std::lock_guard<std::mutex> lock(table.mutex);
+    table.staging = false;
+    staged.swap(table.staged);
+  }
+  std::unique_ptr<DeviceBackend> backend;
+  if (error.empty()) backend = TakeStagedBackend(staged, type, path, error);
+  if (error.empty()) {
+    try {
+      Registry::Get().CommitStaged();
+    } catch (const Error& e) {
+      error = path + ": " + e.what();
+    }
+  } else {
+    Registry::Get().DiscardStaged();  // a refused library stays mapped but has nothing registered
+  }
+  std::lock_guard<std::mutex> lock(table.mutex);
+  if (error.empty()) table.backends[static_cast<int>(type)] = std::move(backend);
+  table.load_errors[static_cast<int>(type)] = error;
+  return error;
+}
+}  // namespace
+
+std::string LoadBackendLibrary(DeviceType type, const std::string& path) {
+  if (type == DeviceType::kCPU) throw Error("vt: the cpu backend is built into libvt and loads no library");
+  std::lock_guard<std::mutex> load_lock(LoadMutex());
+  return LoadBackendLibraryLocked(type, path);
+}
+
 std::vector<std::string> LoadBackends() {
-  static std::mutex load_mutex;
-  std::lock_guard<std::mutex> load_lock(load_mutex);
+  std::lock_guard<std::mutex> load_lock(LoadMutex());
   BackendTable& table = Table();
   std::vector<std::string> lines;
   const std::string folder = OwnLibraryFolder();
   for (DeviceType type : kAllDeviceTypes) {
     const char* library = BackendLibraryName(type);
     if (library == nullptr) continue;
-    std::string name = DeviceTypeName(type);
-    if (!IsBackendBuilt(type)) {
-      lines.push_back(name + ": not built");
-      continue;
+    const std::string name = DeviceTypeName(type);
+    bool attempted = false;
+    {
+      std::lock_guard<std::mutex> lock(table.mutex);
+      attempted = table.load_attempted[static_cast<int>(type)];
     }
+    if (!IsBackendLoaded(type) && !attempted && IsBackendBuilt(type)) LoadBackendLibraryLocked(type, folder + library);
     if (IsBackendLoaded(type)) {
       lines.push_back(name + ": loaded");
-      continue;
-    }
-    if (table.load_attempted) {
+    } else if (!BackendLoadError(type).empty()) {
       lines.push_back(name + ": failed to load: " + BackendLoadError(type));
-      continue;
-    }
-    // The library's static initialisers register its DeviceBackend and kernels.
-    void* handle = dlopen((folder + library).c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr || !IsBackendLoaded(type)) {
-      std::string error = handle == nullptr ? dlerror() : std::string(library) + " registered no device backend";
-      std::lock_guard<std::mutex> lock(table.mutex);
-      table.load_errors[static_cast<int>(type)] = error;
-      lines.push_back(name + ": failed to load: " + error);
     } else {
-      lines.push_back(name + ": loaded");
+      lines.push_back(name + ": not built");
     }
   }
-  table.load_attempted = true;
   return lines;
 }
 

@@ -49,6 +49,10 @@ Registry& Registry::Get() {
 
 void Registry::Register(OpId op, DeviceType device, ErasedKernel fn, const char* kernel_name) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (staging_) {
+    staged_.push_back({static_cast<int>(op), device, fn, kernel_name});
+    return;
+  }
   KernelEntry& entry = entries_[Index(op)][static_cast<int>(device)];
   if (entry.fn != nullptr) {
     throw Error(std::string("vt: op ") + OpName(op) + " has two kernels on device " + DeviceTypeName(device) +
@@ -60,7 +64,53 @@ void Registry::Register(OpId op, DeviceType device, ErasedKernel fn, const char*
 
 void Registry::DeclareNotProvided(OpId op, DeviceType device, const char* reason) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (staging_) {
+    staged_.push_back({static_cast<int>(op), device, nullptr, reason});
+    return;
+  }
   entries_[Index(op)][static_cast<int>(device)].not_provided = reason;
+}
+
+void Registry::BeginStaging() {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (staging_) throw Error("vt: registry staging is already under way");
+  staging_ = true;
+  staged_.clear();
+}
+
+void Registry::DiscardStaged() {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  staging_ = false;
+  staged_.clear();
+}
+
+void Registry::CommitStaged() {
+  std::vector<Staged> staged;
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    staging_ = false;
+    staged.swap(staged_);
+    std::vector<const char*> taken(static_cast<size_t>(kNumOps) * kNumDeviceTypes, nullptr);
+    for (const Staged& s : staged) {  // check everything before changing anything
+      const OpId op = static_cast<OpId>(Index(static_cast<OpId>(s.op)));
+      if (static_cast<int>(s.device) >= kNumDeviceTypes) {
+        throw Error("vt: a registration for op " + std::string(OpName(op)) + " names device type " +
+                    std::to_string(static_cast<int>(s.device)) + ", which this libvt does not know");
+      }
+      if (s.fn == nullptr) continue;
+      const char*& name = taken[static_cast<size_t>(s.op) * kNumDeviceTypes + static_cast<int>(s.device)];
+      if (name == nullptr) name = Entry(op, s.device).kernel_name;
+      if (name != nullptr) {
+        throw Error(std::string("vt: op ") + OpName(op) + " has two kernels on device " + DeviceTypeName(s.device) +
+                    ": " + name + " and " + s.text);
+      }
+      name = s.text;
+    }
+  }
+  for (const Staged& s : staged) {
+    if (s.fn != nullptr) Register(static_cast<OpId>(s.op), s.device, s.fn, s.text);
+    else DeclareNotProvided(static_cast<OpId>(s.op), s.device, s.text);
+  }
 }
 
 KernelEntry Registry::Unregister(OpId op, DeviceType device) {

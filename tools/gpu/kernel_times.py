@@ -6,11 +6,14 @@ Input: the CSV that
       gpu_decode_bench --mode profile ...
 prints: one eager prefill, then one eager decode step, nothing after. The decode
 step starts at the third GatherRows launch (each forward gathers twice: the
-embedding rows first, the logits rows later). Prints the decode step's kernels
+embedding rows first, the logits rows later); the prefill at the first one (the
+launches before it fill the random weights). Prints the chosen step's kernels
 grouped by name (count, total and mean microseconds) and their sum, which is the
-step's device time without launch gaps.
+step's device time without launch gaps: the decode step (default), or with
+--prefill the prefill forward (the launches from the first GatherRows to the third),
+or with --all every launch of the process (any program: e.g. `vllm-cpp bench latency`).
 
-Usage: kernel_times.py ncu.csv
+Usage: kernel_times.py ncu.csv [--prefill | --all]
 """
 import csv
 import collections
@@ -50,15 +53,22 @@ def short(name):
 def main():
     kernels = list(rows(sys.argv[1]))
     gathers = [i for i, (name, _) in enumerate(kernels) if "GatherRow" in name]
-    if len(gathers) < 3:
+    mode = sys.argv[2] if len(sys.argv) > 2 else ""
+    if mode not in ("", "--prefill", "--all"):
+        sys.exit(f"kernel_times: unknown option {mode!r} (known: --prefill, --all)")
+    if len(gathers) < 3 and mode != "--all":
         sys.exit(f"kernel_times: expected 3+ GatherRows launches, found {len(gathers)} in {len(kernels)} kernels")
-    decode = kernels[gathers[2]:]
+    if mode == "--all":
+        step = kernels
+    else:
+        step = kernels[gathers[0] : gathers[2]] if mode == "--prefill" else kernels[gathers[2]:]
     groups = collections.OrderedDict()
-    for name, us in decode:
+    for name, us in step:
         count, total = groups.get(short(name), (0, 0.0))
         groups[short(name)] = (count + 1, total + us)
-    total = sum(us for _, us in decode)
-    print(f"decode step: {len(decode)} kernels, {total:.1f} us of kernel time (no launch gaps)")
+    total = sum(us for _, us in step)
+    what = {"--all": "every launch", "--prefill": "prefill"}.get(mode, "decode step")
+    print(f"{what}: {len(step)} kernels, {total:.1f} us of kernel time (no launch gaps)")
     print(f"  {'kernel':44s} {'count':>5s} {'total us':>9s} {'mean us':>8s} {'share':>6s}")
     for name, (count, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {count:5d} {us:9.1f} {us / count:8.2f} {us / total:6.1%}")

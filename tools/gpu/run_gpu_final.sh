@@ -14,12 +14,8 @@
 # elsewhere): build.log variants.log bench.log vt_tests.log models.log generate.log
 # sanitizer.log summary.txt (the device tool brings back at most 8 files).
 #
-# The GPU machine has no package registry and none of the engine's packages: the
-# call carries .gpu_carry (ignored by git) holding googletest's sources
-# (.gpu_carry/googletest) and, unpacked from Debian 12 packages (dpkg -x),
-# nlohmann-json3-dev, libpcre2-dev + libpcre2-8-0, libutf8proc-dev + libutf8proc2
-# and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc). cpp-httplib is
-# not carried: the build leaves the OpenAI server out (VT_BUILD_SERVER=AUTO).
+# The packages and googletest come from .gpu_carry (tools/gpu/gpu_build_env.sh says
+# what it holds and how to make it).
 #
 # Usage (from the repository root):
 #   tools/gpu/run_gpu_final.sh                       on the GPU machine
@@ -73,69 +69,38 @@ gtest_counts() {  # log -> "N passed, M failed"
   echo "$(grep -cE '^\[       OK \]' "$1") passed, $(grep -E '^\[  FAILED  \] [A-Za-z].*\(' "$1" | sort -u | wc -l) failed"
 }
 
-carry="$repo/.gpu_carry"
-prefix="$carry/prefix"
-libdir="$prefix/usr/lib/x86_64-linux-gnu"
+source "$repo/tools/gpu/gpu_build_env.sh"
 
 stage "versions"
 if [ $cpu_check = 0 ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv
+  "$gpu_nvcc" --version | tail -2
 fi
-nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-[ $cpu_check = 0 ] && "$nvcc_bin" --version | tail -2
 cmake --version | head -1
 g++ --version | head -1
 echo "cores: $jobs"
 
 stage "packages carried in .gpu_carry"
-# pkg-config sees only the carried .pc files; their /usr paths are rebased onto the
-# carried prefix by PKG_CONFIG_SYSROOT_DIR.
-export PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$prefix/usr/share/pkgconfig"
-export PKG_CONFIG_SYSROOT_DIR="$prefix"
-export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-chmod +x "$prefix/usr/bin/pkgconf" 2>/dev/null
-pkg_config=$(command -v pkg-config || command -v pkgconf || echo "$prefix/usr/bin/pkgconf")
-echo "pkg-config: $pkg_config"
-for module in libpcre2-8 libutf8proc; do
-  echo "$module: $("$pkg_config" --modversion $module 2>&1) $("$pkg_config" --libs $module 2>&1)"
-done
+gpu_env_setup
+if [ $cpu_check = 1 ]; then
+  # Only the carried .pc files are seen (PKG_CONFIG_LIBDIR), so this checks the carry.
+  echo "pkg-config: $gpu_pkg_config"
+fi
 
 stage "googletest"
-gtest_src=/usr/src/googletest
-[ -f "$gtest_src/CMakeLists.txt" ] || gtest_src="$carry/googletest"
-gtest_prefix="$build-gtest"
-if cmake -S "$gtest_src" -B "$build-gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-     -DCMAKE_INSTALL_PREFIX="$gtest_prefix" >"$out/build.log" 2>&1 &&
-   timeout "$(budget 90 300)" ninja -C "$build-gtest-build" -j"$jobs" install >>"$out/build.log" 2>&1; then
-  echo "googletest from $gtest_src"
+if gpu_build_googletest "$build-gtest"; then
+  echo "googletest built in $build-gtest"
 else
   tail -20 "$out/build.log"
   note "googletest: FAILED (build.log); nothing can be tested"
 fi
 
 stage "configure (CUDA, engine without the server, Release)"
-cuda_flags=(-DVT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin")
-if [ $cpu_check = 1 ]; then
-  cuda_flags=(-DVT_CUDA=OFF)
-else
-  # The toolkit may keep cuBLAS outside nvcc's folder: point CMake at this machine's.
-  cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc_bin")")")
-  if ! ls "$cuda_root"/lib64/libcublas.so* "$cuda_root"/targets/*/lib/libcublas.so* >/dev/null 2>&1; then
-    cublas=$(find / -xdev -name 'libcublas.so*' 2>/dev/null | head -1)
-    cublas_lt=$(find / -xdev -name 'libcublasLt.so*' 2>/dev/null | head -1)
-    header=$(find / -xdev -name cublas_v2.h 2>/dev/null | head -1)
-    echo "cuBLAS outside the toolkit: $cublas $cublas_lt $header"
-    cuda_flags+=(-DCUDA_cublas_LIBRARY="$cublas" -DCUDA_cublasLt_LIBRARY="$cublas_lt"
-                 -DCMAKE_CUDA_FLAGS="-I$(dirname "$header")")
-  fi
-fi
-# Warnings are errors in CI (gcc 12); gcc 13 here may warn differently. Google
-# Benchmark is not on the machine: the CPU microbenchmarks stay out (VT_BUILD_BENCH).
 configured=0
-if timeout "$(budget 90 300)" cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     "${cuda_flags[@]}" -DVT_ROCM=OFF -DVT_BUILD_ENGINE=ON -DVT_BUILD_SERVER=AUTO -DVT_BUILD_BENCH=OFF \
-     -DVT_WERROR=OFF -DCMAKE_PREFIX_PATH="$gtest_prefix;$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$pkg_config" \
-     >>"$out/build.log" 2>&1; then
+cpu_flags=()
+[ $cpu_check = 1 ] && cpu_flags=(-DVT_CUDA=OFF)
+# Google Benchmark is not on the machine: the CPU microbenchmarks stay out.
+if gpu_configure "$build" -DVT_BUILD_BENCH=OFF "${cpu_flags[@]}"; then
   configured=1
   grep -E "backends built|OpenAI server|Found (nlohmann|PkgConfig)|Checking for module|Found (libpcre|libutf8)" \
     "$out/build.log" | sed 's/^/  /'

@@ -3,13 +3,15 @@
 
 Usage (on the machine that has transformers):
   python3 tools/oracle/chat_reference.py \
-      --templates-dir ../shared/data/templates \
-      --tokenizer-dir ../shared/data/tokenizers/qwen3 \
+      --templates-dir tests/data/chat/templates \
+      --tokenizer-dir "$VT_SHARED_DATA_DIR/tokenizers/qwen3" \
       --conversations tests/data/chat/conversations.jsonl \
       --out tests/data/chat/expected.jsonl
 
 --templates-dir holds qwen3.jinja and qwen3_5.jinja; --tokenizer-dir is the Qwen3 tokenizer
-folder (tokenizer.json + tokenizer_config.json), used for both templates.
+folder (tokenizer.json + tokenizer_config.json), used for both templates. The tokenizer is
+not in the repository: VT_SHARED_DATA_DIR stands for the data folder the C++ tests read it
+from (set in tests/CMakeLists.txt).
 
 Each conversation line is
   {"name", "template": "qwen3" | "qwen3_5", "messages", "tools"?, "add_generation_prompt",

@@ -7,8 +7,10 @@
 #
 # Usage, from the repository root:
 #   OUT=/some/folder bash tools/oracle/run_all.sh
-# Inputs: .oracle_inputs/tokenizers/qwen3/ and .oracle_inputs/templates/, copies of
-# ../shared/data/{tokenizers,templates} (see tools/oracle/README.md).
+# Inputs: .oracle_inputs/tokenizers/qwen3/, the real Qwen3 tokenizer (not in the
+# repository: a copy of the tokenizers folder under the tests' VT_SHARED_DATA_DIR,
+# tests/CMakeLists.txt), and .oracle_inputs/templates/, a copy of
+# tests/data/chat/templates (see tools/oracle/README.md).
 # A failing step is reported and the others still run; the exit status is 1 if any failed.
 set -euo pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

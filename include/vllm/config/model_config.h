@@ -1,7 +1,7 @@
 // ModelConfig: everything the Qwen3.5 (dense, MoE) and Qwen3 forward passes need,
 // one struct whether it came from an HF config.json or from GGUF metadata.
 //
-// Sources (qwen35.md §1, §5.2):
+// Sources (docs/qwen35.md §1, §5.2):
 //   HF:   ModelConfigFromHfJson(config.json [, generation_config.json]); nested
 //         `text_config` (*ForConditionalGeneration) or flat (*ForCausalLM);
 //         rope_parameters or top-level rope fields; layer_types or
@@ -126,7 +126,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& file, const WarningSink& warn = 
 
 // "qwen35", "qwen35moe" or "qwen3".
 const char* GgufArchitectureName(ModelFamily family);
-// Writes general.architecture and the `<arch>.*` keys of `config` (qwen35.md §5.2),
+// Writes general.architecture and the `<arch>.*` keys of `config` (docs/qwen35.md §5.2),
 // the inverse of ModelConfigFromGguf; bos/eos ids go to tokenizer.ggml.*_token_id.
 // Throws if the layer types are not "every n-th layer is full attention".
 void WriteGgufModelConfig(const ModelConfig& config, GgufMetadata& metadata);

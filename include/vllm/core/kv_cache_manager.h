@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,7 +41,9 @@ struct KVCacheConfig {
 
 class KVCacheManager {
  public:
-  explicit KVCacheManager(const KVCacheConfig& config);
+  // `hash_block_tokens` finds prefix-cache candidates (block_pool.h: a hit is
+  // always checked against the block's tokens and parent).
+  explicit KVCacheManager(const KVCacheConfig& config, BlockHashFn hash_block_tokens = HashBlockTokens);
 
   const KVCacheConfig& config() const { return config_; }
   const BlockPool& block_pool() const { return pool_; }
@@ -53,10 +56,13 @@ class KVCacheManager {
 
   // Makes room for num_new_tokens more tokens after request.num_computed_tokens
   // (+ num_new_computed_tokens of prefix hits in new_computed_blocks), allocating
-  // pages and, for a request without one, a state slot. Returns false (and changes
-  // nothing) when there is not enough free memory.
-  bool allocate_slots(Request& request, int64_t num_new_tokens,
-                      const std::vector<int32_t>& new_computed_blocks = {}, int64_t num_new_computed_tokens = 0);
+  // pages and, for a request without one, a state slot. Returns the blocks appended
+  // to the request's table (the prefix hits, then fresh ones; empty when its last
+  // block still has room), or nullopt (and changes nothing) when there is not
+  // enough free memory.
+  std::optional<std::vector<int32_t>> allocate_slots(Request& request, int64_t num_new_tokens,
+                                                     const std::vector<int32_t>& new_computed_blocks = {},
+                                                     int64_t num_new_computed_tokens = 0);
 
   // Frees the request's pages (tail first) and state slot.
   void free(const Request& request);
@@ -69,8 +75,11 @@ class KVCacheManager {
 
  private:
   void UpdateBlockHashes(Request& request) const;
+  // The tokens of the request's full block i.
+  std::span<const int32_t> BlockTokens(const Request& request, int64_t i) const;
 
   KVCacheConfig config_;
+  BlockHashFn hash_block_tokens_;
   BlockPool pool_;
   StateSlotPool slots_;
   std::unordered_map<std::string, std::vector<int32_t>> req_to_blocks_;

@@ -48,6 +48,9 @@ class Request {
   RequestStatus status = RequestStatus::kWaiting;
   int64_t num_computed_tokens = 0;
   int64_t num_preemptions = 0;
+  // How many of its tokens the worker has been sent (SchedulerOutput); 0 until it is
+  // first scheduled, when it goes across whole as NewRequestData.
+  int64_t num_sent_tokens = 0;
   // Hashes of the request's full blocks (prefix caching), extended as tokens arrive.
   std::vector<BlockHash> block_hashes;
 

@@ -8,8 +8,11 @@
 //      and free memory allow (with prefix-cache hits when enabled).
 // When pages run out in phases 1-2, the newest running request not yet scheduled
 // this step is preempted (pages and state slot freed, recomputed later); waiting
-// requests never preempt. update_from_output() appends sampled tokens and applies
-// the stop rules (max_tokens, EOS, stop token ids, max_model_len).
+// requests never preempt. The output names each scheduled request whole the first
+// time and by its deltas afterwards (scheduler_output.h). update_from_output()
+// appends sampled tokens and applies the stop rules (max_tokens, EOS, stop token
+// ids, max_model_len); the requests that finish are named in the next output's
+// finished_req_ids.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +47,9 @@ struct RequestUpdate {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config);
+  // `hash_block_tokens`: the prefix cache's block hash (kv_cache_manager.h).
+  Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config,
+            BlockHashFn hash_block_tokens = HashBlockTokens);
 
   // Takes ownership. Throws std::invalid_argument when the request can never run
   // (prompt at or beyond max_model_len, or more pages than the whole cache has).
@@ -70,7 +75,12 @@ class Scheduler {
   void ScheduleWaiting(StepState& step);
   // Preempts the newest running request not yet scheduled this step (possibly `current`).
   Request* PreemptNewest(StepState& step, Request* current);
-  ScheduledRequest MakeScheduled(Request& request, int64_t num_new_tokens, bool is_new_sequence) const;
+  // Adds the request to the step's output (whole the first time, else its deltas)
+  // and charges the budget; new_block_ids are the blocks allocate_slots appended.
+  void RecordScheduled(StepState& step, Request& request, int64_t num_new_tokens, std::vector<int32_t> new_block_ids,
+                       bool admitted);
+  // The tokens the worker has not been sent yet; marks them sent.
+  static std::vector<int32_t> TakeUnsentTokens(Request& request);
   std::optional<RequestStatus> CheckStop(const Request& request, int32_t token) const;
   void Free(Request& request, RequestStatus status);
 
@@ -79,6 +89,7 @@ class Scheduler {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // admission order
+  std::vector<std::string> finished_req_ids_;  // since the last schedule(), for the worker
   int64_t num_preemptions_ = 0;
 };
 

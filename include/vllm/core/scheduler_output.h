@@ -1,41 +1,64 @@
-// SchedulerOutput: the only contract from the scheduler to the worker.
+// SchedulerOutput: the only contract from the scheduler to the worker, as vLLM
+// v1's (vllm/v1/core/sched/output.py). It is a value: nothing in it points into
+// the scheduler's state.
 //
-// One engine step computes, for each scheduled request, a chunk of its tokens:
-// positions [num_computed_tokens, num_computed_tokens + token_ids.size()). Decodes
-// (one token) come first, then prompt chunks. The model runner turns this into
-// batch metadata (positions, slot_mapping, block tables, ...); nothing else
-// flows from the scheduler to the worker.
+// A request crosses in full once, the first time it is scheduled (NewRequestData);
+// the worker keeps its own copy of it (token history, block table, state slot).
+// Later steps send only what changed (CachedRequestData): the tokens appended
+// since it was last sent, the blocks added to its table and its
+// num_computed_tokens. A request resumed after preemption gets its new block
+// table and state slot whole. Requests that finished or were aborted since the
+// previous step are named in finished_req_ids: the worker frees its state of them
+// (before adding the step's new requests, so an id can be reused at once).
+//
+// Batch order: scheduled_cached_reqs, then scheduled_new_reqs, each in the order
+// the scheduler took them (decodes, then prompt chunks, then admissions). Each of
+// them computes num_scheduled_tokens.at(req_id) tokens of its history, starting at
+// its num_computed_tokens; it samples when that reaches its last known token.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
-#include "vllm/core/request.h"
+#include "vllm/sample/sampling_params.h"
 
 namespace vllm {
 
-struct ScheduledRequest {
+struct NewRequestData {
   std::string req_id;
-  const Request* request = nullptr;  // read-only: sampling params and token history
-  std::vector<int32_t> token_ids;    // the tokens computed this step
-  int64_t num_computed_tokens = 0;   // tokens already in the cache before this step
-  std::vector<int32_t> block_ids;    // the request's whole block table
-  int32_t state_slot = -1;           // recurrent-state slot, -1 when the model has none
-  // True when the recurrent state must start from zero (a new or recomputed
-  // sequence); attention needs no such flag (its cache is addressed by position).
-  bool is_new_sequence = false;
-  // True when this chunk ends at the request's last known token: a new token is sampled.
-  bool samples = false;
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling_params;
+  std::vector<int32_t> eos_token_ids;  // empty when ignore_eos
+  std::vector<int32_t> block_ids;      // its whole block table
+  int32_t state_slot = -1;             // recurrent-state slot, -1 when the model has none
+  int64_t num_computed_tokens = 0;     // tokens already in the cache (prefix-cache hits)
+};
+
+struct CachedRequestData {
+  std::string req_id;
+  // Preempted since it was last scheduled: new_block_ids is then its whole new
+  // block table, state_slot its new slot, and its recurrent state restarts from zero.
+  bool resumed_from_preemption = false;
+  std::vector<int32_t> new_token_ids;  // tokens appended since it was last sent (sampled ones)
+  std::vector<int32_t> new_block_ids;  // blocks appended to its table (all of them when resumed)
+  int32_t state_slot = -1;             // when resumed: the slot taken again (-1: the model has none)
+  int64_t num_computed_tokens = 0;
 };
 
 struct SchedulerOutput {
-  std::vector<ScheduledRequest> scheduled;
+  std::vector<NewRequestData> scheduled_new_reqs;
+  std::vector<CachedRequestData> scheduled_cached_reqs;
+  std::unordered_map<std::string, int64_t> num_scheduled_tokens;  // req_id -> tokens computed this step
   int64_t total_num_scheduled_tokens = 0;
-  int64_t num_decodes = 0;  // the first num_decodes entries are single-token decodes
-  std::vector<std::string> preempted_req_ids;
+  std::vector<std::string> preempted_req_ids;  // preempted during this schedule()
+  std::vector<std::string> finished_req_ids;   // finished since the previous schedule()
 
-  bool empty() const { return scheduled.empty(); }
+  bool empty() const { return num_scheduled_tokens.empty(); }
+  // The scheduled requests' ids in batch order (views into this output).
+  std::vector<std::string_view> req_ids_in_batch_order() const;
 };
 
 }  // namespace vllm

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,9 @@ struct EngineConfig {
   // max_num_seqs (at most kMaxGraphBatch) replay device graphs where the device has them.
   bool enforce_eager = false;
   LoadOptions load_options;
+  // Where the engine's startup lines go (the cache sizing, cache_sizing.h); empty:
+  // stderr, prefixed "vllm-cpp: ".
+  std::function<void(const std::string&)> on_log;
 };
 
 // The largest decode batch captured as a device graph (vLLM's default too).

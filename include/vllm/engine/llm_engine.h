@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "vllm/core/scheduler.h"
+#include "vllm/engine/cache_sizing.h"
 #include "vllm/engine/engine_config.h"
 #include "vllm/engine/request_output.h"
 #include "vllm/model_executor/model.h"
@@ -43,7 +44,9 @@ struct EngineStats {
 class LLMEngine {
  public:
   // Loads the model (and its tokenizer when the path has one), sizes the caches.
-  // `on_progress(done, total)` is called while weights are prepared.
+  // `on_progress(done, total)` is called while weights are prepared. Throws
+  // std::invalid_argument when the tokenizer's ids or the config's EOS ids do not
+  // fit the model's vocabulary.
   explicit LLMEngine(const EngineConfig& config,
                      const std::function<void(int64_t, int64_t)>& on_progress = {});
   ~LLMEngine();
@@ -61,11 +64,26 @@ class LLMEngine {
   const Tokenizer& tokenizer() const;  // throws when the model has none
   std::vector<int32_t> Encode(const std::string& text) const;
   const ModelConfig& model_config() const { return loaded_.config; }
+  // The checkpoint as loaded (its weights' dtypes and shapes; `vllm-cpp bench`
+  // counts the bytes a step reads from them).
+  const LoadedModel& loaded_model() const { return loaded_; }
   const EngineConfig& config() const { return config_; }
   EngineStats stats() const;
+  // What the caches were given (cache_sizing.h); also logged once at construction.
+  const CachePlan& cache_plan() const { return cache_plan_; }
+  // Whether prefix caching is on and why, e.g. "on (the default for attention-only
+  // models)", "off (--no-enable-prefix-caching)" (the startup line says it).
+  bool prefix_caching_enabled() const { return cache_config_.enable_prefix_caching; }
+  const std::string& prefix_caching_reason() const { return prefix_caching_reason_; }
 
  private:
+  // Profiles the device (GPU) or takes the explicit budget (CPU), plans the caches,
+  // logs the figures, then builds the worker.
   void SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype);
+  // The scheduler, the caches and the model runner over them, from cache_plan_.
+  void BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
+                   bool use_graphs, int64_t padding_slots);
+  void Log(const std::string& line) const;
 
   EngineConfig config_;
   LoadedModel loaded_;
@@ -75,7 +93,9 @@ class LLMEngine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;
   std::vector<int32_t> eos_token_ids_;
+  CachePlan cache_plan_;
   KVCacheConfig cache_config_;
+  std::string prefix_caching_reason_;
   int64_t max_model_len_ = 0;
   int64_t next_arrival_ = 0;
 };

@@ -29,4 +29,7 @@ int RunServeCommand(const CommandArgs& args);
 // Writes an HF checkpoint folder as a GGUF file (vllm-cpp convert HF_FOLDER OUT.gguf).
 int RunConvertCommand(const CommandArgs& args);
 
+// Benchmarks: `vllm-cpp bench latency|throughput|serve` (vLLM's `vllm bench`).
+int RunBenchCommand(const CommandArgs& args);
+
 }  // namespace vllm

@@ -1,4 +1,4 @@
-// The two orders of Gated DeltaNet value heads (qwen35.md §5.4 item 5).
+// The two orders of Gated DeltaNet value heads (docs/qwen35.md §5.4 item 5).
 //
 // HF stores value heads grouped by key head, llama.cpp's GGUF converter tiles them:
 //   grouped: [K0v0, K0v1, ..., K0v(r-1), K1v0, ...]      value head j reads key head j / r

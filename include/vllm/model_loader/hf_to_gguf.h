@@ -1,7 +1,7 @@
 // HF checkpoint folder -> GGUF, written so that llama.cpp loads the file too
 // (the `vllm-cpp convert` command; llama.cpp users know it as convert_hf_to_gguf.py).
 //
-// Applies the converter transforms of qwen35.md §5.4 to the loaded (validated,
+// Applies the converter transforms of docs/qwen35.md §5.4 to the loaded (validated,
 // canonical) weights: GGUF tensor names and metadata keys; +1 baked into the
 // zero-centred norms (in f32; not ssm_norm, not Qwen3); ssm_a = -exp(A_log); conv1d
 // as [conv_dim, K]; value heads tiled when Hv != Hk; MoE experts as 3-D tensors;

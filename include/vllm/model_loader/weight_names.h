@@ -55,7 +55,7 @@ std::vector<WeightSpec> ModelWeightSpecs(const ModelConfig& config);
 // the same tensors). Every other weight stays in its stored dtype.
 bool IsExpandedToF32(WeightKind kind);
 
-// The GGUF tensor name of a canonical weight (qwen35.md §5.3), e.g.
+// The GGUF tensor name of a canonical weight (docs/qwen35.md §5.3), e.g.
 // layers.3.linear_attn.A -> blk.3.ssm_a; post_attention_layernorm is
 // blk.N.post_attention_norm in qwen35/qwen35moe and blk.N.ffn_norm in qwen3.
 std::string GgufWeightName(const WeightSpec& spec, ModelFamily family);

@@ -31,9 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "vllm/core/scheduler_output.h"
 #include "vllm/model_executor/forward_batch.h"
 #include "vllm/model_executor/model.h"
+#include "vllm/worker/input_batch.h"
 #include "vt/device_graph.h"
 
 namespace vllm {
@@ -56,22 +56,22 @@ class DecodeGraphs {
  public:
   DecodeGraphs(const Model& model, const ModelCaches& caches, int64_t block_size, DecodeGraphOptions options);
 
-  // Whether `output` can run as a graph: only decodes of running sequences (one
+  // Whether `batch` can run as a graph: only decodes of running sequences (one
   // token each, all sampling), at most max_batch of them, contexts within max_model_len.
-  bool Accepts(const SchedulerOutput& output) const;
+  bool Accepts(const InputBatch& batch) const;
   // The greedy token of every scheduled request, in order; captures the graph of
   // the batch's shape first if it is new. nullopt when that capture failed (out of
   // device memory, say): the shape is then remembered as eager-only, the reason
   // kept in last_capture_error(), and the caller runs the step eagerly.
-  std::optional<std::vector<int32_t>> RunGreedy(const SchedulerOutput& output);
+  std::optional<std::vector<int32_t>> RunGreedy(const InputBatch& batch);
   size_t num_graphs() const { return graphs_.size(); }
   const std::string& last_capture_error() const { return last_capture_error_; }
 
-  DecodeGraphShape ShapeFor(const SchedulerOutput& output) const;
-  // The input buffer of `shape` for `output` (nullptr: every row padding), int32:
+  DecodeGraphShape ShapeFor(const InputBatch& batch) const;
+  // The input buffer of `shape` for `batch` (nullptr: every row padding), int32:
   //   input_ids [P] | logits_rows [P] | positions [P] | slot_mapping [P] |
   //   seq_lens [P] | query_start_loc [P + 1] | state_slots [P] | block_tables [P, W]
-  std::vector<int32_t> PackInputs(const SchedulerOutput* output, const DecodeGraphShape& shape) const;
+  std::vector<int32_t> PackInputs(const InputBatch* batch, const DecodeGraphShape& shape) const;
 
  private:
   struct Graph {

@@ -1,11 +1,13 @@
-// The model runner: SchedulerOutput -> batch metadata -> ModelRegistry::Forward
-// -> sampler. It owns the caches and keeps no per-request state of its own
-// besides the sampler's generators.
+// The model runner: SchedulerOutput -> its own per-request state -> batch
+// metadata -> ModelRegistry::Forward -> sampler. It owns the caches and the
+// state of every request it has been sent (input_batch.h): each step first
+// frees the finished requests, adds the new ones and applies the cached ones'
+// deltas (vLLM's _update_states), then runs the step's InputBatch.
 //
-// One step is two phases, as in vLLM v1: ExecuteModel (state resets, batch,
-// forward; returns the step's logits) and SampleTokens (sampler and prompt
-// logprobs from those logits). Execute runs both, or the forward and a greedy
-// argmax on the device when that is all the step's requests need.
+// One step is two phases, as in vLLM v1: ExecuteModel (state update, state
+// resets, batch, forward; returns the step's logits) and SampleTokens (sampler and
+// prompt logprobs from those logits). Execute runs both, or the forward and a
+// greedy argmax on the device when that is all the step's requests need.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "vllm/model_executor/model.h"
 #include "vllm/sample/sampler.h"
 #include "vllm/worker/decode_graphs.h"
+#include "vllm/worker/input_batch.h"
 
 namespace vllm {
 
@@ -46,8 +49,9 @@ struct LogitsRows {
 };
 
 struct StepLogits {
+  InputBatch batch;              // the step's requests, valid until the runner's next step
   vt::Tensor logits;             // [N, vocab] f32 on the CPU
-  std::vector<LogitsRows> rows;  // one per SchedulerOutput::scheduled entry, same order
+  std::vector<LogitsRows> rows;  // one per batch.requests entry, same order
 };
 
 class ModelRunner {
@@ -62,36 +66,51 @@ class ModelRunner {
   // Both phases of one step. When every sampling request is plain greedy
   // (Sampler::IsPlainGreedy) and none scores its prompt, the tokens are one
   // vt::Argmax over the logits on the model's device and only they are copied
-  // back (a GPU then never sends the [N, vocab] logits to the host).
+  // back (a GPU then never sends the [N, vocab] logits to the host). An output
+  // that schedules nothing still frees its finished requests.
   RunnerOutput Execute(const SchedulerOutput& output);
-  // Zeroes the state slots of new sequences, builds the batch and runs the model.
+  // Updates the states, zeroes the state slots of new sequences, builds the batch
+  // and runs the model.
   StepLogits ExecuteModel(const SchedulerOutput& output);
-  // Samples (and scores prompt tokens) from ExecuteModel's logits of the same output.
-  RunnerOutput SampleTokens(const SchedulerOutput& output, const StepLogits& logits);
+  // Samples (and scores prompt tokens) from ExecuteModel's logits.
+  RunnerOutput SampleTokens(const StepLogits& logits);
 
+  // Applies the output to the per-request states (finished ids freed first, then
+  // new requests added, then the cached requests' deltas) and returns the step's
+  // batch, valid until the next update. Throws std::logic_error when the output
+  // does not fit the states (an unknown cached request, a duplicate new one, a
+  // chunk beyond the known tokens). Public for tests and benchmarks.
+  InputBatch UpdateStates(const SchedulerOutput& output);
   // Builds the batch (host metadata uploaded to the model's device); public for tests.
-  ForwardBatch PrepareBatch(const SchedulerOutput& output) const;
+  ForwardBatch PrepareBatch(const InputBatch& batch) const;
   // The logits rows each scheduled request gets (PrepareBatch's logits_indices order).
-  static std::vector<LogitsRows> PlanLogitsRows(const SchedulerOutput& output);
-  void ReleaseRequest(const std::string& req_id) { sampler_.Release(req_id); }
+  static std::vector<LogitsRows> PlanLogitsRows(const InputBatch& batch);
+  // The runner's state of a request, nullptr when it holds none.
+  const CachedRequestState* request_state(const std::string& req_id) const;
+  int64_t num_request_states() const { return static_cast<int64_t>(requests_.size()); }
   const ModelCaches& caches() const { return caches_; }
 
  private:
-  void ResetStateSlots(const SchedulerOutput& output) const;
+  void AddNewRequest(const NewRequestData& data);
+  void ApplyCachedRequest(const CachedRequestData& data);
+  StepLogits RunModel(InputBatch batch);
+  void ResetStateSlots(const InputBatch& batch) const;
   // State resets, batch and forward: the step's [N, vocab] f32 logits on the model's device.
-  vt::Tensor Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows);
-  static bool SamplesByArgmaxOnly(const SchedulerOutput& output);
-  RunnerOutput ExecuteGreedy(const SchedulerOutput& output);
+  vt::Tensor Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows);
+  static bool SamplesByArgmaxOnly(const InputBatch& batch);
+  RunnerOutput ExecuteGreedy(const InputBatch& batch);
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
-  std::optional<RunnerOutput> ExecuteGreedyGraph(const SchedulerOutput& output);
-  // PrepareBatch with the logits rows already planned (PlanLogitsRows(output)).
-  ForwardBatch PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const;
+  std::optional<RunnerOutput> ExecuteGreedyGraph(const InputBatch& batch);
+  // PrepareBatch with the logits rows already planned (PlanLogitsRows(batch)).
+  ForwardBatch PrepareBatch(const InputBatch& batch, const std::vector<LogitsRows>& plan) const;
 
   const Model& model_;
   ModelCaches caches_;
   int64_t block_size_;
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
+  // Node-based: a step's InputBatch points at these entries.
+  std::unordered_map<std::string, CachedRequestState> requests_;
 };
 
 }  // namespace vllm

@@ -1,4 +1,4 @@
-// ModelConfig from GGUF metadata, and back (qwen35.md §5.2).
+// ModelConfig from GGUF metadata, and back (docs/qwen35.md §5.2).
 #include <cstdio>
 #include <map>
 

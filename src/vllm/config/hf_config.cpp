@@ -1,4 +1,4 @@
-// ModelConfig from a Hugging Face config.json (qwen35.md §1).
+// ModelConfig from a Hugging Face config.json (docs/qwen35.md §1).
 #include <cmath>
 #include <filesystem>
 #include <fstream>

@@ -1,5 +1,6 @@
 #include "vllm/core/block_pool.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -73,22 +74,40 @@ std::vector<int32_t> BlockPool::get_new_blocks(int32_t n) {
   for (int32_t i = 0; i < n; ++i) {
     int32_t id = PopFront();
     KVCacheBlock& b = blocks_[id];
-    if (b.block_hash) {  // evict it from the prefix cache
-      auto it = cached_block_hash_to_block_.find(*b.block_hash);
-      if (it != cached_block_hash_to_block_.end() && it->second == id) cached_block_hash_to_block_.erase(it);
-      b.block_hash.reset();
-    }
+    Uncache(b);  // evicted from the prefix cache
     b.ref_cnt = 1;
     ids.push_back(id);
   }
   return ids;
 }
 
-std::optional<int32_t> BlockPool::get_cached_block(BlockHash hash) const {
+void BlockPool::Uncache(KVCacheBlock& b) {
+  if (!b.block_hash) return;
+  auto it = cached_block_hash_to_block_.find(*b.block_hash);
+  if (it != cached_block_hash_to_block_.end()) {
+    std::erase(it->second, b.block_id);
+    if (it->second.empty()) cached_block_hash_to_block_.erase(it);
+  }
+  b.block_hash.reset();
+  b.token_ids.clear();
+  b.cache_serial = b.parent_serial = 0;
+}
+
+std::optional<int32_t> BlockPool::get_cached_block(BlockHash hash, std::span<const int32_t> token_ids,
+                                                   std::optional<int32_t> parent) const {
   if (!enable_caching_) return std::nullopt;
   auto it = cached_block_hash_to_block_.find(hash);
   if (it == cached_block_hash_to_block_.end()) return std::nullopt;
-  return it->second;
+  const uint64_t parent_serial = parent ? blocks_.at(*parent).cache_serial : 0;
+  if (parent && parent_serial == 0) return std::nullopt;  // the parent is not cached
+  for (int32_t id : it->second) {
+    const KVCacheBlock& b = blocks_[id];
+    if (b.parent_serial == parent_serial && std::equal(b.token_ids.begin(), b.token_ids.end(), token_ids.begin(),
+                                                       token_ids.end())) {
+      return id;
+    }
+  }
+  return std::nullopt;
 }
 
 void BlockPool::touch(const std::vector<int32_t>& block_ids) {
@@ -99,14 +118,18 @@ void BlockPool::touch(const std::vector<int32_t>& block_ids) {
   }
 }
 
-void BlockPool::cache_full_block(int32_t block_id, BlockHash hash) {
+void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<const int32_t> token_ids,
+                                 std::optional<int32_t> parent) {
   if (!enable_caching_) return;
   KVCacheBlock& b = blocks_.at(block_id);
   if (b.block_hash) return;  // already cached (a prefix hit)
+  const uint64_t parent_serial = parent ? blocks_.at(*parent).cache_serial : 0;
+  if (parent && parent_serial == 0) return;  // unreachable: no lookup can pass through its parent
   b.block_hash = hash;
-  // The first block cached under a hash wins; a duplicate computed concurrently
-  // stays private and is simply not shareable.
-  cached_block_hash_to_block_.emplace(hash, block_id);
+  b.token_ids.assign(token_ids.begin(), token_ids.end());
+  b.cache_serial = next_cache_serial_++;
+  b.parent_serial = parent_serial;
+  cached_block_hash_to_block_[hash].push_back(block_id);
 }
 
 void BlockPool::free_blocks(const std::vector<int32_t>& block_ids) {
@@ -119,8 +142,7 @@ void BlockPool::free_blocks(const std::vector<int32_t>& block_ids) {
 }
 
 void BlockPool::reset_prefix_cache() {
-  for (KVCacheBlock& b : blocks_) b.block_hash.reset();
-  cached_block_hash_to_block_.clear();
+  for (KVCacheBlock& b : blocks_) Uncache(b);
 }
 
 }  // namespace vllm

@@ -23,9 +23,16 @@ void StateSlotPool::Free(int32_t slot) {
   free_.insert(std::lower_bound(free_.begin(), free_.end(), slot, std::greater<int32_t>()), slot);
 }
 
-KVCacheManager::KVCacheManager(const KVCacheConfig& config)
-    : config_(config), pool_(config.num_blocks, config.enable_prefix_caching), slots_(config.num_state_slots) {
+KVCacheManager::KVCacheManager(const KVCacheConfig& config, BlockHashFn hash_block_tokens)
+    : config_(config),
+      hash_block_tokens_(hash_block_tokens),
+      pool_(config.num_blocks, config.enable_prefix_caching),
+      slots_(config.num_state_slots) {
   if (config.block_size < 1) throw std::invalid_argument("block_size must be >= 1");
+}
+
+std::span<const int32_t> KVCacheManager::BlockTokens(const Request& request, int64_t i) const {
+  return std::span<const int32_t>(request.all_token_ids()).subspan(i * config_.block_size, config_.block_size);
 }
 
 void KVCacheManager::UpdateBlockHashes(Request& request) const {
@@ -36,7 +43,7 @@ void KVCacheManager::UpdateBlockHashes(Request& request) const {
     const int64_t i = static_cast<int64_t>(request.block_hashes.size());
     std::optional<BlockHash> parent;
     if (i > 0) parent = request.block_hashes[i - 1];
-    request.block_hashes.push_back(HashBlockTokens(parent, tokens + i * bs, bs));
+    request.block_hashes.push_back(hash_block_tokens_(parent, tokens + i * bs, bs));
   }
 }
 
@@ -47,16 +54,18 @@ std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Req
   const int64_t max_blocks = (request.num_tokens() - 1) / config_.block_size;
   std::vector<int32_t> hits;
   for (int64_t i = 0; i < max_blocks && i < static_cast<int64_t>(request.block_hashes.size()); ++i) {
-    auto block = pool_.get_cached_block(request.block_hashes[i]);
+    std::optional<int32_t> parent;
+    if (i > 0) parent = hits.back();
+    auto block = pool_.get_cached_block(request.block_hashes[i], BlockTokens(request, i), parent);
     if (!block) break;
     hits.push_back(*block);
   }
   return {hits, static_cast<int64_t>(hits.size()) * config_.block_size};
 }
 
-bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
-                                    const std::vector<int32_t>& new_computed_blocks,
-                                    int64_t num_new_computed_tokens) {
+std::optional<std::vector<int32_t>> KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
+                                                                   const std::vector<int32_t>& new_computed_blocks,
+                                                                   int64_t num_new_computed_tokens) {
   std::vector<int32_t>& blocks = req_to_blocks_[request.req_id];
   const bool needs_slot = has_state_slots() && !req_to_state_slot_.count(request.req_id);
   const int64_t bs = config_.block_size;
@@ -69,13 +78,14 @@ bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
   for (int32_t id : new_computed_blocks) evictable_hits += pool_.block(id).ref_cnt == 0;
   if (num_new_blocks > pool_.get_num_free_blocks() - evictable_hits || (needs_slot && slots_.num_free() == 0)) {
     if (blocks.empty()) req_to_blocks_.erase(request.req_id);
-    return false;
+    return std::nullopt;
   }
   if (needs_slot) req_to_state_slot_[request.req_id] = *slots_.Allocate();
   pool_.touch(new_computed_blocks);
-  blocks.insert(blocks.end(), new_computed_blocks.begin(), new_computed_blocks.end());
-  std::vector<int32_t> fresh = pool_.get_new_blocks(static_cast<int32_t>(num_new_blocks));
-  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+  std::vector<int32_t> new_blocks = new_computed_blocks;
+  const std::vector<int32_t> fresh = pool_.get_new_blocks(static_cast<int32_t>(num_new_blocks));
+  new_blocks.insert(new_blocks.end(), fresh.begin(), fresh.end());
+  blocks.insert(blocks.end(), new_blocks.begin(), new_blocks.end());
 
   // Blocks that become full with this step's tokens are cached (vLLM caches them
   // when scheduled: they are computed before any later request can be scheduled).
@@ -84,10 +94,14 @@ bool KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
     int64_t& num_cached = num_cached_blocks_[request.req_id];
     const int64_t num_full = std::min<int64_t>((num_computed + num_new_tokens) / bs,
                                                static_cast<int64_t>(request.block_hashes.size()));
-    for (int64_t i = num_cached; i < num_full; ++i) pool_.cache_full_block(blocks[i], request.block_hashes[i]);
+    for (int64_t i = num_cached; i < num_full; ++i) {
+      std::optional<int32_t> parent;
+      if (i > 0) parent = blocks[i - 1];
+      pool_.cache_full_block(blocks[i], request.block_hashes[i], BlockTokens(request, i), parent);
+    }
     num_cached = std::max(num_cached, num_full);
   }
-  return true;
+  return new_blocks;
 }
 
 void KVCacheManager::free(const Request& request) {

@@ -13,8 +13,8 @@ struct Scheduler::StepState {
   bool preempted_any = false;
 };
 
-Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config)
-    : config_(config), kv_(cache_config) {
+Scheduler::Scheduler(const SchedulerConfig& config, const KVCacheConfig& cache_config, BlockHashFn hash_block_tokens)
+    : config_(config), kv_(cache_config, hash_block_tokens) {
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1 || config.max_model_len < 1) {
     throw std::invalid_argument("max_num_batched_tokens, max_num_seqs and max_model_len must be >= 1");
   }
@@ -48,18 +48,36 @@ void Scheduler::add_request(std::unique_ptr<Request> request) {
   requests_.emplace(id, std::move(request));
 }
 
-ScheduledRequest Scheduler::MakeScheduled(Request& r, int64_t num_new_tokens, bool is_new_sequence) const {
-  ScheduledRequest s;
-  s.req_id = r.req_id;
-  s.request = &r;
-  s.num_computed_tokens = r.num_computed_tokens;
-  s.token_ids.assign(r.all_token_ids().begin() + r.num_computed_tokens,
-                     r.all_token_ids().begin() + r.num_computed_tokens + num_new_tokens);
-  s.block_ids = kv_.get_block_ids(r.req_id);
-  s.state_slot = kv_.get_state_slot(r.req_id).value_or(-1);
-  s.is_new_sequence = is_new_sequence;
-  s.samples = r.num_computed_tokens + num_new_tokens == r.num_tokens();
-  return s;
+std::vector<int32_t> Scheduler::TakeUnsentTokens(Request& r) {
+  const std::vector<int32_t>& all = r.all_token_ids();
+  std::vector<int32_t> unsent(all.begin() + r.num_sent_tokens, all.end());
+  r.num_sent_tokens = r.num_tokens();
+  return unsent;
+}
+
+void Scheduler::RecordScheduled(StepState& step, Request& r, int64_t num_new_tokens, std::vector<int32_t> new_block_ids,
+                                bool admitted) {
+  SchedulerOutput& out = step.output;
+  if (r.num_sent_tokens == 0) {
+    out.scheduled_new_reqs.push_back({.req_id = r.req_id,
+                                      .prompt_token_ids = TakeUnsentTokens(r),
+                                      .sampling_params = r.sampling_params,
+                                      .eos_token_ids = r.eos_token_ids,
+                                      .block_ids = std::move(new_block_ids),
+                                      .state_slot = kv_.get_state_slot(r.req_id).value_or(-1),
+                                      .num_computed_tokens = r.num_computed_tokens});
+  } else {
+    // An admitted request that was sent before was preempted: its table is all new.
+    out.scheduled_cached_reqs.push_back({.req_id = r.req_id,
+                                         .resumed_from_preemption = admitted,
+                                         .new_token_ids = TakeUnsentTokens(r),
+                                         .new_block_ids = std::move(new_block_ids),
+                                         .state_slot = admitted ? kv_.get_state_slot(r.req_id).value_or(-1) : -1,
+                                         .num_computed_tokens = r.num_computed_tokens});
+  }
+  out.num_scheduled_tokens[r.req_id] = num_new_tokens;
+  step.scheduled.insert(&r);
+  step.token_budget -= num_new_tokens;
 }
 
 Request* Scheduler::PreemptNewest(StepState& step, Request* current) {
@@ -88,14 +106,12 @@ void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens;
     if ((remaining == 1) != decodes || remaining < 1) continue;
     const int64_t num_new = std::min(remaining, step.token_budget);
-    bool allocated = false;
-    while (!(allocated = kv_.allocate_slots(*r, num_new))) {
+    std::optional<std::vector<int32_t>> new_blocks;
+    while (!(new_blocks = kv_.allocate_slots(*r, num_new))) {
       if (PreemptNewest(step, r) == r) break;
     }
-    if (!allocated) continue;
-    step.scheduled.insert(r);
-    step.output.scheduled.push_back(MakeScheduled(*r, num_new, false));
-    step.token_budget -= num_new;
+    if (!new_blocks) continue;
+    RecordScheduled(step, *r, num_new, std::move(*new_blocks), /*admitted=*/false);
   }
 }
 
@@ -110,22 +126,22 @@ void Scheduler::ScheduleWaiting(StepState& step) {
       if (!config_.enable_chunked_prefill) return;
       num_new = step.token_budget;
     }
-    if (!kv_.allocate_slots(*r, num_new, hit_blocks, hit_tokens)) return;
+    std::optional<std::vector<int32_t>> block_ids = kv_.allocate_slots(*r, num_new, hit_blocks, hit_tokens);
+    if (!block_ids) return;
     waiting_.pop_front();
     r->num_computed_tokens = hit_tokens;
     r->status = RequestStatus::kRunning;
     running_.push_back(r);
-    step.scheduled.insert(r);
-    step.output.scheduled.push_back(MakeScheduled(*r, num_new, true));
-    step.token_budget -= num_new;
+    RecordScheduled(step, *r, num_new, std::move(*block_ids), /*admitted=*/true);
   }
 }
 
 SchedulerOutput Scheduler::schedule() {
   StepState step;
   step.token_budget = config_.max_num_batched_tokens;
+  step.output.finished_req_ids = std::move(finished_req_ids_);
+  finished_req_ids_.clear();
   ScheduleRunning(step, /*decodes=*/true);
-  step.output.num_decodes = static_cast<int64_t>(step.output.scheduled.size());
   ScheduleRunning(step, /*decodes=*/false);
   // Like vLLM: no admissions in a step that had to preempt (memory is short).
   if (!step.preempted_any) ScheduleWaiting(step);
@@ -152,16 +168,16 @@ std::optional<RequestStatus> Scheduler::CheckStop(const Request& r, int32_t toke
 std::vector<RequestUpdate> Scheduler::update_from_output(
     const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled_token_ids) {
   std::vector<RequestUpdate> updates;
-  for (const ScheduledRequest& s : output.scheduled) {
-    auto it = requests_.find(s.req_id);
+  for (std::string_view id : output.req_ids_in_batch_order()) {
+    auto it = requests_.find(std::string(id));
     if (it == requests_.end()) continue;  // aborted during the step
     Request& r = *it->second;
     if (r.status != RequestStatus::kRunning) continue;
-    r.num_computed_tokens += static_cast<int64_t>(s.token_ids.size());
-    if (!s.samples) continue;
-    auto token = sampled_token_ids.find(s.req_id);
+    r.num_computed_tokens += output.num_scheduled_tokens.at(r.req_id);
+    if (r.num_computed_tokens < r.num_tokens()) continue;  // a prompt chunk short of the end samples nothing
+    auto token = sampled_token_ids.find(r.req_id);
     if (token == sampled_token_ids.end()) {
-      throw std::logic_error("update_from_output: no sampled token for request '" + s.req_id + "'");
+      throw std::logic_error("update_from_output: no sampled token for request '" + r.req_id + "'");
     }
     r.AppendOutputToken(token->second);
     RequestUpdate update{r.req_id, {token->second}, RequestStatus::kRunning};
@@ -177,6 +193,7 @@ std::vector<RequestUpdate> Scheduler::update_from_output(
 
 void Scheduler::Free(Request& r, RequestStatus status) {
   kv_.free(r);
+  if (r.num_sent_tokens > 0) finished_req_ids_.push_back(r.req_id);  // the worker holds state of it
   r.status = status;
   running_.erase(std::remove(running_.begin(), running_.end(), &r), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), &r), waiting_.end());

@@ -1,6 +1,7 @@
 #include "vllm/engine/llm_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
@@ -8,13 +9,12 @@
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
+#include "vllm/worker/memory_profiler.h"
 #include "vt/device_graph.h"
 #include "vt/ops.h"
 
 namespace vllm {
 namespace {
-
-constexpr int64_t kGiB = int64_t{1} << 30;
 
 // Whether `path` carries a tokenizer (an HF folder with tokenizer.json, or a GGUF with
 // tokenizer.ggml.* metadata).
@@ -35,16 +35,42 @@ std::optional<Tokenizer> LoadTokenizer(const EngineConfig& config, const LoadedM
   return Tokenizer::FromPath(config.model);
 }
 
-// Bytes the caches may use on the device.
-int64_t CacheBudget(const EngineConfig& config, int64_t reserve_bytes) {
-  vt::MemoryInfo mem = vt::GetDeviceBackend(config.device.type).GetMemoryInfo(config.device.index);
-  if (config.device.type == vt::DeviceType::kCPU) {
-    if (config.cpu_kv_cache_bytes > 0) return config.cpu_kv_cache_bytes;
-    return std::min<int64_t>(4 * kGiB, static_cast<int64_t>(mem.free_bytes * 0.4));
+// A tokenizer whose ids reach past the model's vocabulary would fail at the first
+// request that produces one (or embed a row that does not exist): refuse it here.
+void CheckTokenizerFitsModel(const Tokenizer& tokenizer, const ModelConfig& model, const std::string& model_path) {
+  if (tokenizer.vocab_size() > model.vocab_size) {
+    throw std::invalid_argument("the tokenizer at " + tokenizer.source() + " has " +
+                                std::to_string(tokenizer.vocab_size()) + " token ids but the model at " + model_path +
+                                " has a vocabulary of " + std::to_string(model.vocab_size) +
+                                " (vocab_size): use the model's own tokenizer or a --tokenizer made for it");
   }
-  const int64_t allowed = static_cast<int64_t>(mem.total_bytes * config.gpu_memory_utilization);
-  const int64_t used = static_cast<int64_t>(mem.total_bytes - mem.free_bytes);
-  return allowed - used - reserve_bytes;
+}
+
+// EOS ids from the model's config must be tokens the model can produce.
+void CheckEosIds(const ModelConfig& model, const std::string& model_path) {
+  for (int64_t id : model.eos_token_ids) {
+    if (id < 0 || id >= model.vocab_size) {
+      throw std::invalid_argument("the model at " + model_path + " names eos_token_id " + std::to_string(id) +
+                                  ", outside its vocabulary of " + std::to_string(model.vocab_size) + " tokens");
+    }
+  }
+}
+
+// "on (...)" or "off (...)": the prefix caching the engine chose, and why.
+std::string PrefixCachingReason(std::optional<bool> asked, bool attention_only) {
+  if (!attention_only) {
+    return std::string("off") + (asked.value_or(false) ? " although it was asked for" : "") +
+           " (the model has recurrent (Gated DeltaNet) layers, whose state would need snapshots at block boundaries "
+           "to be shared)";
+  }
+  if (!asked) return "on (the default for attention-only models)";
+  return *asked ? "on (--enable-prefix-caching)" : "off (--no-enable-prefix-caching)";
+}
+
+int64_t CheckpointBytes(const LoadedModel& loaded) {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : loaded.weights.all()) bytes += vt::BytesFor(t.dtype(), t.numel());
+  return bytes;
 }
 
 }  // namespace
@@ -58,7 +84,9 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   }
   if (on_progress) on_progress(0, 3);
   loaded_ = LoadModel(config.model, config.load_options);
+  CheckEosIds(loaded_.config, config.model);
   tokenizer_ = LoadTokenizer(config, loaded_);
+  if (tokenizer_) CheckTokenizerFitsModel(*tokenizer_, loaded_.config, config.model);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
   model_ = ModelRegistry::Create(loaded_, options);
@@ -78,49 +106,58 @@ LLMEngine::~LLMEngine() = default;
 void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype) {
   const int64_t bs = config_.block_size;
   if (bs < 1) throw std::invalid_argument("--block-size must be >= 1, got " + std::to_string(bs));
-  const int64_t block_bytes = KvBlockBytes(spec, bs, cache_dtype), slot_bytes = StateSlotBytes(spec);
   int64_t model_len = config_.max_model_len > 0 ? config_.max_model_len : loaded_.config.max_position_embeddings;
   if (model_len <= 0) model_len = 4096;
-  // Activations of one step, logits included, stay outside the cache budget.
-  const int64_t reserve = config_.max_num_batched_tokens * loaded_.config.hidden_size * 4 * 32 +
-                          config_.max_num_seqs * loaded_.config.vocab_size * 4 * 2;
-  int64_t budget = CacheBudget(config_, reserve);
+  const int64_t slot_bytes = StateSlotBytes(spec);
   // Decode graphs pad batches with rows whose recurrent state goes to one more
   // slot than the scheduler hands out (decode_graphs.h).
   const bool use_graphs = !config_.enforce_eager && vt::GraphsSupported(config_.device);
   const int64_t padding_slots = use_graphs && slot_bytes > 0 ? 1 : 0;
-  int64_t num_slots = 0;
-  if (slot_bytes > 0) {
-    num_slots = std::min<int64_t>(config_.max_num_seqs, std::max<int64_t>(1, budget / 2 / slot_bytes));
-    budget -= (num_slots + padding_slots) * slot_bytes;
-  }
-  // Enough for every sequence at full length, plus the null block.
-  const int64_t blocks_wanted = config_.max_num_seqs * ((model_len + bs - 1) / bs) + 1;
-  int64_t num_blocks;
-  if (config_.num_gpu_blocks_override) {
-    num_blocks = *config_.num_gpu_blocks_override;
-  } else if (block_bytes == 0) {
-    num_blocks = blocks_wanted;  // pages cost nothing
+  std::optional<DeviceMemoryProfile> profile;
+  int64_t budget = 0;
+  if (config_.device.type == vt::DeviceType::kCPU) {
+    budget = CpuCacheBudget(config_.cpu_kv_cache_bytes,
+                            vt::GetDeviceBackend(vt::DeviceType::kCPU).GetMemoryInfo(config_.device.index));
   } else {
-    num_blocks = std::min<int64_t>(budget / block_bytes, blocks_wanted);
+    profile = ProfileDeviceMemory(*model_, bs, cache_dtype,
+                                  {.max_num_batched_tokens = config_.max_num_batched_tokens,
+                                   .max_num_seqs = config_.max_num_seqs,
+                                   .max_model_len = model_len,
+                                   .decode_graphs = use_graphs});
+    budget = GpuCacheBudget(*profile, config_.gpu_memory_utilization);
   }
-  if (num_blocks < 2) {
-    throw std::runtime_error("not enough memory on " + config_.device.ToString() + " for the KV cache (" +
-                             std::to_string(budget) + " bytes left for " + std::to_string(block_bytes) +
-                             "-byte blocks); lower --max-num-seqs or --max-num-batched-tokens, or raise "
-                             "--gpu-memory-utilization / --num-gpu-blocks-override");
-  }
-  const int64_t capacity = (num_blocks - 1) * bs;
+  cache_plan_ = PlanCaches({.budget_bytes = budget,
+                            .block_bytes = KvBlockBytes(spec, bs, cache_dtype),
+                            .slot_bytes = slot_bytes,
+                            .block_size = bs,
+                            .max_num_seqs = config_.max_num_seqs,
+                            .model_len = model_len,
+                            .num_padding_slots = padding_slots,
+                            .num_gpu_blocks_override = config_.num_gpu_blocks_override},
+                           config_.device);
+  const int64_t capacity = cache_plan_.num_tokens();
   if (config_.max_model_len > 0 && capacity < config_.max_model_len) {
     throw std::invalid_argument("--max-model-len " + std::to_string(config_.max_model_len) + " needs " +
                                 std::to_string((config_.max_model_len + bs - 1) / bs + 1) + " KV blocks, the cache has " +
-                                std::to_string(num_blocks) + "; lower --max-model-len or give the cache more memory");
+                                std::to_string(cache_plan_.num_blocks) +
+                                "; lower --max-model-len or give the cache more memory");
   }
   max_model_len_ = std::min(model_len, capacity);
+  Log(DescribeCaches(cache_plan_, max_model_len_, config_.device, budget, profile ? &*profile : nullptr,
+                     config_.gpu_memory_utilization, CheckpointBytes(loaded_)));
+  BuildWorker(spec, cache_dtype, slot_bytes == 0, use_graphs, padding_slots);
+}
+
+void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
+                            bool use_graphs, int64_t padding_slots) {
+  const int64_t bs = config_.block_size;
+  const bool prefix_caching = config_.enable_prefix_caching.value_or(attention_only) && attention_only;
+  prefix_caching_reason_ = PrefixCachingReason(config_.enable_prefix_caching, attention_only);
+  if (!attention_only && config_.enable_prefix_caching.value_or(false)) Log("prefix caching is " + prefix_caching_reason_);
   cache_config_ = {.block_size = static_cast<int32_t>(bs),
-                   .num_blocks = static_cast<int32_t>(num_blocks),
-                   .num_state_slots = static_cast<int32_t>(num_slots),
-                   .enable_prefix_caching = config_.enable_prefix_caching.value_or(slot_bytes == 0) && slot_bytes == 0};
+                   .num_blocks = static_cast<int32_t>(cache_plan_.num_blocks),
+                   .num_state_slots = static_cast<int32_t>(cache_plan_.num_state_slots),
+                   .enable_prefix_caching = prefix_caching};
   SchedulerConfig sched{.max_num_batched_tokens = config_.max_num_batched_tokens,
                         .max_num_seqs = config_.max_num_seqs,
                         .max_model_len = max_model_len_,
@@ -130,11 +167,17 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
   if (use_graphs) {
     graphs = DecodeGraphOptions{.max_batch = std::min(config_.max_num_seqs, kMaxGraphBatch),
                                 .max_model_len = max_model_len_,
-                                .padding_state_slot = static_cast<int32_t>(num_slots)};
+                                .padding_state_slot = static_cast<int32_t>(cache_plan_.num_state_slots)};
   }
-  ModelCaches caches = AllocateCaches(spec, num_blocks, bs, num_slots + padding_slots, cache_dtype, config_.device);
+  ModelCaches caches = AllocateCaches(spec, cache_plan_.num_blocks, bs, cache_plan_.num_state_slots + padding_slots,
+                                      cache_dtype, config_.device);
   runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
+}
+
+void LLMEngine::Log(const std::string& line) const {
+  if (config_.on_log) config_.on_log(line);
+  else std::fprintf(stderr, "vllm-cpp: %s\n", line.c_str());
 }
 
 const Tokenizer& LLMEngine::tokenizer() const {
@@ -172,16 +215,15 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
 }
 
 void LLMEngine::AbortRequest(const std::string& request_id) {
-  scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);
-  runner_->ReleaseRequest(request_id);
+  scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);  // the runner frees it next step
   outputs_->Abort(request_id);
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
+  RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.empty()) return results;
-  RunnerOutput ran = runner_->Execute(scheduled);
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
   std::unordered_map<std::string, int32_t> sampled;
   for (const auto& [id, result] : ran.sampled) sampled[id] = result.token_id;
@@ -199,7 +241,6 @@ std::vector<RequestOutput> LLMEngine::Step() {
     if (finish_reason.empty()) {
       results.push_back(outputs_->Snapshot(update.req_id));
     } else {
-      runner_->ReleaseRequest(update.req_id);
       results.push_back(outputs_->Finish(update.req_id, finish_reason));
     }
   }

@@ -48,4 +48,19 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   return c;
 }
 
+void AddGenerationConfigArg(CliArgs& cli) {
+  cli.AddOption("generation-config",
+                "default sampling fields of requests: auto (the model folder's generation_config.json), vllm (the "
+                "engine's defaults) or a FOLDER holding generation_config.json",
+                "auto");
+}
+
+SamplingDefaults SamplingDefaultsFromArgs(const CliArgs& cli, const std::string& model,
+                                          const std::function<void(const std::string&)>& log) {
+  SamplingDefaults defaults = LoadSamplingDefaults(cli.GetString("generation-config"), model);
+  if (const std::string line = SamplingDefaultsLogLine(defaults); !line.empty()) log(line);
+  if (const std::string line = IgnoredFieldsLogLine(defaults); !line.empty()) log(line);
+  return defaults;
+}
+
 }  // namespace vllm

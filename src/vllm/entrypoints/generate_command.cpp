@@ -45,7 +45,8 @@ std::vector<int32_t> ParseIds(const std::string& text) {
   return ids;
 }
 
-SamplingParams ParamsFromFlags(const CliArgs& cli) {
+// The flags given, else the generation config's defaults, else the flags' defaults.
+SamplingParams ParamsFromFlags(const CliArgs& cli, const SamplingDefaults& defaults) {
   SamplingParams p;
   p.output_kind = RequestOutputKind::kFinalOnly;  // the steps' new_text is all this command prints before the end
   p.max_tokens = cli.GetInt("max-tokens");
@@ -53,6 +54,12 @@ SamplingParams ParamsFromFlags(const CliArgs& cli) {
   p.top_k = static_cast<int>(cli.GetInt("top-k"));
   p.top_p = cli.GetDouble("top-p");
   p.min_p = cli.GetDouble("min-p");
+  if (!cli.WasGiven("max-tokens") && defaults.max_tokens) p.max_tokens = *defaults.max_tokens;
+  if (!cli.WasGiven("temperature") && defaults.temperature) p.temperature = *defaults.temperature;
+  if (!cli.WasGiven("top-k") && defaults.top_k) p.top_k = *defaults.top_k;
+  if (!cli.WasGiven("top-p") && defaults.top_p) p.top_p = *defaults.top_p;
+  if (!cli.WasGiven("min-p") && defaults.min_p) p.min_p = *defaults.min_p;
+  if (defaults.repetition_penalty) p.repetition_penalty = *defaults.repetition_penalty;
   if (cli.WasGiven("seed")) p.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   p.ignore_eos = cli.GetFlag("ignore-eos");
   if (cli.WasGiven("logprobs")) p.logprobs = static_cast<int>(cli.GetInt("logprobs"));
@@ -60,8 +67,8 @@ SamplingParams ParamsFromFlags(const CliArgs& cli) {
   return p;
 }
 
-std::vector<Input> ReadInputs(const CliArgs& cli, const LLMEngine& engine) {
-  const SamplingParams base = ParamsFromFlags(cli);
+std::vector<Input> ReadInputs(const CliArgs& cli, const LLMEngine& engine, const SamplingDefaults& defaults) {
+  const SamplingParams base = ParamsFromFlags(cli, defaults);
   const int given = cli.WasGiven("prompt") + cli.WasGiven("prompt-ids") + cli.WasGiven("input-file");
   if (given != 1) throw CliError("generate: give exactly one of --prompt, --prompt-ids or --input-file");
   if (cli.WasGiven("prompt")) return {{"0", engine.Encode(cli.GetString("prompt")), base}};
@@ -141,6 +148,7 @@ void DeclareArgs(CliArgs& cli) {
   cli.AddFlag("json", "one JSON object per request per line, in input order");
   cli.AddFlag("help", "show this help");
   AddEngineArgs(cli);
+  AddGenerationConfigArg(cli);
 }
 
 }  // namespace
@@ -151,12 +159,14 @@ int RunGenerateCommand(const CommandArgs& args) {
   if (!cli.ParseOrShowHelp(args)) return 0;
   const bool as_json = cli.GetFlag("json");
   EngineConfig config = EngineConfigFromArgs(cli, cli.GetString("model"));
+  const SamplingDefaults defaults = SamplingDefaultsFromArgs(
+      cli, config.model, [](const std::string& line) { std::fprintf(stderr, "vllm-cpp generate: %s\n", line.c_str()); });
   LLMEngine engine(config, [](int64_t done, int64_t total) {
     std::fprintf(stderr, "\rloading model [%-20s] %lld/%lld", std::string(20 * done / total, '#').c_str(),
                  static_cast<long long>(done), static_cast<long long>(total));
     if (done == total) std::fprintf(stderr, "\n");
   });
-  std::vector<Input> inputs = ReadInputs(cli, engine);
+  std::vector<Input> inputs = ReadInputs(cli, engine, defaults);
   for (const Input& in : inputs) engine.AddRequest(in.request_id, in.prompt_ids, in.params);
 
   const bool stream = !as_json && inputs.size() == 1;

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
 #endif
     {"tokenize", "print the token ids of texts with a model's tokenizer", vllm::RunTokenizeCommand},
     {"info", "print a model's format, architecture, config, tensors, dtypes and bytes", vllm::RunInfoCommand},
+    {"bench", "benchmarks: latency, throughput, serve (an OpenAI load generator)", vllm::RunBenchCommand},
     {"convert", "write an HF checkpoint folder as a GGUF file (--outtype f16, q8_0, q4_k, ...)", vllm::RunConvertCommand},
 };
 

@@ -2,7 +2,8 @@
 //
 //   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
 //                        [--api-key KEY] [--chat-template FILE] [--limit-concurrency N]
-//                        [--max-prompt-bytes N] [engine flags...]
+//                        [--max-prompt-bytes N] [--generation-config auto|vllm|FOLDER]
+//                        [engine flags...]
 //
 // Loads the model, binds, prints one line saying where it listens, then logs one line
 // per request on stderr until SIGINT or SIGTERM, which stop it cleanly.
@@ -26,6 +27,7 @@ void DeclareArgs(CliArgs& cli) {
   openai::AddServerArgs(cli);
   cli.AddFlag("help", "show this help");
   AddEngineArgs(cli);
+  AddGenerationConfigArg(cli);
 }
 
 // SIGINT and SIGTERM are blocked in every thread (call before any thread starts) and
@@ -70,7 +72,10 @@ int RunServeCommand(const CommandArgs& args) {
   if (!cli.WasGiven("model")) throw CliError("serve: give the MODEL to serve (an HF folder or a .gguf file)");
   const sigset_t stop_signals = BlockStopSignals();
   const std::string model = cli.GetString("model");
-  const openai::ServerConfig server_config = openai::ServerConfigFromArgs(cli);
+  openai::ServerConfig server_config = openai::ServerConfigFromArgs(cli);
+  // Before the model loads: a bad generation_config.json fails at once.
+  server_config.sampling_defaults = SamplingDefaultsFromArgs(
+      cli, model, [](const std::string& line) { std::fprintf(stderr, "vllm-cpp serve: %s\n", line.c_str()); });
 
   auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model));
   const EngineStats stats = engine->stats();

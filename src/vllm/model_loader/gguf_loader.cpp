@@ -1,4 +1,4 @@
-// GGUF file -> canonical weights, undoing the converter's transforms (qwen35.md §5.4)
+// GGUF file -> canonical weights, undoing the converter's transforms (docs/qwen35.md §5.4)
 // except the GDN value-head order, which is kept (config.gdn_tiled_value_heads).
 //
 //   norms of qwen35/qwen35moe (all but ssm_norm): stored w + 1 -> w, in f32

@@ -1,4 +1,4 @@
-// HF checkpoint folder -> canonical weights (qwen35.md §4.6).
+// HF checkpoint folder -> canonical weights (docs/qwen35.md §4.6).
 //
 // Source names are `model.language_model.` + canonical (VLM checkpoints) or
 // `model.` + canonical (text-only), with three exceptions handled here:

@@ -56,27 +56,27 @@ DecodeGraphs::DecodeGraphs(const Model& model, const ModelCaches& caches, int64_
   }
 }
 
-bool DecodeGraphs::Accepts(const SchedulerOutput& output) const {
-  const int64_t B = static_cast<int64_t>(output.scheduled.size());
-  if (B < 1 || B > options_.max_batch || output.num_decodes != B) return false;
-  return std::all_of(output.scheduled.begin(), output.scheduled.end(), [&](const ScheduledRequest& s) {
-    return s.token_ids.size() == 1 && !s.is_new_sequence && s.samples &&
-           s.num_computed_tokens + 1 <= options_.max_model_len &&
-           s.num_computed_tokens + 1 <= static_cast<int64_t>(s.block_ids.size()) * block_size_;
+bool DecodeGraphs::Accepts(const InputBatch& batch) const {
+  const int64_t B = batch.size();
+  if (B < 1 || B > options_.max_batch) return false;
+  return std::all_of(batch.requests.begin(), batch.requests.end(), [&](const BatchRequest& s) {
+    return s.num_scheduled_tokens == 1 && !s.is_new_sequence && s.samples() &&
+           s.num_computed_tokens() + 1 <= options_.max_model_len &&
+           s.num_computed_tokens() + 1 <= static_cast<int64_t>(s.block_ids().size()) * block_size_;
   });
 }
 
-DecodeGraphShape DecodeGraphs::ShapeFor(const SchedulerOutput& output) const {
+DecodeGraphShape DecodeGraphs::ShapeFor(const InputBatch& batch) const {
   int64_t longest = 1;
-  for (const ScheduledRequest& s : output.scheduled) longest = std::max(longest, s.num_computed_tokens + 1);
+  for (const BatchRequest& s : batch.requests) longest = std::max(longest, s.num_computed_tokens() + 1);
   DecodeGraphShape shape;
-  shape.batch = std::min(NextPowerOfTwo(static_cast<int64_t>(output.scheduled.size()), 1), options_.max_batch);
+  shape.batch = std::min(NextPowerOfTwo(batch.size(), 1), options_.max_batch);
   shape.max_seq_len = std::min(NextPowerOfTwo(longest, kSmallestContextBucket), options_.max_model_len);
   shape.table_width = (shape.max_seq_len + block_size_ - 1) / block_size_;
   return shape;
 }
 
-std::vector<int32_t> DecodeGraphs::PackInputs(const SchedulerOutput* output, const DecodeGraphShape& shape) const {
+std::vector<int32_t> DecodeGraphs::PackInputs(const InputBatch* batch, const DecodeGraphShape& shape) const {
   const InputLayout at(shape);
   const int64_t P = shape.batch, W = shape.table_width;
   std::vector<int32_t> v(static_cast<size_t>(at.total), 0);  // padding: token 0, position 0, slot 0 of block 0
@@ -86,17 +86,18 @@ std::vector<int32_t> DecodeGraphs::PackInputs(const SchedulerOutput* output, con
     v[at.query_start_loc + r + 1] = static_cast<int32_t>(r + 1);
     v[at.state_slots + r] = options_.padding_state_slot;
   }
-  const int64_t B = output ? static_cast<int64_t>(output->scheduled.size()) : 0;
+  const int64_t B = batch ? batch->size() : 0;
   for (int64_t r = 0; r < B; ++r) {
-    const ScheduledRequest& s = output->scheduled[r];
-    const int64_t pos = s.num_computed_tokens;
-    v[at.input_ids + r] = s.token_ids[0];
+    const BatchRequest& s = batch->requests[r];
+    const std::vector<int32_t>& block_ids = s.block_ids();
+    const int64_t pos = s.num_computed_tokens();
+    v[at.input_ids + r] = s.token_ids()[0];
     v[at.positions + r] = static_cast<int32_t>(pos);
-    v[at.slot_mapping + r] = static_cast<int32_t>(s.block_ids[pos / block_size_] * block_size_ + pos % block_size_);
+    v[at.slot_mapping + r] = static_cast<int32_t>(block_ids[pos / block_size_] * block_size_ + pos % block_size_);
     v[at.seq_lens + r] = static_cast<int32_t>(pos + 1);
-    v[at.state_slots + r] = s.state_slot;
-    const int64_t blocks = std::min<int64_t>(W, static_cast<int64_t>(s.block_ids.size()));
-    std::copy(s.block_ids.begin(), s.block_ids.begin() + blocks, v.begin() + at.block_tables + r * W);
+    v[at.state_slots + r] = s.state_slot();
+    const int64_t blocks = std::min<int64_t>(W, static_cast<int64_t>(block_ids.size()));
+    std::copy(block_ids.begin(), block_ids.begin() + blocks, v.begin() + at.block_tables + r * W);
   }
   return v;
 }
@@ -157,16 +158,16 @@ DecodeGraphs::Graph* DecodeGraphs::GraphFor(const DecodeGraphShape& shape) {
   }
 }
 
-std::optional<std::vector<int32_t>> DecodeGraphs::RunGreedy(const SchedulerOutput& output) {
-  if (!Accepts(output)) throw std::logic_error("DecodeGraphs::RunGreedy: the batch is not a graph-able decode batch");
-  const DecodeGraphShape shape = ShapeFor(output);
+std::optional<std::vector<int32_t>> DecodeGraphs::RunGreedy(const InputBatch& batch) {
+  if (!Accepts(batch)) throw std::logic_error("DecodeGraphs::RunGreedy: the batch is not a graph-able decode batch");
+  const DecodeGraphShape shape = ShapeFor(batch);
   Graph* g = GraphFor(shape);
   if (g == nullptr) return std::nullopt;
-  const std::vector<int32_t> inputs = PackInputs(&output, shape);
+  const std::vector<int32_t> inputs = PackInputs(&batch, shape);
   g->inputs.CopyFrom(vt::Tensor::FromVector(inputs, {static_cast<int64_t>(inputs.size())}));
   g->graph->Replay();
   const std::vector<int64_t> tokens = g->tokens.ToIntVector();
-  std::vector<int32_t> result(output.scheduled.size());
+  std::vector<int32_t> result(batch.requests.size());
   for (size_t r = 0; r < result.size(); ++r) result[r] = static_cast<int32_t>(tokens[r]);
   return result;
 }

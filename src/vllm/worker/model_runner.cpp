@@ -12,9 +12,9 @@ namespace {
 
 // Whether this chunk still scores prompt tokens for a request asking for prompt
 // logprobs (then every row of the chunk feeds logits).
-bool WantsPromptLogprobs(const ScheduledRequest& s) {
-  const Request& r = *s.request;
-  return r.sampling_params.prompt_logprobs.has_value() && s.num_computed_tokens + 1 < r.num_prompt_tokens();
+bool WantsPromptLogprobs(const BatchRequest& s) {
+  const Request& r = s.request();
+  return r.sampling_params.prompt_logprobs.has_value() && s.num_computed_tokens() + 1 < r.num_prompt_tokens();
 }
 
 // The batch's int32 metadata arrays, packed into one host buffer so that a GPU
@@ -49,24 +49,25 @@ struct HostBatch {
   int64_t max_blocks = 1, max_query_len = 0, max_seq_len = 0;
 };
 
-void AddSequence(const ScheduledRequest& s, int64_t b, int64_t block_size, HostBatch& h) {
-  const int64_t q_len = static_cast<int64_t>(s.token_ids.size()), seq_len = s.num_computed_tokens + q_len;
-  if (q_len < 1) throw std::logic_error("ModelRunner: request '" + s.req_id + "' is scheduled with no tokens");
-  if (seq_len > static_cast<int64_t>(s.block_ids.size()) * block_size) {
-    throw std::logic_error("ModelRunner: request '" + s.req_id + "' has " + std::to_string(seq_len) +
-                           " tokens but only " + std::to_string(s.block_ids.size()) + " blocks of " +
+void AddSequence(const BatchRequest& s, int64_t b, int64_t block_size, HostBatch& h) {
+  const std::span<const int32_t> tokens = s.token_ids();
+  const std::vector<int32_t>& blocks = s.block_ids();
+  const int64_t q_len = static_cast<int64_t>(tokens.size()), seq_len = s.num_computed_tokens() + q_len;
+  if (seq_len > static_cast<int64_t>(blocks.size()) * block_size) {
+    throw std::logic_error("ModelRunner: request '" + s.req_id() + "' has " + std::to_string(seq_len) +
+                           " tokens but only " + std::to_string(blocks.size()) + " blocks of " +
                            std::to_string(block_size));
   }
   for (int64_t i = 0; i < q_len; ++i) {
-    const int64_t pos = s.num_computed_tokens + i;
-    h.input_ids.push_back(s.token_ids[i]);
+    const int64_t pos = s.num_computed_tokens() + i;
+    h.input_ids.push_back(tokens[i]);
     h.positions.push_back(static_cast<int32_t>(pos));
-    h.slot_mapping.push_back(static_cast<int32_t>(s.block_ids[pos / block_size] * block_size + pos % block_size));
+    h.slot_mapping.push_back(static_cast<int32_t>(blocks[pos / block_size] * block_size + pos % block_size));
   }
-  std::copy(s.block_ids.begin(), s.block_ids.end(), h.block_tables.begin() + b * h.max_blocks);
+  std::copy(blocks.begin(), blocks.end(), h.block_tables.begin() + b * h.max_blocks);
   h.seq_lens.push_back(static_cast<int32_t>(seq_len));
   h.query_start_loc.push_back(static_cast<int32_t>(h.input_ids.size()));
-  h.slots.push_back(s.state_slot);
+  h.slots.push_back(s.state_slot());
   h.max_query_len = std::max(h.max_query_len, q_len);
   h.max_seq_len = std::max(h.max_seq_len, seq_len);
 }
@@ -79,16 +80,89 @@ ModelRunner::ModelRunner(const Model& model, ModelCaches caches, int64_t block_s
   if (decode_graphs) decode_graphs_ = std::make_unique<DecodeGraphs>(model_, caches_, block_size_, *decode_graphs);
 }
 
-std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const SchedulerOutput& output) {
+const CachedRequestState* ModelRunner::request_state(const std::string& req_id) const {
+  auto it = requests_.find(req_id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void ModelRunner::AddNewRequest(const NewRequestData& d) {
+  Request request(d.req_id, d.prompt_token_ids, d.sampling_params, d.eos_token_ids, /*arrival_order=*/0);
+  const bool added =
+      requests_
+          .try_emplace(d.req_id, CachedRequestState{.request = std::move(request),
+                                                    .block_ids = d.block_ids,
+                                                    .state_slot = d.state_slot,
+                                                    .num_computed_tokens = d.num_computed_tokens})
+          .second;
+  if (!added) throw std::logic_error("ModelRunner: new request '" + d.req_id + "' is already known");
+}
+
+void ModelRunner::ApplyCachedRequest(const CachedRequestData& d) {
+  auto it = requests_.find(d.req_id);
+  if (it == requests_.end()) {
+    throw std::logic_error("ModelRunner: cached request '" + d.req_id + "' was never sent as a new request");
+  }
+  CachedRequestState& state = it->second;
+  for (int32_t token : d.new_token_ids) state.request.AppendOutputToken(token);
+  if (d.resumed_from_preemption) {
+    state.block_ids = d.new_block_ids;
+    state.state_slot = d.state_slot;
+  } else {
+    if (d.state_slot != -1) {
+      throw std::logic_error("ModelRunner: request '" + d.req_id + "' was given state slot " +
+                             std::to_string(d.state_slot) + " without being resumed from preemption");
+    }
+    state.block_ids.insert(state.block_ids.end(), d.new_block_ids.begin(), d.new_block_ids.end());
+  }
+  state.num_computed_tokens = d.num_computed_tokens;
+}
+
+InputBatch ModelRunner::UpdateStates(const SchedulerOutput& output) {
+  for (const std::string& id : output.finished_req_ids) {
+    requests_.erase(id);
+    sampler_.Release(id);
+  }
+  for (const NewRequestData& d : output.scheduled_new_reqs) AddNewRequest(d);
+  for (const CachedRequestData& d : output.scheduled_cached_reqs) ApplyCachedRequest(d);
+  InputBatch batch;
+  for (const CachedRequestData& d : output.scheduled_cached_reqs) {
+    batch.requests.push_back({.state = &requests_.at(d.req_id), .is_new_sequence = d.resumed_from_preemption});
+  }
+  for (const NewRequestData& d : output.scheduled_new_reqs) {
+    batch.requests.push_back({.state = &requests_.at(d.req_id), .is_new_sequence = true});
+  }
+  for (BatchRequest& b : batch.requests) {
+    auto n = output.num_scheduled_tokens.find(b.req_id());
+    b.num_scheduled_tokens = n == output.num_scheduled_tokens.end() ? 0 : n->second;
+    const int64_t known = b.request().num_tokens();
+    if (b.num_scheduled_tokens < 1 || b.num_computed_tokens() + b.num_scheduled_tokens > known) {
+      throw std::logic_error("ModelRunner: request '" + b.req_id() + "' is scheduled for " +
+                             std::to_string(b.num_scheduled_tokens) + " tokens after " +
+                             std::to_string(b.num_computed_tokens()) + " computed, of the " + std::to_string(known) +
+                             " it has");
+    }
+  }
+  if (static_cast<int64_t>(output.num_scheduled_tokens.size()) != batch.size()) {
+    throw std::logic_error("ModelRunner: num_scheduled_tokens names " +
+                           std::to_string(output.num_scheduled_tokens.size()) + " requests, the output sends " +
+                           std::to_string(batch.size()));
+  }
+  while (batch.num_decodes < batch.size() && batch.requests[batch.num_decodes].num_scheduled_tokens == 1) {
+    ++batch.num_decodes;
+  }
+  return batch;
+}
+
+std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const InputBatch& batch) {
   std::vector<LogitsRows> plan;
   int64_t row = 0;
-  for (const ScheduledRequest& s : output.scheduled) {
-    const int64_t q_len = static_cast<int64_t>(s.token_ids.size());
-    LogitsRows r{.first_row = row, .num_rows = 0, .first_position = s.num_computed_tokens + q_len - 1};
+  for (const BatchRequest& s : batch.requests) {
+    const int64_t q_len = s.num_scheduled_tokens;
+    LogitsRows r{.first_row = row, .num_rows = 0, .first_position = s.num_computed_tokens() + q_len - 1};
     if (WantsPromptLogprobs(s)) {
       r.num_rows = q_len;
-      r.first_position = s.num_computed_tokens;
-    } else if (s.samples) {
+      r.first_position = s.num_computed_tokens();
+    } else if (s.samples()) {
       r.num_rows = 1;
     }
     row += r.num_rows;
@@ -97,20 +171,20 @@ std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const SchedulerOutput& outpu
   return plan;
 }
 
-ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output) const {
-  return PrepareBatch(output, PlanLogitsRows(output));
+ForwardBatch ModelRunner::PrepareBatch(const InputBatch& batch) const {
+  return PrepareBatch(batch, PlanLogitsRows(batch));
 }
 
-ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output, const std::vector<LogitsRows>& plan) const {
-  const int64_t B = static_cast<int64_t>(output.scheduled.size());
+ForwardBatch ModelRunner::PrepareBatch(const InputBatch& input, const std::vector<LogitsRows>& plan) const {
+  const int64_t B = input.size();
   HostBatch h;
-  for (const ScheduledRequest& s : output.scheduled) {
-    h.max_blocks = std::max<int64_t>(h.max_blocks, static_cast<int64_t>(s.block_ids.size()));
+  for (const BatchRequest& s : input.requests) {
+    h.max_blocks = std::max<int64_t>(h.max_blocks, static_cast<int64_t>(s.block_ids().size()));
   }
   h.block_tables.assign(B * h.max_blocks, 0);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t row0 = static_cast<int64_t>(h.input_ids.size());
-    AddSequence(output.scheduled[b], b, block_size_, h);
+    AddSequence(input.requests[b], b, block_size_, h);
     const int64_t q_len = static_cast<int64_t>(h.input_ids.size()) - row0;
     // A request's logits rows are the last num_rows tokens of its chunk.
     for (int64_t i = q_len - plan[b].num_rows; i < q_len; ++i) h.logits_rows.push_back(static_cast<int32_t>(row0 + i));
@@ -135,79 +209,82 @@ ForwardBatch ModelRunner::PrepareBatch(const SchedulerOutput& output, const std:
   m.state_slot_ids = packed.Take(slots, {B});
   m.num_tokens = T;
   m.num_seqs = B;
-  m.num_decodes = output.num_decodes;
+  m.num_decodes = input.num_decodes;
   m.max_query_len = h.max_query_len;
   m.max_seq_len = h.max_seq_len;
   return batch;
 }
 
-void ModelRunner::ResetStateSlots(const SchedulerOutput& output) const {
-  for (const ScheduledRequest& s : output.scheduled) {
-    if (!s.is_new_sequence || s.state_slot < 0) continue;
+void ModelRunner::ResetStateSlots(const InputBatch& batch) const {
+  for (const BatchRequest& s : batch.requests) {
+    if (!s.is_new_sequence || s.state_slot() < 0) continue;
     for (const LayerGdnState& state : caches_.gdn) {
       if (!state.conv_states.defined()) continue;
-      vt::Fill({.dst = state.conv_states.Select(0, s.state_slot), .value = 0.0});
-      vt::Fill({.dst = state.ssm_states.Select(0, s.state_slot), .value = 0.0});
+      vt::Fill({.dst = state.conv_states.Select(0, s.state_slot()), .value = 0.0});
+      vt::Fill({.dst = state.ssm_states.Select(0, s.state_slot()), .value = 0.0});
     }
   }
 }
 
-vt::Tensor ModelRunner::Forward(const SchedulerOutput& output, const std::vector<LogitsRows>& rows) {
-  ResetStateSlots(output);
-  const ForwardBatch batch = PrepareBatch(output, rows);
-  return ModelRegistry::Forward(model_, batch, caches_);  // [N, V] f32 on the model's device
+vt::Tensor ModelRunner::Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows) {
+  ResetStateSlots(batch);
+  const ForwardBatch forward = PrepareBatch(batch, rows);
+  return ModelRegistry::Forward(model_, forward, caches_);  // [N, V] f32 on the model's device
 }
 
-StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) {
+StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) { return RunModel(UpdateStates(output)); }
+
+StepLogits ModelRunner::RunModel(InputBatch batch) {
   StepLogits step;
-  step.rows = PlanLogitsRows(output);
-  if (output.empty()) {
+  step.batch = std::move(batch);
+  step.rows = PlanLogitsRows(step.batch);
+  if (step.batch.empty()) {
     step.logits = vt::Tensor::Empty({0, model_.vocab_size()}, vt::DType::kF32, vt::kCpu);
     return step;
   }
-  const vt::Tensor logits = Forward(output, step.rows);
+  const vt::Tensor logits = Forward(step.batch, step.rows);
   step.logits = logits.device().type == vt::DeviceType::kCPU ? logits : logits.To(vt::kCpu);
   return step;
 }
 
-bool ModelRunner::SamplesByArgmaxOnly(const SchedulerOutput& output) {
-  return std::all_of(output.scheduled.begin(), output.scheduled.end(), [](const ScheduledRequest& s) {
-    return !WantsPromptLogprobs(s) && (!s.samples || Sampler::IsPlainGreedy(*s.request));
+bool ModelRunner::SamplesByArgmaxOnly(const InputBatch& batch) {
+  return std::all_of(batch.requests.begin(), batch.requests.end(), [](const BatchRequest& s) {
+    return !WantsPromptLogprobs(s) && (!s.samples() || Sampler::IsPlainGreedy(s.request()));
   });
 }
 
-RunnerOutput ModelRunner::ExecuteGreedy(const SchedulerOutput& output) {
+RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch) {
   vt::reach::Hit("ModelRunner::ArgmaxOnDevice");
-  const std::vector<LogitsRows> rows = PlanLogitsRows(output);
-  const vt::Tensor logits = Forward(output, rows);  // [N, V]
+  const std::vector<LogitsRows> rows = PlanLogitsRows(batch);
+  const vt::Tensor logits = Forward(batch, rows);  // [N, V]
   RunnerOutput result;
   if (logits.size(0) == 0) return result;
   const vt::Tensor ids = vt::Tensor::Empty({logits.size(0)}, vt::DType::kI32, logits.device());  // [N]
   vt::Argmax({.x = logits, .out = ids});
   const std::vector<int64_t> tokens = ids.ToIntVector();
-  for (size_t b = 0; b < output.scheduled.size(); ++b) {
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
     if (rows[b].num_rows == 0) continue;
-    result.sampled[output.scheduled[b].req_id].token_id = static_cast<int32_t>(tokens[rows[b].first_row]);
+    result.sampled[batch.requests[b].req_id()].token_id = static_cast<int32_t>(tokens[rows[b].first_row]);
   }
   return result;
 }
 
-std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const SchedulerOutput& output) {
-  const std::optional<std::vector<int32_t>> tokens = decode_graphs_->RunGreedy(output);
+std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const InputBatch& batch) {
+  const std::optional<std::vector<int32_t>> tokens = decode_graphs_->RunGreedy(batch);
   if (!tokens) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
   RunnerOutput result;
-  for (size_t b = 0; b < output.scheduled.size(); ++b) result.sampled[output.scheduled[b].req_id].token_id = (*tokens)[b];
+  for (size_t b = 0; b < batch.requests.size(); ++b) result.sampled[batch.requests[b].req_id()].token_id = (*tokens)[b];
   return result;
 }
 
-RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const StepLogits& step) {
+RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
   RunnerOutput result;
   const int64_t V = step.logits.size(1);
   const float* rows = step.logits.data_ptr<float>();
-  for (size_t b = 0; b < output.scheduled.size(); ++b) {
-    const ScheduledRequest& s = output.scheduled[b];
-    const Request& r = *s.request;
+  for (size_t b = 0; b < step.batch.requests.size(); ++b) {
+    const BatchRequest& s = step.batch.requests[b];
+    const Request& r = s.request();
     const LogitsRows& plan = step.rows.at(b);
     if (plan.num_rows == 0) continue;
     const float* last = rows + (plan.first_row + plan.num_rows - 1) * V;
@@ -225,25 +302,25 @@ RunnerOutput ModelRunner::SampleTokens(const SchedulerOutput& output, const Step
         }
         chunk.entries.push_back(std::move(entry));
       }
-      result.prompt_logprobs[s.req_id] = std::move(chunk);
+      result.prompt_logprobs[s.req_id()] = std::move(chunk);
     }
-    if (s.samples) result.sampled[s.req_id] = sampler_.Sample(last, V, r);
+    if (s.samples()) result.sampled[s.req_id()] = sampler_.Sample(last, V, r);
   }
   return result;
 }
 
 RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
-  if (output.empty()) return {};
-  if (SamplesByArgmaxOnly(output)) {
-    if (decode_graphs_ && decode_graphs_->Accepts(output)) {
-      std::optional<RunnerOutput> replayed = ExecuteGreedyGraph(output);
+  InputBatch batch = UpdateStates(output);
+  if (batch.empty()) return {};
+  if (SamplesByArgmaxOnly(batch)) {
+    if (decode_graphs_ && decode_graphs_->Accepts(batch)) {
+      std::optional<RunnerOutput> replayed = ExecuteGreedyGraph(batch);
       if (replayed) return std::move(*replayed);
     }
-    return ExecuteGreedy(output);
+    return ExecuteGreedy(batch);
   }
   vt::reach::Hit("ModelRunner::HostSampler");
-  const StepLogits step = ExecuteModel(output);
-  return SampleTokens(output, step);
+  return SampleTokens(RunModel(std::move(batch)));
 }
 
 }  // namespace vllm

@@ -1,4 +1,5 @@
 // The CPU DeviceBackend: aligned host memory and memcpy.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -29,19 +30,39 @@ class CpuDeviceBackend final : public DeviceBackend {
     return info;
   }
 
+  MemoryStats GetMemoryStats(int) const override {
+    return {.allocated_bytes = allocated_.load(), .peak_allocated_bytes = peak_.load()};
+  }
+  void ResetPeakMemoryStats(int) override { peak_.store(allocated_.load()); }
+
+  // Each block starts with a 64-byte header holding its size (for the counts),
+  // then the caller's memory: 64-byte alignment covers AVX-512 loads.
   void* Allocate(size_t bytes, int) override {
-    // 64-byte alignment covers AVX-512 loads; round the size up as aligned_alloc requires.
-    size_t rounded = (bytes + 63) / 64 * 64;
+    const size_t rounded = (bytes + 63) / 64 * 64 + kHeader;
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) throw Error("vt: out of memory on cpu allocating " + std::to_string(bytes) + " bytes");
-    return p;
+    *static_cast<size_t*>(p) = rounded;
+    const size_t now = allocated_.fetch_add(rounded) + rounded;
+    size_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    return static_cast<char*>(p) + kHeader;
   }
-  void Free(void* ptr, int) override { std::free(ptr); }
+  void Free(void* ptr, int) override {
+    if (ptr == nullptr) return;
+    void* block = static_cast<char*>(ptr) - kHeader;
+    allocated_.fetch_sub(*static_cast<size_t*>(block));
+    std::free(block);
+  }
 
   void CopyHostToDevice(void* dst, const void* src, size_t bytes, int) override { std::memcpy(dst, src, bytes); }
   void CopyDeviceToHost(void* dst, const void* src, size_t bytes, int) override { std::memcpy(dst, src, bytes); }
   void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int) override { std::memmove(dst, src, bytes); }
   void Synchronize(int) override {}
+
+ private:
+  static constexpr size_t kHeader = 64;
+  std::atomic<size_t> allocated_{0}, peak_{0};
 };
 
 struct Registrar {

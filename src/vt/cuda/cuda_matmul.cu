@@ -9,6 +9,7 @@
 // tolerances hold); f16/bf16 inputs use f32 accumulation on the tensor cores.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <climits>
 #include <mutex>
 #include <string>
@@ -82,12 +83,34 @@ void CublasMatMul(const MatMulArgs& a) {
   reach::Hit("MatMulGpu.cublas");
 }
 
+// Block weights at prefill sizes: each chunk of weight rows (at most
+// kDequantChunkBytes once decoded) is decoded into x's dtype, then multiplied by
+// cuBLAS into its columns of out. One scratch chunk serves every round: the
+// device's one queue runs them in order.
+constexpr int64_t kDequantChunkBytes = int64_t{64} << 20;
+
+void DequantCublasMatMul(const MatMulArgs& a) {
+  const int64_t n = a.w.size(0), k = a.w.size(1);
+  const int64_t row_bytes = k * BytesFor(a.x.dtype(), 1);
+  const int64_t chunk_rows = std::max<int64_t>(1, std::min(n, kDequantChunkBytes / row_bytes));
+  const Tensor dense = Tensor::Empty({chunk_rows, k}, a.x.dtype(), a.out.device());
+  for (int64_t row0 = 0; row0 < n; row0 += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, n - row0);
+    const Tensor part = dense.Slice(0, 0, rows);
+    DequantizeWeightRows(a.w, row0, part);
+    CublasMatMul({.x = a.x, .w = part, .out = a.out.Slice(1, row0, row0 + rows)});
+  }
+  reach::Hit("MatMulGpu.dequant_cublas");
+}
+
 void MatMulCuda(const MatMulArgs& a) {
   const MatMulShape shape = DescribeMatMul(a, CublasAccepts(a));
   const MatMulKernel kernel =
       ApplySkinnyVariant(ChooseMatMul(shape), shape, tuning::Variant(kSkinnyVariantFamily));
   if (kernel == MatMulKernel::kVendorBlas) {
     CublasMatMul(a);
+  } else if (kernel == MatMulKernel::kDequantVendorBlas) {
+    DequantCublasMatMul(a);
   } else {
     RunOwnMatMul(a, kernel);
   }

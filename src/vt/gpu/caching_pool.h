@@ -18,6 +18,7 @@
 // without a GPU (tests/vt/gpu/caching_pool_test.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -116,11 +117,21 @@ class CachingPool {
     std::lock_guard<std::mutex> lock(mutex_);
     return cached_bytes_;
   }
+  // The highest live_bytes since the last ResetPeak (the engine's memory profiling).
+  size_t peak_live_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_live_bytes_;
+  }
+  void ResetPeak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_live_bytes_ = live_bytes_;
+  }
 
  private:
   void* Track(void* ptr, size_t size) {
     live_blocks_[ptr] = size;
     live_bytes_ += size;
+    peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
     return ptr;
   }
 
@@ -138,6 +149,7 @@ class CachingPool {
   std::map<size_t, std::vector<void*>> free_blocks_;  // size class -> free blocks
   std::unordered_map<void*, size_t> live_blocks_;     // handed-out block -> size class
   size_t live_bytes_ = 0;
+  size_t peak_live_bytes_ = 0;
   size_t cached_bytes_ = 0;
 };
 

@@ -7,7 +7,8 @@
 //     (kWarpSize: 32 on NVIDIA and RDNA, 64 on CDNA). The host pass of a HIP build
 //     covers several targets at once, so host code never uses kWarpSize: block sizes
 //     are multiples of 64, which suits every width;
-//   - shuffles: CUDA's __shfl_xor_sync / HIP 5.2's __shfl_xor behind ShuffleXor;
+//   - shuffles: CUDA's __shfl_xor_sync / __shfl_sync and HIP 5.2's __shfl_xor / __shfl
+//     behind ShuffleXor and ShuffleFrom;
 //   - cache hints: LoadOnce16 (streaming loads on CUDA);
 //   - 16-bit floats: bf16_t and f16_t with ToFloat / FromFloat<T>.
 // Shared kernels use nothing else from either runtime: no cub, no *_sync
@@ -131,6 +132,15 @@ __device__ inline int ShuffleXor(int value, int lane_mask) {
   return __shfl_xor(value, lane_mask);
 #else
   return __shfl_xor_sync(0xffffffffu, value, lane_mask);
+#endif
+}
+
+// `value` of lane `source_lane` of the warp, to every lane.
+__device__ inline float ShuffleFrom(float value, int source_lane) {
+#if VT_GPU_HIP
+  return __shfl(value, source_lane);
+#else
+  return __shfl_sync(0xffffffffu, value, source_lane);
 #endif
 }
 

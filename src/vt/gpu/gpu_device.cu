@@ -16,9 +16,14 @@
 #include "caching_pool.h"
 #include "gpu_compat.h"
 #include "gpu_runtime.h"
+#include "vt/backend_abi.h"
 #include "vt/device.h"
 #include "vt/device_graph.h"
 #include "vt/error.h"
+
+// The library's versioned entry point: LoadBackends checks it before letting the
+// registrations below in (backend_abi.h).
+VT_DEFINE_BACKEND_ABI()
 
 namespace vt::gpu {
 namespace {
@@ -153,6 +158,20 @@ class GpuDeviceBackend final : public DeviceBackend {
     CheckGpu(gpuMemGetInfo(&free_bytes, &total_bytes), "reading free memory");
     return {free_bytes, total_bytes};
   }
+
+  MemoryStats GetMemoryStats(int index) const override {
+    PerDevice& device = State(index);
+    MemoryStats stats{.allocated_bytes = device.pool->live_bytes(),
+                      .peak_allocated_bytes = device.pool->peak_live_bytes(),
+                      .cached_bytes = device.pool->cached_bytes()};
+    std::lock_guard<std::mutex> lock(device.graph_mutex);
+    for (GpuGraphMemory* memory : device.graph_memories) {
+      stats.graph_bytes += memory->pool().live_bytes() + memory->pool().cached_bytes();
+    }
+    return stats;
+  }
+
+  void ResetPeakMemoryStats(int index) override { State(index).pool->ResetPeak(); }
 
   void* Allocate(size_t bytes, int index) override {
     PerDevice& device = State(index);

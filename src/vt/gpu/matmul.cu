@@ -318,10 +318,15 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   shape.vendor_blas_available = vendor_blas_available;
   shape.rows_16_byte_aligned = !shape.weight_is_block && RowsAligned(a.x) && RowsAligned(a.w);
   shape.weight_is_16_bit = a.w.dtype() == DType::kF16 || a.w.dtype() == DType::kBF16;
+  shape.quant_gemv_accepts = shape.weight_is_block && QuantGemvAccepts(a);
   return shape;
 }
 
 void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
+  if (kernel == MatMulKernel::kQuantGemv) {
+    RunQuantGemv(a);
+    return;
+  }
   gpuStream_t stream = PrepareDevice(a.out.device());
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
@@ -359,7 +364,7 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
       const dim3 grid(GridFor(p.n, kTile, "MatMul"), GridFor(p.m, kTile, "MatMul"));
       TiledShared<X><<<grid, kTileThreads, 0, stream>>>(p);
     } else {
-      throw Error("vt::MatMul on " + a.out.device().ToString() + ": internal error: RunOwnMatMul got the vendor route");
+      throw Error("vt::MatMul on " + a.out.device().ToString() + ": internal error: RunOwnMatMul got a vendor route");
     }
   });
   CheckLaunch("MatMul");

@@ -11,7 +11,20 @@ namespace vt::gpu {
 // The choice inputs of a validated MatMul call.
 MatMulShape DescribeMatMul(const MatMulArgs& args, bool vendor_blas_available);
 
-// Runs any of our kernels (throws for kVendorBlas).
+// Runs any of our kernels (throws for the vendor routes).
 void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
+
+// matmul_quant.cu: whether the int8 dot lanes (gpu_quant_dot.cuh) read the rows of
+// block weights w (a format with a lane type, K a multiple of 32, rows aligned as
+// the lanes load them); whether kQuantGemv takes a MatMul; the kernel itself.
+bool QuantLanesRead(const Tensor& w);
+bool QuantGemvAccepts(const MatMulArgs& args);
+void RunQuantGemv(const MatMulArgs& args);
+// x [M, K] float (strided rows, K a multiple of 32) quantized to XBlocks
+// (gpu_quant_dot.cuh), returned as an i32 tensor [M, K / 32, 10] holding them.
+Tensor QuantizeActivations(const Tensor& x);
+// Block-format rows [row0, row0 + out.size(0)) of w decoded into the dense float
+// matrix `out` ([rows, K], any float dtype, strided rows), for the vendor route.
+void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out);
 
 }  // namespace vt::gpu

@@ -5,9 +5,13 @@
 //                         streams its weight row in 16-byte loads and dots it with
 //                         every x row; weight bytes dominate, so this is the
 //                         bandwidth path of f32 decode.
-//   kSkinnyWarpPerColumn  other decode shapes (block-format weights, odd K or
-//                         unaligned rows): the same walk one element per lane,
-//                         decoding block formats in registers.
+//   kQuantGemv            GGUF block weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) at
+//                         M <= kQuantGemvMaxRows: x quantized to 8 bits per 32
+//                         values, each weight block read once for all M rows and
+//                         dotted on the int8 dot-product units (matmul_quant.cu).
+//   kSkinnyWarpPerColumn  other decode shapes (block formats without a lane type,
+//                         odd K or unaligned rows): the same walk one element per
+//                         lane, decoding block formats in registers.
 //   kSkinnyLoadsInFlight  decode shapes with f16/bf16 weights (x any float dtype),
 //                         rows aligned (every bf16/f16 model's decode): the
 //                         vector-load walk with the row count a template constant
@@ -19,6 +23,9 @@
 //                         weights decoded on the way in), 4x4 outputs per thread.
 //   kVendorBlas           CUDA only: cuBLAS for large dense GEMMs whose x and w have
 //                         the same float dtype (f32 computes in true f32, no TF32).
+//   kDequantVendorBlas    CUDA only: block weights at larger M, decoded chunk by
+//                         chunk into x's dtype and multiplied by cuBLAS (the tiled
+//                         kernel decodes every element 64 times over).
 // Every kernel accepts every shape, dtype pair and stride the MatMul contract allows,
 // so the choice is about speed only; ROCm (no BLAS packaged) never gets kVendorBlas.
 // Unit-tested at its boundaries in tests/vt/gpu/matmul_choice_test.cpp.
@@ -32,7 +39,15 @@
 
 namespace vt::gpu {
 
-enum class MatMulKernel { kSkinnyVectorLoads, kSkinnyWarpPerColumn, kSkinnyLoadsInFlight, kTiledShared, kVendorBlas };
+enum class MatMulKernel {
+  kSkinnyVectorLoads,
+  kSkinnyWarpPerColumn,
+  kSkinnyLoadsInFlight,
+  kQuantGemv,
+  kTiledShared,
+  kVendorBlas,
+  kDequantVendorBlas,
+};
 
 struct MatMulShape {
   int64_t m = 0, n = 0, k = 0;
@@ -41,14 +56,25 @@ struct MatMulShape {
   bool vendor_blas_available = false;
   bool rows_16_byte_aligned = false;  // every row of x and w starts on 16 bytes and K fills whole 16-byte vectors
   bool weight_is_16_bit = false;      // f16 or bf16 weights
+  bool quant_gemv_accepts = false;    // a block format kQuantGemv decodes, rows aligned as it reads them
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
+// Up to here the int8 GEMV beats decoding the weights for cuBLAS on an H200
+// (Q8_0 24576 x 4096: GEMV 152 us at 8 rows, 326 at 16; decode + cuBLAS 206 us
+// from 9 to 64 rows; bench/README.md); the GEMV's time grows with the rows (its
+// x loads and dp4a per row), the dense route's hardly.
+inline constexpr int64_t kQuantGemvMaxRows = 8;
 // Below this many multiply-adds our tiled kernel is as fast as a library call, and
 // keeping it on the route keeps it exercised on CUDA too.
 inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
+  if (s.weight_is_block) {
+    if (s.quant_gemv_accepts && s.m <= kQuantGemvMaxRows) return MatMulKernel::kQuantGemv;
+    if (s.m <= kSkinnyMaxRows) return MatMulKernel::kSkinnyWarpPerColumn;
+    return s.vendor_blas_available ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared;
+  }
   if (s.m <= kSkinnyMaxRows) {
     if (s.weight_is_block || !s.rows_16_byte_aligned) return MatMulKernel::kSkinnyWarpPerColumn;
     // 16-bit weights (every bf16/f16 model): measured on the H200, 9B-shape decode
@@ -66,6 +92,7 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
 //   "vector_loads"     kSkinnyVectorLoads (needs float weights and aligned rows)
 //   "warp_per_column"  kSkinnyWarpPerColumn (accepts every decode shape)
 //   "loads_in_flight"  kSkinnyLoadsInFlight (needs f16/bf16 weights and aligned rows)
+//   "quant_gemv"       kQuantGemv (block weights it decodes, M <= kQuantGemvMaxRows)
 inline constexpr std::string_view kSkinnyVariantFamily = "gpu.matmul_skinny";
 
 // `chosen` (ChooseMatMul's kernel) replaced by the forced `variant` where the shape
@@ -75,6 +102,7 @@ inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s
   const bool float_aligned = !s.weight_is_block && s.rows_16_byte_aligned;
   MatMulKernel forced;
   bool accepted;
+  int64_t max_rows = kSkinnyMaxRows;
   if (variant == "vector_loads") {
     forced = MatMulKernel::kSkinnyVectorLoads;
     accepted = float_aligned;
@@ -84,11 +112,15 @@ inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s
   } else if (variant == "loads_in_flight") {
     forced = MatMulKernel::kSkinnyLoadsInFlight;
     accepted = float_aligned && s.weight_is_16_bit;
+  } else if (variant == "quant_gemv") {
+    forced = MatMulKernel::kQuantGemv;
+    accepted = s.weight_is_block && s.quant_gemv_accepts;
+    max_rows = kQuantGemvMaxRows;
   } else {
     throw Error("vt::MatMul: unknown variant '" + std::string(variant) + "' forced for " +
-                std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight)");
+                std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight, quant_gemv)");
   }
-  return s.m <= kSkinnyMaxRows && accepted ? forced : chosen;
+  return s.m <= max_rows && accepted ? forced : chosen;
 }
 
 }  // namespace vt::gpu

@@ -13,13 +13,23 @@
 // Experts: two launches, no atomics (deterministic). ExpertHidden: one warp per
 // (token, choice, intermediate row) computes silu(gate . x) * (up . x) into an f32
 // workspace [T, k, I]; ExpertDown: one warp per (token, hidden row) sums
-// w_j * (down_j . h_j) over the token's k choices. Weight rows are decoded from
-// their dtype in registers (gpu_dot.cuh). An expert id outside [0, E) is skipped
+// w_j * (down_j . h_j) over the token's k choices. Block-format weights that the
+// int8 dot lanes read (gpu_quant_dot.cuh: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are dotted
+// with x and h quantized to 8 bits per 32 values, as MatMul's GEMV does; other
+// weights are decoded from their dtype element by element (gpu_dot.cuh). An expert id outside [0, E) is skipped
 // and recorded for the host (gpu_runtime.h: reported at the device's next wait for
-// its queue), so the ids are never read back here.
+// its queue), so the ids are never read back here. Many tokens (pairs >= 32 x experts)
+// take the grouped tensor-core kernels of moe_grouped.cu instead (CUDA).
+#include <string>
+#include <type_traits>
+
 #include "gpu_dot.cuh"
+#include "gpu_quant_dot.cuh"
 #include "matmul.h"
+#include "moe_grouped.h"
 #include "vt/ops.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -117,6 +127,8 @@ struct ExpertParams {
   const float* topk_weights;
   const int32_t* topk_ids;
   float* hidden;  // [T, k, I]
+  const XBlock* x_blocks;       // x quantized, [T, H / 32] (quantized routes only)
+  const XBlock* hidden_blocks;  // hidden quantized, [T * k, I / 32] (quantized down route only)
   int64_t tokens, k, experts, hidden_size, inter_size;
   int64_t x_row_stride, out_row_stride;
   BadIndexRecord* bad_index;
@@ -128,8 +140,26 @@ __device__ inline const void* ExpertRow(const WeightMatrix& w, int64_t expert_st
   return WeightRow(w.data, expert * expert_stride + row * w.row_stride, 1, w.block_elems, w.block_bytes);
 }
 
+// gate . x and up . x of hidden row i of an expert: decoded element by element
+// (Lane = void) or by the int8 lanes against the quantized x row.
+template <typename Lane, typename X>
+__device__ inline void GateUp(const ExpertParams<X>& p, int64_t token, int64_t expert, int64_t i, float* g, float* u) {
+  const void* gate_row = ExpertRow(p.gate, p.gate_expert_stride, expert, i);
+  const void* up_row = ExpertRow(p.up, p.up_expert_stride, expert, i);
+  if constexpr (std::is_void_v<Lane>) {
+    const X* x = p.x + token * p.x_row_stride;
+    *g = WarpDotRow(gate_row, p.gate.dtype, x, p.hidden_size);
+    *u = WarpDotRow(up_row, p.up.dtype, x, p.hidden_size);
+  } else {
+    const int blocks = static_cast<int>(p.hidden_size / Lane::kValues);
+    const XBlock* x = p.x_blocks + token * (p.hidden_size / kXBlockValues);
+    *g = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(gate_row), blocks, x);
+    *u = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(up_row), blocks, x);
+  }
+}
+
 // grid: (T * k, ceil(I / warps)); each warp computes hidden row i of one pair.
-template <typename X>
+template <typename Lane, typename X>
 __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p) {
   const int64_t pair = blockIdx.x, token = pair / p.k;
   const int64_t warps = blockDim.x / kWarpSize;
@@ -138,9 +168,8 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p
   const int64_t expert = p.topk_ids[pair];
   float h = 0.0f;
   if (expert >= 0 && expert < p.experts) {
-    const X* x = p.x + token * p.x_row_stride;
-    const float g = WarpDotRow(ExpertRow(p.gate, p.gate_expert_stride, expert, i), p.gate.dtype, x, p.hidden_size);
-    const float u = WarpDotRow(ExpertRow(p.up, p.up_expert_stride, expert, i), p.up.dtype, x, p.hidden_size);
+    float g, u;
+    GateUp<Lane>(p, token, expert, i, &g, &u);
     h = Silu(g) * u;
   } else if (i == 0 && threadIdx.x % kWarpSize == 0) {
     RecordBadIndex(p.bad_index, CheckedIndexOp::kMoeExperts, pair, expert, p.experts, p.k);
@@ -149,7 +178,7 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p
 }
 
 // grid: (T, ceil(H / warps)); each warp computes out[token, n].
-template <typename X>
+template <typename Lane, typename X>
 __global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) {
   const int64_t token = blockIdx.x;
   const int64_t warps = blockDim.x / kWarpSize;
@@ -160,19 +189,63 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) 
     const int64_t pair = token * p.k + j;
     const int64_t expert = p.topk_ids[pair];
     if (expert < 0 || expert >= p.experts) continue;
-    const float dot = WarpDotRow(ExpertRow(p.down, p.down_expert_stride, expert, n), p.down.dtype,
-                                 p.hidden + pair * p.inter_size, p.inter_size);
+    const void* row = ExpertRow(p.down, p.down_expert_stride, expert, n);
+    float dot;
+    if constexpr (std::is_void_v<Lane>) {
+      dot = WarpDotRow(row, p.down.dtype, p.hidden + pair * p.inter_size, p.inter_size);
+    } else {
+      dot = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(row), static_cast<int>(p.inter_size / Lane::kValues),
+                                  p.hidden_blocks + pair * (p.inter_size / kXBlockValues));
+    }
     sum += p.topk_weights[pair] * dot;
   }
   if (threadIdx.x % kWarpSize == 0) p.out[token * p.out_row_stride + n] = FromFloat<X>(sum);
 }
 
+// Calls launch(lane) with the int8 lane type of `dtype` when `quantized`, else with
+// a void* (LaneOf: decode element by element).
+template <typename Launch>
+void LaunchWithLane(bool quantized, DType dtype, Launch&& launch) {
+  if (!quantized || !DispatchQuantLane(dtype, launch)) launch(static_cast<void*>(nullptr));
+}
+
+template <typename T>
+using LaneOf = std::conditional_t<std::is_pointer_v<T>, void, T>;
+
+// Whether the grouped kernels run (moe_grouped.cu): by default where they take the
+// operands and there are at least kGroupedMinPairsPerExpert pairs per expert on
+// average. On the H200 with the 35B-A3B shape in Q8_0 (256 experts, 8 per token) the
+// grouped kernels took a 2048-token prompt (64 pairs an expert) from 2,328 to 4,074
+// tokens/s, but were slower at 16 pairs an expert (a 512-token prompt: 1,823 against
+// 2,084) and at 2 (64-sequence decode steps: 703 against 1,531 total tokens/s): they
+// decode each expert's rows once per 64-pair tile element by element, where the
+// per-pair kernels' int8 lanes read a row per pair. vt::tuning family
+// "gpu.moe_experts" forces "grouped" (where supported) or "per_pair".
+constexpr int64_t kGroupedMinPairsPerExpert = 32;  // between the measured 16 (slower) and 64 (faster)
+
+bool UseGroupedExperts(const MoeExpertsArgs& a) {
+  const std::string variant = tuning::Variant("gpu.moe_experts");
+  if (!variant.empty() && variant != "grouped" && variant != "per_pair") {
+    throw Error("vt::MoeExperts: unknown variant '" + variant + "' forced for gpu.moe_experts (known: grouped, per_pair)");
+  }
+  if (variant == "per_pair" || !MoeGroupedSupported(a)) return false;
+  return variant == "grouped" || a.topk_ids.numel() >= kGroupedMinPairsPerExpert * a.w_gate.size(0);
+}
+
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
   gpuStream_t stream = PrepareDevice(a.x.device());
+  if (UseGroupedExperts(a)) {
+    reach::Hit("MoeExpertsGpu.grouped");
+    RunMoeGrouped(a, stream);
+    return;
+  }
+  reach::Hit("MoeExpertsGpu.per_pair");
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
   const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
   Tensor hidden = Tensor::Empty({tokens, k, inter_size}, DType::kF32, a.x.device());  // [T, k, I]
   const int warps = kExpertThreads / WarpSize(a.x.device());
+  const bool quantized_gate_up = QuantLanesRead(a.w_gate) && QuantLanesRead(a.w_up);
+  const Tensor x_blocks = quantized_gate_up ? QuantizeActivations(a.x) : Tensor();
   DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
     using X = decltype(tag);
     ExpertParams<X> p{static_cast<const X*>(a.x.data()),
@@ -186,6 +259,8 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       a.topk_weights.data_ptr<float>(),
                       static_cast<const int32_t*>(a.topk_ids.data()),
                       hidden.data_ptr<float>(),
+                      quantized_gate_up ? static_cast<const XBlock*>(x_blocks.data()) : nullptr,
+                      nullptr,
                       tokens,
                       k,
                       a.w_gate.size(0),
@@ -195,9 +270,20 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       a.out.stride(0),
                       BadIndexRecordFor(a.x.device())};
     const dim3 hidden_grid(GridFor(tokens * k, 1, "MoeExperts"), GridFor(inter_size, warps, "MoeExperts"));
-    ExpertHidden<X><<<hidden_grid, kExpertThreads, 0, stream>>>(p);
+    const auto launch_hidden = [&](auto lane) {
+      ExpertHidden<LaneOf<decltype(lane)>, X><<<hidden_grid, kExpertThreads, 0, stream>>>(p);
+    };
+    LaunchWithLane(quantized_gate_up, a.w_gate.dtype(), launch_hidden);
+    const bool quantized_down = QuantLanesRead(a.w_down);
+    Tensor hidden_blocks;
+    if (quantized_down) {
+      hidden_blocks = QuantizeActivations(hidden.View({tokens * k, inter_size}));
+      p.hidden_blocks = static_cast<const XBlock*>(hidden_blocks.data());
+    }
     const dim3 down_grid(GridFor(tokens, 1, "MoeExperts"), GridFor(hidden_size, warps, "MoeExperts"));
-    ExpertDown<X><<<down_grid, kExpertThreads, 0, stream>>>(p);
+    LaunchWithLane(quantized_down, a.w_down.dtype(), [&](auto lane) {
+      ExpertDown<LaneOf<decltype(lane)>, X><<<down_grid, kExpertThreads, 0, stream>>>(p);
+    });
   });
   CheckLaunch("MoeExperts");
 }

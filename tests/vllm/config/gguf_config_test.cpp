@@ -1,5 +1,5 @@
 // ModelConfig from GGUF metadata (qwen35, qwen35moe, qwen3) and back: the keys of
-// qwen35.md §5.2, the MTP block excluded from the layer count, a missing
+// docs/qwen35.md §5.2, the MTP block excluded from the layer count, a missing
 // rope.dimension_count giving rotary width 0 with a warning (never head_dim) for
 // Qwen3.5, and errors naming the file and key.
 #include <gtest/gtest.h>

@@ -31,16 +31,49 @@ TEST(BlockPoolTest, NullBlockIsReservedAndFreeQueueIsFifo) {
 TEST(BlockPoolTest, CachedBlocksAreReusedUntilEvicted) {
   BlockPool pool(4, true);
   Ids a = pool.get_new_blocks(2);  // {1, 2}
-  pool.cache_full_block(1, 111);
-  pool.cache_full_block(2, 222);
+  const Ids first{1, 2}, second{3, 4};
+  pool.cache_full_block(1, 111, first, std::nullopt);
+  pool.cache_full_block(2, 222, second, 1);
   pool.free_blocks({2, 1});  // queue: 3, 2, 1
-  EXPECT_EQ(pool.get_cached_block(111), 1);
+  EXPECT_EQ(pool.get_cached_block(111, first, std::nullopt), 1);
   pool.touch({1});  // a prefix hit takes block 1 back out of the queue
   EXPECT_EQ(pool.block(1).ref_cnt, 1);
   EXPECT_EQ(pool.get_num_free_blocks(), 2);
   EXPECT_EQ(pool.get_new_blocks(2), (Ids{3, 2}));  // evicts hash 222
-  EXPECT_FALSE(pool.get_cached_block(222).has_value());
-  EXPECT_EQ(pool.get_cached_block(111), 1);
+  EXPECT_FALSE(pool.get_cached_block(222, second, 1).has_value());
+  EXPECT_EQ(pool.get_cached_block(111, first, std::nullopt), 1);
+}
+
+// The hash only names candidates: a hit holds the same tokens after the same
+// parent, whatever the hashes say.
+TEST(BlockPoolTest, AHitNeedsTheSameTokensAfterTheSameParent) {
+  BlockPool pool(8, true);
+  EXPECT_EQ(pool.get_new_blocks(3), (Ids{1, 2, 3}));
+  constexpr BlockHash kSame = 42;  // every block collides
+  pool.cache_full_block(1, kSame, Ids{1, 2}, std::nullopt);
+  pool.cache_full_block(2, kSame, Ids{3, 4}, 1);
+  pool.cache_full_block(3, kSame, Ids{5, 6}, std::nullopt);
+  EXPECT_EQ(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt), 1);
+  EXPECT_EQ(pool.get_cached_block(kSame, Ids{5, 6}, std::nullopt), 3);
+  EXPECT_EQ(pool.get_cached_block(kSame, Ids{3, 4}, 1), 2);
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, 3).has_value()) << "the right tokens after another parent";
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, std::nullopt).has_value()) << "a child is no first block";
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{9, 9}, std::nullopt).has_value());
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{1, 2}, 4).has_value()) << "block 4 is not cached";
+
+  // Block 1 is evicted while its child stays in use, then cached again: the child
+  // was computed after block 1's old contents and is no longer its child.
+  pool.free_blocks({1});  // queue: 4, 5, 6, 7, 1
+  EXPECT_EQ(pool.get_new_blocks(5), (Ids{4, 5, 6, 7, 1}));
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt).has_value());
+  pool.cache_full_block(1, kSame, Ids{1, 2}, std::nullopt);
+  EXPECT_EQ(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt), 1);
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, 1).has_value());
+  // A block after an uncached parent cannot be reached, so it is not cached.
+  pool.cache_full_block(5, kSame, Ids{7, 8}, 6);
+  EXPECT_FALSE(pool.block(5).block_hash.has_value());
+  pool.reset_prefix_cache();
+  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{5, 6}, std::nullopt).has_value());
 }
 
 TEST(KVCacheManagerTest, AllocatesWholeBlocksAndReturnsNoRoomInsteadOfThrowing) {
@@ -62,6 +95,33 @@ TEST(KVCacheManagerTest, AllocatesWholeBlocksAndReturnsNoRoomInsteadOfThrowing) 
   kv.free(*b);
   EXPECT_EQ(kv.get_num_free_blocks(), 4);
   EXPECT_EQ(kv.num_requests(), 0);
+}
+
+BlockHash CollidingHash(std::optional<BlockHash>, const int32_t*, int64_t) { return 42; }
+
+// With a hash under which every block collides, a request still gets only blocks
+// computed for its own prefix (the old hash-only lookup handed b a's blocks), and
+// still finds them among the colliding ones.
+TEST(KVCacheManagerTest, CollidingHashesNeverShareAnotherPromptsBlocks) {
+  KVCacheManager kv({.block_size = 4, .num_blocks = 16, .num_state_slots = 0, .enable_prefix_caching = true},
+                    CollidingHash);
+  auto a = MakeRequest("a", {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_EQ(kv.get_computed_blocks(*a).second, 0);
+  EXPECT_EQ(kv.allocate_slots(*a, 9), (Ids{1, 2, 3}));  // blocks 1 and 2 are full: cached
+  kv.free(*a);
+  auto b = MakeRequest("b", {11, 12, 13, 14, 15, 16, 17, 18, 19});
+  const auto [b_hits, b_tokens] = kv.get_computed_blocks(*b);
+  EXPECT_TRUE(b_hits.empty());
+  EXPECT_EQ(b_tokens, 0);
+  EXPECT_EQ(kv.allocate_slots(*b, 9), (Ids{4, 5, 6}));
+  kv.free(*b);
+  auto c = MakeRequest("c", {11, 12, 13, 14, 15, 16, 17, 18, 20, 21});
+  const auto [c_hits, c_tokens] = kv.get_computed_blocks(*c);
+  EXPECT_EQ(c_hits, (Ids{4, 5}));
+  EXPECT_EQ(c_tokens, 8);
+  // a's first block, then the tokens of b's second block: only the first is a's.
+  auto d = MakeRequest("d", {1, 2, 3, 4, 15, 16, 17, 18, 0});
+  EXPECT_EQ(kv.get_computed_blocks(*d).first, (Ids{1}));
 }
 
 TEST(KVCacheManagerTest, StateSlotsAreTakenAtAdmissionAndFreedWithTheRequest) {

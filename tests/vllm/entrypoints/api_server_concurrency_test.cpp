@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <latch>
+#include <string>
 
 #include "server_fixture.h"
+#include "vllm/testing/model_fixtures.h"
 
 namespace vllm {
 namespace {
@@ -84,11 +87,37 @@ TEST(ApiServerConcurrencyTest, SimultaneousStreamsEqualRunningEachAlone) {
   EXPECT_EQ(server.Metric("vllm:kv_cache_usage_perc"), 0);
 }
 
-// The model to serve, and whether its vocabulary holds the chat template's special
-// tokens (the hybrid model's 320 ids stop short of <|im_start|> = 320).
+// The server tokenizer cut to its first `num_ids` ids (the added tokens from there
+// on dropped), written into `dir`: the engine refuses a tokenizer with ids its model
+// does not have.
+std::string TokenizerCutTo(int32_t num_ids, const testing::TempDir& dir) {
+  auto read = [](const std::string& path) { return json::parse(std::ifstream(path)); };
+  json tokenizer = read(testing::ServerTokenizerDir() + "/tokenizer.json");
+  json config = read(testing::ServerTokenizerDir() + "/tokenizer_config.json");
+  json kept = json::array();
+  for (const json& token : tokenizer["added_tokens"]) {
+    if (token["id"].get<int32_t>() < num_ids) kept.push_back(token);
+  }
+  tokenizer["added_tokens"] = kept;
+  json decoder = json::object();
+  for (const auto& [id, token] : config["added_tokens_decoder"].items()) {
+    if (std::stoi(id) < num_ids) decoder[id] = token;
+  }
+  config["added_tokens_decoder"] = decoder;
+  config["eos_token"] = config["pad_token"] = nullptr;  // <|im_end|> is cut
+  config.erase("chat_template");
+  std::ofstream(dir.File("tokenizer.json")) << tokenizer.dump();
+  std::ofstream(dir.File("tokenizer_config.json")) << config.dump();
+  return dir.path();
+}
+
+// The model to serve and whether its vocabulary holds the chat template's special
+// tokens. The hybrid model's 320 ids stop short of <|im_start|> = 320: it is served
+// completions only, with the tokenizer cut to those ids.
 struct DisconnectCase {
   const char* model;
   bool chat;
+  int32_t vocab_size;
 };
 
 void PrintTo(const DisconnectCase& c, std::ostream* out) { *out << c.model; }
@@ -98,6 +127,8 @@ class ApiServerDisconnectTest : public ::testing::TestWithParam<DisconnectCase> 
 TEST_P(ApiServerDisconnectTest, ClientsThatDisconnectMidStreamAreAbortedAndFreeTheirPages) {
   EngineConfig config = testing::ServerEngineConfig();
   config.model = std::string(VT_TEST_DATA_DIR) + "/models/" + GetParam().model + "/hf";
+  const testing::TempDir tokenizer;
+  if (!GetParam().chat) config.tokenizer = TokenizerCutTo(GetParam().vocab_size, tokenizer);
   config.max_model_len = 2048;
   config.num_gpu_blocks_override = 1024;
   TestServer server(config);
@@ -169,7 +200,8 @@ TEST(ApiServerDisconnectTest, ClientsThatLeaveANonStreamingRequestAreAborted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ApiServerDisconnectTest,
-                         ::testing::Values(DisconnectCase{"qwen3", true}, DisconnectCase{"qwen35_dense_untied", false}),
+                         ::testing::Values(DisconnectCase{"qwen3", true, 352},
+                                           DisconnectCase{"qwen35_dense_untied", false, 320}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 }  // namespace

@@ -236,6 +236,35 @@ TEST(HfPrefixCacheTest, Qwen3RequestOnCachedPagesMatchesHf) {
   }
 }
 
+BlockHash CollidingHash(std::optional<BlockHash>, const int32_t*, int64_t) { return 42; }
+
+// With a block hash under which every block of every prompt collides, a request
+// still gets only pages computed for its own prefix: prompt 4 after prompt 3 hits
+// nothing (hash-only hits would hand it prompt 3's pages), and prompt 4 again hits
+// its own 24 pages; all three decode HF's greedy path with HF's logits.
+TEST(HfPrefixCacheTest, Qwen3CollidingBlockHashesStillMatchHf) {
+  const LoadedReference& r = Reference("qwen3");
+  const std::vector<int32_t>& other = r.ref.prompts[3].prompt_ids;
+  const std::vector<int32_t>& prompt = r.ref.prompts[4].prompt_ids;
+  ASSERT_GE(other.size(), 8u);
+  for (vt::Device device : vt::testing::TestDevices()) {
+    SCOPED_TRACE(device.ToString());
+    const std::unique_ptr<Model> model = testing::CreateModel(r.loaded, {.device = device});
+    const HarnessOptions options{.device = device,
+                                 .block_size = 4,
+                                 .prompt_logits = false,
+                                 .enable_prefix_caching = true,
+                                 .block_hash = CollidingHash,
+                                 .arrival_steps = {0, 10, 40}};
+    const auto run = GenerateGreedy(*model, {other, prompt, prompt}, 24, options);
+    EXPECT_EQ(run.requests[1].chunk_sizes.front(), 100);
+    EXPECT_EQ(run.requests[2].chunk_sizes.front(), 4);
+    const testing::RunErrors e = testing::CompareRun(r.ref, {3, 4, 4}, run);
+    EXPECT_LE(e.decode.max_rel, kDecodeRelTol) << e.decode.ToString();
+    EXPECT_EQ(e.greedy_mismatches, 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HfReferenceTest, ::testing::ValuesIn(testing::ReferenceModelVariants()),
                          [](const auto& info) { return testing::VariantTestName(info.param); });
 

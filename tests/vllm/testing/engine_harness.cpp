@@ -17,13 +17,13 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Copies the logits rows ExecuteModel gave each scheduled request into its trace.
-void RecordLogits(const SchedulerOutput& output, const StepLogits& step, int64_t vocab,
-                  const std::unordered_map<std::string, size_t>& index, std::vector<RequestTrace>& traces) {
+void RecordLogits(const StepLogits& step, int64_t vocab, const std::unordered_map<std::string, size_t>& index,
+                  std::vector<RequestTrace>& traces) {
   const float* logits = step.logits.data_ptr<float>();
-  for (size_t b = 0; b < output.scheduled.size(); ++b) {
-    const ScheduledRequest& s = output.scheduled[b];
-    RequestTrace& trace = traces[index.at(s.req_id)];
-    trace.chunk_sizes.push_back(static_cast<int64_t>(s.token_ids.size()));
+  for (size_t b = 0; b < step.batch.requests.size(); ++b) {
+    const BatchRequest& s = step.batch.requests[b];
+    RequestTrace& trace = traces[index.at(s.req_id())];
+    trace.chunk_sizes.push_back(s.num_scheduled_tokens);
     const LogitsRows& rows = step.rows[b];
     const int64_t prompt_len = static_cast<int64_t>(trace.prompt_ids.size());
     const int64_t max_tokens = static_cast<int64_t>(trace.decode_logits.size()) / vocab;
@@ -41,8 +41,8 @@ void RecordLogits(const SchedulerOutput& output, const StepLogits& step, int64_t
 void RunStep(ModelRunner& runner, Scheduler& scheduler, const SchedulerOutput& output, int64_t vocab,
              const std::unordered_map<std::string, size_t>& index, GenerateResult& result) {
   const StepLogits step = runner.ExecuteModel(output);
-  RecordLogits(output, step, vocab, index, result.requests);
-  const RunnerOutput ran = runner.SampleTokens(output, step);
+  RecordLogits(step, vocab, index, result.requests);
+  const RunnerOutput ran = runner.SampleTokens(step);
   std::unordered_map<std::string, int32_t> sampled;
   for (const auto& [id, sample] : ran.sampled) sampled[id] = sample.token_id;
   for (const RequestUpdate& update : scheduler.update_from_output(output, sampled)) {
@@ -51,10 +51,8 @@ void RunStep(ModelRunner& runner, Scheduler& scheduler, const SchedulerOutput& o
   }
   GenerateStats& stats = result.stats;
   ++stats.num_steps;
-  if (output.num_decodes > 0 && static_cast<int64_t>(output.scheduled.size()) > output.num_decodes) {
-    ++stats.num_mixed_steps;
-  }
-  stats.max_seqs_in_step = std::max(stats.max_seqs_in_step, static_cast<int64_t>(output.scheduled.size()));
+  if (step.batch.num_decodes > 0 && step.batch.size() > step.batch.num_decodes) ++stats.num_mixed_steps;
+  stats.max_seqs_in_step = std::max(stats.max_seqs_in_step, step.batch.size());
 }
 
 }  // namespace
@@ -92,7 +90,8 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
                       {.block_size = static_cast<int32_t>(bs),
                        .num_blocks = static_cast<int32_t>(num_blocks),
                        .num_state_slots = static_cast<int32_t>(num_slots),
-                       .enable_prefix_caching = options.enable_prefix_caching});
+                       .enable_prefix_caching = options.enable_prefix_caching},
+                      options.block_hash);
   ModelRunner runner(model, AllocateCaches(spec, num_blocks, bs, num_slots, options.activation_dtype, options.device),
                      bs, /*seed=*/0);
 

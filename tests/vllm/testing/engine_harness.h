@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "vllm/core/block_pool.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/model_loader/model_loader.h"
 #include "vt/device.h"
@@ -31,6 +32,7 @@ struct HarnessOptions {
   // position; false: only the rows that sample (what a plain request computes).
   bool prompt_logits = true;
   bool enable_prefix_caching = false;
+  BlockHashFn block_hash = HashBlockTokens;  // the prefix cache's block hash (tests inject colliding ones)
   // Per prompt, the step before which it is submitted (empty: all before step 0).
   // A request that arrives later can hit the prefix cache of earlier ones.
   std::vector<int64_t> arrival_steps;

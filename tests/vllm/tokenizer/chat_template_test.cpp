@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "vllm/testing/shared_data.h"
 #include "vllm/tokenizer/chat_template.h"
 #include "vllm/tokenizer/tokenizer.h"
 
@@ -50,11 +51,11 @@ const std::string kJinja2Expected = VT_TEST_DATA_DIR "/chat/expected_jinja2.json
 const std::string kTemplatesDir = VT_TEST_DATA_DIR "/chat/templates";
 const std::string kQwen3TokenizerDir = VT_SHARED_DATA_DIR "/tokenizers/qwen3";
 
-// The real Qwen3 tokenizer lives in the shared test data beside the repository; the
-// tests that need it skip themselves where that folder is absent.
-#define SKIP_WITHOUT_QWEN3_TOKENIZER()                                                  \
-  if (!std::filesystem::exists(kQwen3TokenizerDir + "/tokenizer.json")) {               \
-    GTEST_SKIP() << "no Qwen3 tokenizer at " << kQwen3TokenizerDir << " (shared test data)"; \
+// The real Qwen3 tokenizer is not in the repository (vllm/testing/shared_data.h); the
+// tests that need it skip themselves, naming the missing file, where it is absent.
+#define SKIP_WITHOUT_QWEN3_TOKENIZER()                                                   \
+  if (!std::filesystem::exists(kQwen3TokenizerDir + "/tokenizer.json")) {                \
+    GTEST_SKIP() << testing::MissingSharedData(kQwen3TokenizerDir + "/tokenizer.json"); \
   }
 
 const std::string& TemplateSource(const std::string& name) {

@@ -10,6 +10,7 @@
 
 #include "vllm/model_loader/gguf_writer.h"
 #include "vllm/model_loader/hf_to_gguf.h"
+#include "vllm/testing/shared_data.h"
 #include "vllm/tokenizer/byte_level.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/tokenizer/tokenizer.h"
@@ -143,7 +144,7 @@ TEST(GgufTokenizerTest, MetadataAdapterReadsKeysAndNamesWrongTypes) {
 void ExpectQwen3GgufEncodesLikeHf(const std::string& pre, const std::string& expected_file) {
   const std::filesystem::path hf_dir = std::filesystem::path(VT_SHARED_DATA_DIR) / "tokenizers/qwen3";
   const std::filesystem::path expected_path = std::filesystem::path(VT_TEST_DATA_DIR) / "tokenizer" / expected_file;
-  if (!std::filesystem::exists(hf_dir / "tokenizer.json")) GTEST_SKIP() << "no Qwen3 tokenizer at " << hf_dir;
+  if (!std::filesystem::exists(hf_dir / "tokenizer.json")) GTEST_SKIP() << testing::MissingSharedData(hf_dir / "tokenizer.json");
   if (!std::filesystem::exists(expected_path)) GTEST_SKIP() << expected_path << " is absent";
   GgufWriter writer;
   ASSERT_TRUE(AddHfTokenizerToGguf(hf_dir.string(), pre, 151936, writer.metadata()));

@@ -1,7 +1,8 @@
-// The real Qwen3 tokenizer (shared data folder): encodings identical to HF `tokenizers`
-// on the corpus (expected ids produced by tools/oracle/tokenizer_reference.py), also
-// with the Qwen3.5 split regex, decode(encode(x)) == NFC(x), and streaming decoding.
-// Tests skip when the shared folder or the expected files are absent.
+// The real Qwen3 tokenizer (not in the repository: vllm/testing/shared_data.h):
+// encodings identical to HF `tokenizers` on the corpus (expected ids produced by
+// tools/oracle/tokenizer_reference.py), also with the Qwen3.5 split regex,
+// decode(encode(x)) == NFC(x), and streaming decoding. Tests skip, naming the missing
+// file, when the tokenizer or the expected files are absent.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "nfc_reference.h"
+#include "vllm/testing/shared_data.h"
 #include "vllm/tokenizer/detokenizer.h"
 #include "vllm/tokenizer/pre_tokenizer.h"
 #include "vllm/tokenizer/tokenizer.h"
@@ -47,7 +49,7 @@ class Qwen3TokenizerTest : public ::testing::Test {
     tokenizer_ = nullptr;
   }
   void SetUp() override {
-    if (tokenizer_ == nullptr) GTEST_SKIP() << "no Qwen3 tokenizer at " << kQwen3Dir;
+    if (tokenizer_ == nullptr) GTEST_SKIP() << testing::MissingSharedData(kQwen3Dir / "tokenizer.json");
   }
   // Compares Encode with the ids of an expected file; skips if the file is absent.
   static void ExpectIdsOfFile(const Tokenizer& tokenizer, const std::string& file_name) {

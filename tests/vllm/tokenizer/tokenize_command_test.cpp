@@ -14,6 +14,7 @@
 #include "tiny_tokenizer.h"
 #include "vllm/entrypoints/cli_args.h"
 #include "vllm/entrypoints/commands.h"
+#include "vllm/testing/shared_data.h"
 #include "vt/error.h"
 
 namespace vllm {
@@ -99,7 +100,7 @@ TEST_F(TokenizeCommandTest, ChatInputErrorsNameTheLine) {
 TEST(TokenizeCommandQwen3Test, ChatMatchesTransformersApplyChatTemplate) {
   const fs::path qwen3 = fs::path(VT_SHARED_DATA_DIR) / "tokenizers/qwen3";
   const fs::path chat_data = fs::path(VT_TEST_DATA_DIR) / "chat";
-  if (!fs::exists(qwen3 / "tokenizer.json")) GTEST_SKIP() << "no Qwen3 tokenizer at " << qwen3;
+  if (!fs::exists(qwen3 / "tokenizer.json")) GTEST_SKIP() << testing::MissingSharedData(qwen3 / "tokenizer.json");
   if (!fs::exists(chat_data / "expected.jsonl")) GTEST_SKIP() << "no " << chat_data / "expected.jsonl";
   std::map<std::string, nlohmann::json> expected;
   std::ifstream expected_in(chat_data / "expected.jsonl");

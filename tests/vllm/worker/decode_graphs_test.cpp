@@ -39,24 +39,22 @@ class CacheOnlyModel final : public Model {
   }
 };
 
+// Decodes of running requests, as the runner would batch them from its states.
 struct Batch {
-  std::vector<std::unique_ptr<Request>> requests;
-  SchedulerOutput output;
+  std::vector<std::unique_ptr<CachedRequestState>> states;
+  InputBatch input;
+  // A request with `computed` tokens in the cache decoding `token` at position `computed`.
   void AddDecode(int32_t token, int64_t computed, std::vector<int32_t> blocks, int32_t slot) {
     SamplingParams greedy;
     greedy.temperature = 0;
-    const std::string id = "r" + std::to_string(requests.size());
-    requests.push_back(std::make_unique<Request>(id, std::vector<int32_t>{1, 2}, greedy, std::vector<int32_t>{}, 0));
-    output.scheduled.push_back({.req_id = id,
-                                .request = requests.back().get(),
-                                .token_ids = {token},
-                                .num_computed_tokens = computed,
-                                .block_ids = std::move(blocks),
-                                .state_slot = slot,
-                                .is_new_sequence = false,
-                                .samples = true});
-    output.num_decodes = static_cast<int64_t>(output.scheduled.size());
-    output.total_num_scheduled_tokens = output.num_decodes;
+    const std::string id = "r" + std::to_string(states.size());
+    Request request(id, std::vector<int32_t>(static_cast<size_t>(computed), 1), greedy, std::vector<int32_t>{}, 0);
+    request.AppendOutputToken(token);
+    states.push_back(std::make_unique<CachedRequestState>(CachedRequestState{
+        .request = std::move(request), .block_ids = std::move(blocks), .state_slot = slot,
+        .num_computed_tokens = computed}));
+    input.requests.push_back({.state = states.back().get(), .num_scheduled_tokens = 1, .is_new_sequence = false});
+    input.num_decodes = input.size();
   }
 };
 
@@ -74,12 +72,12 @@ TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
   batch.AddDecode(7, 9, {3, 5, 8}, 2);          // position 9: block 8, offset 1
   batch.AddDecode(11, 4, {2, 6}, 0);            // position 4: block 6, offset 0
   batch.AddDecode(13, 600, Blocks(10, 151), 1);  // position 600: block 10 + 150, offset 0
-  ASSERT_TRUE(graphs.Accepts(batch.output));
-  const DecodeGraphShape shape = graphs.ShapeFor(batch.output);
+  ASSERT_TRUE(graphs.Accepts(batch.input));
+  const DecodeGraphShape shape = graphs.ShapeFor(batch.input);
   EXPECT_EQ(shape.batch, 4);
   EXPECT_EQ(shape.max_seq_len, 1024);  // 601 tokens: the bucket above 512
   EXPECT_EQ(shape.table_width, 256);
-  const std::vector<int32_t> v = graphs.PackInputs(&batch.output, shape);
+  const std::vector<int32_t> v = graphs.PackInputs(&batch.input, shape);
   const int64_t P = 4, W = 256;
   ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W);
   auto at = [&](int64_t offset, int64_t n) { return std::vector<int32_t>(v.begin() + offset, v.begin() + offset + n); };
@@ -107,10 +105,10 @@ TEST(DecodeGraphsTest, ShapesAreBucketedAndCapped) {
   DecodeGraphs graphs(model, caches, kBlockSize, {.max_batch = 6, .max_model_len = 700, .padding_state_slot = 1});
   Batch one;
   one.AddDecode(1, 20, Blocks(1, 6), 0);
-  EXPECT_EQ(graphs.ShapeFor(one.output), (DecodeGraphShape{1, 512, 128}));
+  EXPECT_EQ(graphs.ShapeFor(one.input), (DecodeGraphShape{1, 512, 128}));
   Batch five;
   for (int i = 0; i < 5; ++i) five.AddDecode(1, 650, Blocks(1, 163), 0);
-  EXPECT_EQ(graphs.ShapeFor(five.output), (DecodeGraphShape{6, 700, 175}));  // both capped
+  EXPECT_EQ(graphs.ShapeFor(five.input), (DecodeGraphShape{6, 700, 175}));  // both capped
 }
 
 TEST(DecodeGraphsTest, OnlyDecodesOfRunningSequencesWithinTheLimitsRunAsGraphs) {
@@ -120,22 +118,23 @@ TEST(DecodeGraphsTest, OnlyDecodesOfRunningSequencesWithinTheLimitsRunAsGraphs) 
   Batch two;
   two.AddDecode(1, 5, {1, 2}, 0);
   two.AddDecode(1, 6, {3, 4}, 1);
-  EXPECT_TRUE(graphs.Accepts(two.output));
+  EXPECT_TRUE(graphs.Accepts(two.input));
   Batch three = std::move(two);
   three.AddDecode(1, 6, {5, 6}, 1);
-  EXPECT_FALSE(graphs.Accepts(three.output)) << "more rows than max_batch";
+  EXPECT_FALSE(graphs.Accepts(three.input)) << "more rows than max_batch";
   Batch prefill;
-  prefill.AddDecode(1, 0, {1}, 0);
-  prefill.output.scheduled[0].token_ids = {1, 2, 3};
-  EXPECT_FALSE(graphs.Accepts(prefill.output));
+  prefill.AddDecode(1, 2, {1}, 0);
+  prefill.states[0]->num_computed_tokens = 0;
+  prefill.input.requests[0].num_scheduled_tokens = 3;
+  EXPECT_FALSE(graphs.Accepts(prefill.input));
   Batch fresh;
   fresh.AddDecode(1, 0, {1}, 0);
-  fresh.output.scheduled[0].is_new_sequence = true;  // its state must be reset first
-  EXPECT_FALSE(graphs.Accepts(fresh.output));
+  fresh.input.requests[0].is_new_sequence = true;  // its state must be reset first
+  EXPECT_FALSE(graphs.Accepts(fresh.input));
   Batch too_long;
   too_long.AddDecode(1, 100, Blocks(1, 26), 0);
-  EXPECT_FALSE(graphs.Accepts(too_long.output)) << "past max_model_len";
-  EXPECT_FALSE(graphs.Accepts(SchedulerOutput{}));
+  EXPECT_FALSE(graphs.Accepts(too_long.input)) << "past max_model_len";
+  EXPECT_FALSE(graphs.Accepts(InputBatch{}));
 }
 
 TEST(DecodeGraphsTest, APaddingSlotOutsideTheStateIsRefused) {
@@ -176,12 +175,26 @@ TEST(DecodeGraphsTest, AShapeThatCannotBeRecordedRunsEagerly) {
     HostReadingModel model(device);
     ModelRunner runner(model, AllocateCaches(model.cache_spec(), 40, kBlockSize, 3, vt::DType::kF32, device),
                        kBlockSize, 0, DecodeGraphOptions{.max_batch = 4, .max_model_len = 100, .padding_state_slot = 2});
-    Batch batch;
-    batch.AddDecode(5, 6, {1, 2}, 0);
-    batch.AddDecode(9, 3, {3}, 1);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    SchedulerOutput prompts;  // new sequences: run eagerly, never as graphs
+    prompts.scheduled_new_reqs = {
+        {.req_id = "r0", .prompt_token_ids = std::vector<int32_t>(6, 1), .sampling_params = greedy,
+         .block_ids = {1, 2}, .state_slot = 0},
+        {.req_id = "r1", .prompt_token_ids = std::vector<int32_t>(3, 1), .sampling_params = greedy,
+         .block_ids = {3}, .state_slot = 1}};
+    prompts.num_scheduled_tokens = {{"r0", 6}, {"r1", 3}};
+    runner.Execute(prompts);
     vt::reach::Reset();
-    for (int step = 0; step < 2; ++step) {
-      const RunnerOutput out = runner.Execute(batch.output);
+    for (int step = 0; step < 2; ++step) {  // two decodes of the same padded shape
+      SchedulerOutput decodes;
+      decodes.scheduled_cached_reqs = {
+          {.req_id = "r0", .new_token_ids = {5}, .num_computed_tokens = 6 + step},
+          {.req_id = "r1", .new_token_ids = {9}, .new_block_ids = step == 1 ? std::vector<int32_t>{4}
+                                                                             : std::vector<int32_t>{},
+           .num_computed_tokens = 3 + step}};
+      decodes.num_scheduled_tokens = {{"r0", 1}, {"r1", 1}};
+      const RunnerOutput out = runner.Execute(decodes);
       EXPECT_EQ(out.sampled.at("r0").token_id, 6);
       EXPECT_EQ(out.sampled.at("r1").token_id, 10);
     }

@@ -138,5 +138,28 @@ TEST(CachingPoolTest, LiveBlocksMoveToAnotherPool) {
   EXPECT_TRUE(main_pool.Free(again));  // a pool gives back only its cached blocks, never live ones
 }
 
+// The peak of live bytes (what the engine's memory profiling reads): the highest
+// live total since the last reset, in size classes, cached blocks not counted.
+TEST(CachingPoolTest, PeakLiveBytesSinceTheLastReset) {
+  FakeDevice device;
+  CachingPool pool = device.MakePool();
+  const size_t big = CachingPool::SizeClass(size_t{3} << 20), small = CachingPool::SizeClass(1000);
+  void* weights = pool.Allocate(1000);
+  pool.ResetPeak();
+  EXPECT_EQ(pool.peak_live_bytes(), small);
+  void* a = pool.Allocate(size_t{3} << 20);
+  void* b = pool.Allocate(size_t{3} << 20);
+  EXPECT_TRUE(pool.Free(a));
+  EXPECT_TRUE(pool.Free(b));
+  void* c = pool.Allocate(size_t{3} << 20);  // a cached block: the peak stays
+  EXPECT_EQ(pool.peak_live_bytes(), small + 2 * big);
+  EXPECT_EQ(pool.live_bytes(), small + big);
+  pool.ResetPeak();
+  EXPECT_EQ(pool.peak_live_bytes(), small + big);
+  EXPECT_TRUE(pool.Free(c));
+  EXPECT_TRUE(pool.Free(weights));
+  EXPECT_EQ(pool.peak_live_bytes(), small + big);
+}
+
 }  // namespace
 }  // namespace vt::gpu

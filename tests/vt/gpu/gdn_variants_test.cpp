@@ -1,12 +1,15 @@
-// The GdnRecurrent kernels that vt::tuning can force on a GPU (family
-// gpu.gdn_recurrent, variants state_in_registers, the default at Dk <= 128, and
-// token_recurrence: src/vt/gpu/gdn.cu) against the CPU kernel (itself checked against a double-precision reference in
+// The GdnRecurrent / GdnChunkedPrefill kernels that vt::tuning can force on a GPU
+// (family gpu.gdn_recurrent: state_in_registers, the decode default at Dk <= 128,
+// warp_columns, the prompt default at Dk <= 128, and token_recurrence:
+// src/vt/gpu/gdn.cu) against the CPU kernel (itself checked against a double-precision reference in
 // tests/vt/ops/gdn_test.cpp) on the same inputs: decode batches (one token per
 // sequence, slots out of order) and a varlen batch (several tokens per sequence),
 // Dk 128 / 64 / 100 (rows not a multiple of the 4 thread groups), Dv 128 and 70
-// (a partial 64-column block), grouped and tiled value heads, f32 and bf16, and the
-// 9B's decode shape (16 key / 32 value heads, Dk = Dv = 128, batch 1). Dk 192
-// is past the variant's 128 rows: the default kernel runs. Skips itself without a GPU.
+// (a partial 64-column block, and 16-column blocks of warp_columns), grouped and
+// tiled value heads, f32 and bf16, and the 9B's decode shape (16 key / 32 value
+// heads, Dk = Dv = 128, batch 1). Dk 192 is past the variants' 128 rows: the token
+// recurrence runs. Each call checks which kernel ran (reach counters). Skips itself
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,11 +43,14 @@ struct Case {
   int64_t hk = 2, hv = 4;  // key and value heads
 };
 
-// Runs GdnRecurrent on the CPU and (with `variant` forced, "" for the default
-// choice) on `device` from the same inputs; expects equal outputs and final states,
-// and the register kernel to have run or not as `registers_run` says.
-void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, bool registers_run,
-                      std::mt19937& rng) {
+using GdnOp = void (*)(const GdnArgs&);
+
+// Runs GdnRecurrent on the CPU and `op` (GdnRecurrent by default, or
+// GdnChunkedPrefill: the same function of the inputs) with `variant` forced ("" for
+// the default choice) on `device` from the same inputs; expects equal outputs and
+// final states, and `kernel` (its reach name, "GdnGpu.<kernel>") to have run.
+void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, const std::string& kernel,
+                      std::mt19937& rng, GdnOp op = &GdnRecurrent) {
   const int64_t hk = c.hk, hv = c.hv, slots = 3;
   int64_t tokens = 0;
   std::vector<int32_t> query_start_loc = {0};
@@ -72,10 +78,12 @@ void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, 
   const Tensor out = Tensor::Empty({tokens, hv, c.dv}, c.dtype, device);
   testing::Poison(out);
   reach::Reset();
-  GdnRecurrent({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device),
-                .beta = beta.To(device), .states = states, .query_start_loc = qsl.To(device),
-                .state_slot_ids = slot_ids.To(device), .out = out, .tiled_value_heads = c.tiled});
-  EXPECT_EQ(reach::Count("GdnGpu.state_in_registers"), registers_run ? 1u : 0u);
+  op({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device), .beta = beta.To(device),
+      .states = states, .query_start_loc = qsl.To(device), .state_slot_ids = slot_ids.To(device), .out = out,
+      .tiled_value_heads = c.tiled});
+  for (const char* name : {"token_recurrence", "state_in_registers", "warp_columns"}) {
+    EXPECT_EQ(reach::Count(std::string("GdnGpu.") + name), kernel == name ? 1u : 0u) << name;
+  }
   // Both sides update f32 states from the same inputs, summing in other orders:
   // ~1e-6 relative over 17 tokens; a bf16 output is rounded once more (2^-8).
   const double out_tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
@@ -98,17 +106,46 @@ TEST(GdnRecurrentVariantsTest, BothKernelsMatchTheCpuKernel) {
       {{1}, {1}, 128, 128, true, DType::kBF16, 16, 32},
   };
   for (Device device : gpus) {
-    for (const std::string variant : {"", "state_in_registers", "token_recurrence"}) {
+    for (const std::string variant : {"", "state_in_registers", "token_recurrence", "warp_columns"}) {
       for (const Case& c : cases) {
         SCOPED_TRACE(device.ToString() + " variant '" + variant + "' Hk/Hv=" + std::to_string(c.hk) + "/" +
                      std::to_string(c.hv) + " Dk=" + std::to_string(c.dk) + " Dv=" + std::to_string(c.dv) + " " +
                      DTypeName(c.dtype) + (c.tiled ? " tiled" : " grouped") + " seqs " +
                      std::to_string(c.slots.size()));
-        ExpectMatchesCpu(device, c, variant, variant != "token_recurrence", rng);
+        ExpectMatchesCpu(device, c, variant, variant.empty() ? "state_in_registers" : variant, rng);
       }
-      SCOPED_TRACE("Dk=192: past the register kernel, the token recurrence runs");
-      ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, variant, false, rng);
+      SCOPED_TRACE("Dk=192: past the register kernels, the token recurrence runs");
+      ExpectMatchesCpu(device, {{1, 2}, {0, 1}, 192, 64, false, DType::kF32}, variant, "token_recurrence", rng);
     }
+  }
+}
+
+// GdnChunkedPrefill takes the same kernels on a GPU, warp_columns by default:
+// prompts of hundreds of tokens (the kernels' prefetch of the next token's inputs)
+// and an empty one, Dv 70 (a partial 16-column block: warps with no column, a warp
+// with 2 of its 4), against the CPU's token recurrence.
+TEST(GdnRecurrentVariantsTest, ChunkedPrefillKernelsMatchTheCpuKernel) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(37);
+  const std::vector<Case> cases = {
+      {{300, 0, 65}, {2, 0, 1}, 128, 128, true, DType::kBF16, 16, 32},
+      {{129}, {1}, 128, 128, false, DType::kF32},
+      {{70, 3}, {0, 2}, 100, 70, true, DType::kF32},
+      {{33, 2, 1}, {1, 0, 2}, 64, 128, false, DType::kBF16},
+      {{17}, {2}, 128, 70, false, DType::kBF16, 16, 32},
+  };
+  for (Device device : gpus) {
+    for (const std::string variant : {"", "token_recurrence", "state_in_registers", "warp_columns"}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(device.ToString() + " variant '" + variant + "' Dk=" + std::to_string(c.dk) + " Dv=" +
+                     std::to_string(c.dv) + " " + DTypeName(c.dtype));
+        ExpectMatchesCpu(device, c, variant, variant.empty() ? "warp_columns" : variant, rng, &GdnChunkedPrefill);
+      }
+    }
+    SCOPED_TRACE("GdnChunkedPrefill at Dk=192: the token recurrence");
+    ExpectMatchesCpu(device, {{40, 3}, {0, 1}, 192, 64, false, DType::kF32}, "", "token_recurrence", rng,
+                     &GdnChunkedPrefill);
   }
 }
 

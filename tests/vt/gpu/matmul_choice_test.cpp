@@ -35,15 +35,41 @@ TEST(MatMulChoiceTest, VendorBlasOnlyForLargeDenseSameDtypeProducts) {
   EXPECT_EQ(ChooseMatMul(Dense(m, n, k_at_threshold, true)), MatMulKernel::kVendorBlas);
   EXPECT_EQ(ChooseMatMul(Dense(m, n, k_at_threshold - 1, true)), MatMulKernel::kTiledShared);
   EXPECT_EQ(ChooseMatMul(Dense(m, n, k_at_threshold, false)), MatMulKernel::kTiledShared);  // ROCm
-  EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, true, false, true}), MatMulKernel::kTiledShared);   // block weights
+  EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, true, false, true}), MatMulKernel::kDequantVendorBlas);  // block weights
   EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, false, false, true}), MatMulKernel::kTiledShared);  // x f32, w bf16
 }
 
 TEST(MatMulChoiceTest, WithoutAVendorLibraryNothingRoutesToIt) {
   for (int64_t m : {1, 8, 9, 64, 4096}) {
     for (bool block : {false, true}) {
-      EXPECT_NE(ChooseMatMul(MatMulShape{m, 8192, 8192, block, !block, false}), MatMulKernel::kVendorBlas);
+      for (bool quant_gemv : {false, true}) {
+        MatMulShape shape{m, 8192, 8192, block, !block, false};
+        shape.quant_gemv_accepts = block && quant_gemv;
+        EXPECT_NE(ChooseMatMul(shape), MatMulKernel::kVendorBlas);
+        EXPECT_NE(ChooseMatMul(shape), MatMulKernel::kDequantVendorBlas);
+      }
     }
+  }
+}
+
+// Block weights: the int8 GEMV up to kQuantGemvMaxRows rows where it decodes the
+// format, then a dense GEMM on decoded weights (CUDA) or the tiled kernel (ROCm).
+TEST(MatMulChoiceTest, BlockWeightsTakeTheQuantGemvUpToItsRowLimit) {
+  for (bool vendor : {false, true}) {
+    MatMulShape q{1, 4096, 4096, true, false, vendor, false};
+    q.quant_gemv_accepts = true;
+    for (q.m = 1; q.m <= kQuantGemvMaxRows; ++q.m) EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv) << q.m;
+    q.m = kQuantGemvMaxRows + 1;
+    const MatMulKernel large = vendor ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared;
+    EXPECT_EQ(ChooseMatMul(q), large);
+    q.m = 4096;
+    EXPECT_EQ(ChooseMatMul(q), large);
+    // A format (or layout) the GEMV does not decode: the element-wise walk at decode.
+    q.quant_gemv_accepts = false;
+    q.m = kSkinnyMaxRows;
+    EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kSkinnyWarpPerColumn);
+    q.m = kSkinnyMaxRows + 1;
+    EXPECT_EQ(ChooseMatMul(q), large);
   }
 }
 
@@ -80,6 +106,15 @@ TEST(MatMulChoiceTest, ForcedSkinnyVariantsApplyOnlyWhereTheyFit) {
   // Block weights take only the element-wise walk.
   const MatMulShape block{1, 4096, 4096, true, false, true, false};
   EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(block), block, "loads_in_flight"), MatMulKernel::kSkinnyWarpPerColumn);
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(block), block, "quant_gemv"), MatMulKernel::kSkinnyWarpPerColumn);
+  MatMulShape quant = block;
+  quant.quant_gemv_accepts = true;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(quant), quant, "warp_per_column"), MatMulKernel::kSkinnyWarpPerColumn);
+  quant.m = kQuantGemvMaxRows;
+  EXPECT_EQ(ApplySkinnyVariant(MatMulKernel::kDequantVendorBlas, quant, "quant_gemv"), MatMulKernel::kQuantGemv);
+  quant.m = kQuantGemvMaxRows + 1;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(quant), quant, "quant_gemv"), ChooseMatMul(quant));
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(bf16), bf16, "quant_gemv"), ChooseMatMul(bf16));  // float weights
   EXPECT_THROW(ApplySkinnyVariant(chosen, bf16, "fastest"), Error);
 }
 

@@ -18,6 +18,10 @@ namespace {
 
 constexpr DType kXDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 constexpr int64_t kRowCounts[] = {1, 2, 3, 7, 64, 129, 300};
+// Block weights: both sides of each GPU kernel boundary (the int8 GEMV's row
+// templates 1/2/4/8, its limit kQuantGemvMaxRows = 8, which is the skinny limit too),
+// and rows well inside the dense route.
+constexpr int64_t kBlockRowCounts[] = {1, 2, 3, 5, 8, 9, 16, 17, 64, 300};
 
 // Random weights [N, K] of `dtype` on the CPU, quantized row by row for block types.
 // With `pad_blocks` > 0 the rows are strided: a view into [N, K + pad] storage.
@@ -79,7 +83,7 @@ TEST(MatMulTest, Q8_0AndQ4_0Weights) {
   std::mt19937 rng(2);
   for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0}) {
     for (DType x_dtype : kXDTypes) {
-      for (int64_t m : kRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 96 : 288, rng);
+      for (int64_t m : kBlockRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 96 : 288, rng);
     }
   }
 }
@@ -88,8 +92,19 @@ TEST(MatMulTest, KQuantWeights) {
   std::mt19937 rng(3);
   for (DType w_dtype : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (DType x_dtype : kXDTypes) {
-      for (int64_t m : kRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 256 : 512, rng);
+      for (int64_t m : kBlockRowCounts) CheckMatMul(x_dtype, w_dtype, m, 37, m % 2 ? 256 : 512, rng);
     }
+  }
+}
+
+// Rows of many blocks (several steps of a warp's walk, a partial last one) and more
+// columns than an H200 holds warps at once (8448: the GEMV's column loop goes round).
+TEST(MatMulTest, BlockWeightsLongRowsAndManyColumns) {
+  std::mt19937 rng(7);
+  for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t long_k = Info(w_dtype).block_elems == 32 ? 33 * 32 : 5 * 256;
+    for (int64_t m : {1, 4, 16}) CheckMatMul(DType::kBF16, w_dtype, m, 45, long_k, rng);
+    CheckMatMul(DType::kF32, w_dtype, 3, 9001, 256, rng);
   }
 }
 

@@ -14,6 +14,8 @@
 
 #include "testing/op_testing.h"
 #include "vt/quant.h"
+#include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -170,6 +172,48 @@ TEST(MoeExpertsTest, QuantizedExperts) {
     const Experts experts = RandomExpertSet(w_dtype, fused, rng);
     for (int64_t tokens : {1, 5, 37}) CheckMoe(DType::kF32, experts, tokens, 3, rng);
     CheckMoe(DType::kBF16, experts, 6, 2, rng);
+  }
+}
+
+class ForcedMoeVariant {
+ public:
+  explicit ForcedMoeVariant(const char* variant) { tuning::SetVariant("gpu.moe_experts", variant); }
+  ~ForcedMoeVariant() { tuning::SetVariant("gpu.moe_experts", ""); }
+};
+
+// The grouped tensor-core kernels (CUDA: src/vt/gpu/moe_grouped.cu), forced for every
+// batch through vt::tuning, and the per-pair kernels forced where the default would
+// group: 1 to 130 tokens (64-pair tiles cut within an expert, experts 2 and 5
+// without pairs), every weight dtype the grouped kernels decode, f32 and bf16 x.
+// On a CUDA device each call checks which kernels ran.
+TEST(MoeExpertsTest, GroupedAndPerPairKernelsMatchTheReference) {
+  std::mt19937 rng(5);
+  bool cuda = false;
+  for (Device d : testing::GpuTestDevices()) cuda = cuda || d.type == DeviceType::kCUDA;
+  for (const char* variant : {"grouped", "per_pair"}) {
+    const ForcedMoeVariant forced(variant);
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kBF16,
+                          DType::kF16}) {
+      const bool blocks = IsQuantized(w_dtype);
+      const Experts experts = RandomExpertSet(w_dtype, w_dtype != DType::kQ5_K, rng);
+      for (int64_t tokens : {1, 37, 130}) {
+        reach::Reset();
+        CheckMoe(blocks ? DType::kF32 : DType::kBF16, experts, tokens, tokens == 130 ? 3 : 2, rng);
+        if (cuda) {
+          const bool grouped = std::string(variant) == "grouped";
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped") > 0, grouped) << variant << " " << DTypeName(w_dtype);
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.per_pair") > 0, !grouped) << variant << " " << DTypeName(w_dtype);
+        }
+      }
+    }
+  }
+  // Float weights with f32 x stay on the per-pair kernels (products in f32).
+  const ForcedMoeVariant forced("grouped");
+  reach::Reset();
+  CheckMoe(DType::kF32, RandomExpertSet(DType::kBF16, false, rng), 130, 2, rng);
+  if (cuda) {
+    EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped"), 0u);
+    EXPECT_GT(reach::Count("MoeExpertsGpu.per_pair"), 0u);
   }
 }
 

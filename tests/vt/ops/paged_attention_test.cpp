@@ -7,7 +7,9 @@
 // mixing new prompts, continuing chunks and decodes, GQA ratios 1/2/8, f32 and bf16
 // queries and caches, odd block sizes, non-contiguous cache views (interleaved K/V,
 // one layer of a larger buffer, head-major storage), strided q/out, split contexts,
-// and the host-metadata checks. Every device, and on CPU every ISA level.
+// and the host-metadata checks. Every device, and on CPU every ISA level. On GPUs
+// each kernel variant is also forced (query tiles, GQA groups), block ids outside
+// the cache included (their keys are masked).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,6 +18,7 @@
 #include "testing/op_testing.h"
 #include "vt/cpu/cpu_features.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -38,6 +41,7 @@ struct Problem {
   DType q_dtype = DType::kF32, cache_dtype = DType::kF32;
   Layout layout = Layout::kSeparate;
   bool strided_q_out = false;
+  bool masked_blocks = false;  // every third block-table entry of a context holds an id outside the cache (GPU only)
   std::vector<SeqSpec> seqs;
   float scale = 0.125f;
 
@@ -45,7 +49,8 @@ struct Problem {
     return "Nq " + std::to_string(num_heads) + " Nkv " + std::to_string(num_kv_heads) + " D " +
            std::to_string(head_dim) + " block " + std::to_string(block_size) + " q " + DTypeName(q_dtype) +
            " cache " + DTypeName(cache_dtype) + " layout " + std::to_string(static_cast<int>(layout)) +
-           (strided_q_out ? " strided q/out" : "") + " seqs " + std::to_string(seqs.size());
+           (strided_q_out ? " strided q/out" : "") + (masked_blocks ? " masked blocks" : "") + " seqs " +
+           std::to_string(seqs.size());
   }
 };
 
@@ -56,6 +61,7 @@ struct Inputs {
   int64_t num_tokens = 0, max_query_len = 0, max_seq_len = 0;
   std::vector<int64_t> token_begin, context_begin;  // per sequence: first q row, first row of k_all
   std::vector<double> q_host, k_host, v_host;        // q [T, Nq, D]; k, v [total context, Nkv, D]
+  std::vector<bool> key_masked;                      // [total context]: its block id is outside the cache
 };
 
 // K and V caches [num_blocks, block_size, Nkv, D] as views of their buffers.
@@ -144,7 +150,19 @@ Inputs Build(const Problem& p, Device device, std::mt19937& rng) {
   // Queries of magnitude up to 4 make the softmax peaked, so masking errors show.
   in.q = RandomTensor({in.num_tokens, p.num_heads, p.head_dim}, p.q_dtype, device, rng, -4.0f, 4.0f);
   if (p.strided_q_out) in.q = testing::WithTransposedStorage(testing::WithPaddedRows(in.q, 5), 0, 1);
-  in.block_tables = Tensor::FromVector(table, {static_cast<int64_t>(p.seqs.size()), max_blocks}).To(device);
+  // Masked entries alternate -1 and an id past the cache; their keys were written
+  // (slots above use the real ids) but a kernel must skip them, not read them.
+  std::vector<int32_t> attended = table;
+  in.key_masked.assign(total_context, false);
+  for (size_t b = 0; p.masked_blocks && b < p.seqs.size(); ++b) {
+    for (int64_t i = 1; i < blocks_needed[b]; i += 3) {
+      attended[b * max_blocks + i] = i % 2 == 1 ? -1 : static_cast<int32_t>(num_blocks + 7);
+      for (int64_t j = i * p.block_size; j < std::min<int64_t>((i + 1) * p.block_size, seq_lens[b]); ++j) {
+        in.key_masked[in.context_begin[b] + j] = true;
+      }
+    }
+  }
+  in.block_tables = Tensor::FromVector(attended, {static_cast<int64_t>(p.seqs.size()), max_blocks}).To(device);
   in.seq_lens = Tensor::FromVector(seq_lens, {static_cast<int64_t>(seq_lens.size())}).To(device);
   in.query_start_loc = Tensor::FromVector(qsl, {static_cast<int64_t>(qsl.size())}).To(device);
   in.q_host = ToDoubles(in.q);
@@ -153,8 +171,8 @@ Inputs Build(const Problem& p, Device device, std::mt19937& rng) {
   return in;
 }
 
-// out[t, h] = sum_j softmax_j(scale * q[t, h] . k[j, g]) v[j, g] over j <= position(t),
-// g = h / (Nq / Nkv), in double.
+// out[t, h] = sum_j softmax_j(scale * q[t, h] . k[j, g]) v[j, g] over the unmasked
+// j <= position(t) (0 when there are none), g = h / (Nq / Nkv), in double.
 std::vector<double> Reference(const Problem& p, const Inputs& in) {
   const int64_t d = p.head_dim, nq = p.num_heads, nkv = p.num_kv_heads, group = nq / nkv;
   std::vector<double> out(in.num_tokens * nq * d);
@@ -165,12 +183,18 @@ std::vector<double> Reference(const Problem& p, const Inputs& in) {
       for (int64_t h = 0; h < nq; ++h) {
         const double* q = &in.q_host[(t * nq + h) * d];
         std::vector<double> s(position + 1);
+        double max_s = -INFINITY;
         for (int64_t j = 0; j <= position; ++j) {
+          if (in.key_masked[in.context_begin[b] + j]) {
+            s[j] = -INFINITY;
+            continue;
+          }
           const double* k = &in.k_host[((in.context_begin[b] + j) * nkv + h / group) * d];
           for (int64_t e = 0; e < d; ++e) s[j] += q[e] * k[e];
           s[j] *= p.scale;
+          max_s = std::max(max_s, s[j]);
         }
-        const double max_s = *std::max_element(s.begin(), s.end());
+        if (max_s == -INFINITY) continue;  // every visible key masked: 0
         double sum = 0;
         for (double& x : s) sum += x = std::exp(x - max_s);
         double* o = &out[(t * nq + h) * d];
@@ -194,8 +218,8 @@ void RunOnEveryIsa(Device device, const std::function<void()>& body) {
 
 // Tolerance: f32 outputs 1e-5 (f32 dot products of <= 256 terms and an f32 online
 // softmax, errors ~1e-6); bf16 outputs DefaultTolerance (one bf16 rounding).
-void CheckProblem(const Problem& p, std::mt19937& rng) {
-  for (Device device : testing::TestDevices()) {
+void CheckProblem(const Problem& p, std::mt19937& rng, const std::vector<Device>& devices = testing::TestDevices()) {
+  for (Device device : devices) {
     SCOPED_TRACE(device.ToString() + " " + p.Describe());
     const Inputs in = Build(p, device, rng);
     const std::vector<double> ref = Reference(p, in);
@@ -315,6 +339,246 @@ TEST(PagedAttentionTest, FewWorkItemsSplitContextsOrHeads) {
     reach::Reset();
     CheckProblem(p, rng);
     EXPECT_GT(reach::Count("PagedAttentionCpu.split_heads"), 0u);
+  }
+}
+
+// Forces a GPU PagedAttention variant (vt::tuning family "gpu.paged_attention") for
+// its lifetime.
+struct ForceVariant {
+  explicit ForceVariant(const char* name) { tuning::SetVariant("gpu.paged_attention", name); }
+  ~ForceVariant() { tuning::SetVariant("gpu.paged_attention", ""); }
+};
+
+// The GPU prefill kernel that stages 16 query rows' keys and values in shared memory
+// (kQueryTiles, forced through vt::tuning; the default from 16 query rows): tiles cut at
+// 16 rows (1, 15, 16, 17 and 100 new tokens, after prefix contexts), GQA ratios,
+// head dims 1 to 256, odd block sizes, f32 and bf16, strided views.
+TEST(PagedAttentionTest, GpuQueryTilesMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(146);
+  const ForceVariant forced("query_tiles");
+  for (int64_t head_dim : {256, 128, 64, 80, 1}) {
+    for (int64_t block_size : {16, 5}) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        Problem p;
+        p.head_dim = head_dim;
+        p.block_size = block_size;
+        p.num_heads = 16;
+        p.num_kv_heads = 4;
+        p.q_dtype = p.cache_dtype = dtype;
+        p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        p.seqs = {{0, 17}, {33, 1}, {20, 16}, {0, 100}, {7, 15}};
+        reach::Reset();
+        CheckProblem(p, rng, gpus);
+        EXPECT_GT(reach::Count("PagedAttentionGpu.query_tiles"), 0u);
+      }
+    }
+  }
+  Problem p;
+  p.num_heads = 8;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.layout = Layout::kHeadMajor;
+  p.strided_q_out = true;
+  p.q_dtype = DType::kF32;
+  p.cache_dtype = DType::kBF16;
+  p.seqs = {{64, 33}, {0, 1}};
+  CheckProblem(p, rng, gpus);
+}
+
+// The tensor-core prefill kernel (kMmaTiles, CUDA: src/vt/gpu/paged_attention_mma.cu)
+// forced through vt::tuning: 64-row tiles cut at 1, 63, 64, 65 and 130 new tokens
+// after prefix contexts (keys read back through the block table), head dims
+// 64/128/256 (256: output dims split over two blocks), GQA 16/4 and 8/8, block sizes
+// 16 and 5, bf16 and f16, interleaved and layer-slice caches, strided q/out. Each
+// call checks whether the kernel ran: an f32 cache, a head dim it lacks and rows
+// not on 16 bytes (the head-major layout) fall back to the other kernels.
+TEST(PagedAttentionTest, GpuMmaTilesMatchTheReference) {
+  std::vector<Device> gpus;
+  for (Device d : testing::GpuTestDevices()) {
+    if (d.type == DeviceType::kCUDA) gpus.push_back(d);
+  }
+  if (gpus.empty()) GTEST_SKIP() << "no CUDA GPU here (the kernel is CUDA-only)";
+  std::mt19937 rng(147);
+  struct Forced {
+    Forced() { tuning::SetVariant("gpu.paged_attention", "mma_tiles"); }
+    ~Forced() { tuning::SetVariant("gpu.paged_attention", ""); }
+  } forced;
+  auto check = [&](const Problem& p, bool mma_runs) {
+    reach::Reset();
+    CheckProblem(p, rng, gpus);
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles") > 0, mma_runs) << p.Describe();
+  };
+  for (int64_t head_dim : {256, 128, 64}) {
+    for (int64_t block_size : {16, 5}) {
+      for (DType dtype : {DType::kBF16, DType::kF16}) {
+        for (int64_t kv_heads : {4, 16}) {
+          Problem p;
+          p.head_dim = head_dim;
+          p.block_size = block_size;
+          p.num_heads = 16;
+          p.num_kv_heads = kv_heads;
+          p.q_dtype = p.cache_dtype = dtype;
+          p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          p.seqs = {{0, 65}, {33, 1}, {100, 64}, {0, 130}, {7, 63}};
+          check(p, true);
+        }
+      }
+    }
+  }
+  for (Layout layout : {Layout::kInterleavedKv, Layout::kHeadMajor, Layout::kLayerSlice}) {
+    Problem p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = 128;
+    p.layout = layout;
+    p.strided_q_out = true;
+    p.q_dtype = p.cache_dtype = DType::kBF16;
+    p.seqs = {{64, 70}, {0, 1}, {5, 200}};
+    check(p, layout != Layout::kHeadMajor);  // head-major rows of D + 3 elements: not 16-byte aligned
+  }
+  Problem f32;
+  f32.seqs = {{10, 70}};
+  check(f32, false);
+  Problem odd_dim;
+  odd_dim.head_dim = 80;
+  odd_dim.q_dtype = odd_dim.cache_dtype = DType::kBF16;
+  odd_dim.seqs = {{0, 70}};
+  check(odd_dim, false);
+}
+
+// Decodes of every context length in `lens` (one new token each), plus a
+// sequence continuing with `q_len` new tokens after 100 cached ones (each of its
+// rows has its own causal context).
+std::vector<SeqSpec> DecodesAndOneChunk(const std::vector<int64_t>& lens, int64_t q_len) {
+  std::vector<SeqSpec> seqs;
+  for (int64_t len : lens) seqs.push_back({len - 1, 1});
+  if (q_len > 0) seqs.push_back({100, q_len});
+  return seqs;
+}
+
+// Checks p with the GQA-group kernel forced, and that it ran (or, when the shape
+// cannot take it, that the row kernels did).
+void CheckGroups(const Problem& p, std::mt19937& rng, const std::vector<Device>& gpus, bool expect_groups = true) {
+  reach::Reset();
+  CheckProblem(p, rng, gpus);
+  const uint64_t rows =
+      reach::Count("PagedAttentionGpu.rows_one_pass") + reach::Count("PagedAttentionGpu.rows_split_kv");
+  EXPECT_EQ(reach::Count("PagedAttentionGpu.groups_split_kv") > 0, expect_groups) << p.Describe();
+  EXPECT_EQ(rows > 0, !expect_groups) << p.Describe();
+}
+
+// The GPU decode kernel that reads each K/V row once per GQA group with 16-byte
+// loads (kGroupsSplitKv, forced): head dims 64/128/256 (8, 16 and 32 lanes per key,
+// f32 256 twice around) and one (50) that must fall back to the row kernels, GQA
+// groups 1/2/3/4/8, f32/bf16/f16 caches, contexts across partition boundaries
+// (multiples of 64 keys), batches of 1, 3 and 64 (one partition: the direct write;
+// several: through CombinePartitions), rows with q_len > 1, masked block ids, odd
+// block sizes, strided q/out and cache views (one unaligned, which must fall back).
+TEST(PagedAttentionTest, GpuGroupsSplitKvMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(147);
+  const ForceVariant forced("groups_split_kv");
+  const std::vector<int64_t> lens = {1, 15, 16, 17, 511, 512, 513, 2049};
+  for (int64_t head_dim : {64, 128, 256, 50}) {
+    for (int64_t ratio : {1, 2, 3, 4, 8}) {
+      for (auto [q_dtype, cache_dtype] : std::vector<std::pair<DType, DType>>{{DType::kF32, DType::kF32},
+                                                                              {DType::kBF16, DType::kBF16},
+                                                                              {DType::kF16, DType::kF16},
+                                                                              {DType::kF32, DType::kBF16}}) {
+        Problem p;
+        p.head_dim = head_dim;
+        p.num_kv_heads = 2;
+        p.num_heads = 2 * ratio;
+        p.q_dtype = q_dtype;
+        p.cache_dtype = cache_dtype;
+        p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        p.seqs = DecodesAndOneChunk(lens, 5);
+        CheckGroups(p, rng, gpus, head_dim != 50);
+      }
+    }
+  }
+  // Batches: the 9B decode shape alone, three mixed sequences, 64 short ones (one
+  // partition) and 64 decodes of up to 700 keys (partitions again).
+  Problem p;
+  p.num_heads = 16;
+  p.num_kv_heads = 4;
+  p.head_dim = 256;
+  p.q_dtype = p.cache_dtype = DType::kBF16;
+  p.scale = 0.0625f;
+  p.seqs = {{2048, 1}};
+  CheckGroups(p, rng, gpus);
+  p.seqs = {{510, 1}, {15, 1}, {0, 7}};
+  CheckGroups(p, rng, gpus);
+  p.seqs = MixedBatch(64, rng);
+  CheckGroups(p, rng, gpus);
+  std::uniform_int_distribution<int64_t> context(1, 700);
+  p.seqs.clear();
+  for (int i = 0; i < 64; ++i) p.seqs.push_back({context(rng) - 1, 1});
+  CheckGroups(p, rng, gpus);
+  // Masked block ids (every third block of each context) and odd block sizes.
+  for (int64_t block_size : {16, 5, 1}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Problem m;
+      m.num_heads = 8;
+      m.num_kv_heads = 2;
+      m.head_dim = 128;
+      m.block_size = block_size;
+      m.q_dtype = m.cache_dtype = dtype;
+      m.masked_blocks = true;
+      m.seqs = DecodesAndOneChunk({1, 17, 40, 513}, 20);
+      CheckGroups(m, rng, gpus);
+    }
+  }
+  // Strided q/out and cache views; head-major storage pads rows to D + 3 and D + 1
+  // elements, which 16-byte loads cannot take: the row kernels run.
+  for (Layout layout : {Layout::kSeparate, Layout::kInterleavedKv, Layout::kLayerSlice, Layout::kHeadMajor}) {
+    Problem s;
+    s.num_heads = 8;
+    s.num_kv_heads = 2;
+    s.head_dim = 128;
+    s.layout = layout;
+    s.strided_q_out = true;
+    s.q_dtype = DType::kF32;
+    s.cache_dtype = DType::kBF16;
+    s.seqs = DecodesAndOneChunk({1, 129, 300}, 3);
+    CheckGroups(s, rng, gpus, layout != Layout::kHeadMajor);
+  }
+}
+
+// By default, decode batches take the group kernel, prefill (16 or more new rows in
+// a sequence) the tensor-core tiles where their operands allow, else the query tiles.
+TEST(PagedAttentionTest, GpuDefaultChoiceByQueryLength) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(148);
+  Problem p;
+  p.num_heads = 16;
+  p.num_kv_heads = 4;
+  p.head_dim = 256;
+  p.q_dtype = p.cache_dtype = DType::kBF16;
+  p.seqs = {{300, 1}, {40, 15}};
+  reach::Reset();
+  CheckProblem(p, rng, gpus);
+  EXPECT_GT(reach::Count("PagedAttentionGpu.groups_split_kv"), 0u);
+  for (Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    // bf16 q and caches: the tensor-core tiles on CUDA, the query tiles elsewhere;
+    // f32 (outside the tensor-core kernel's operands): the query tiles everywhere.
+    p.q_dtype = p.cache_dtype = DType::kBF16;
+    p.seqs = {{300, 1}, {40, 16}};
+    reach::Reset();
+    CheckProblem(p, rng, {device});
+    const bool cuda = device.type == DeviceType::kCUDA;
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles") > 0, cuda);
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.query_tiles") > 0, !cuda);
+    p.q_dtype = p.cache_dtype = DType::kF32;
+    reach::Reset();
+    CheckProblem(p, rng, {device});
+    EXPECT_EQ(reach::Count("PagedAttentionGpu.mma_tiles"), 0u);
+    EXPECT_GT(reach::Count("PagedAttentionGpu.query_tiles"), 0u);
   }
 }
 

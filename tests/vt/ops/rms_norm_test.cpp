@@ -44,8 +44,11 @@ Tensor StridedWeight(const Tensor& w) {
 // f32 sums of squares over a few thousand elements stay well inside 1e-5.
 TEST(RmsNormTest, MatchesReferenceForDtypesShapesAndOffsets) {
   std::mt19937 rng(1);
-  // {1, 4096}: a decode row held in registers; {2, 9000}: past them, the streaming kernel on GPUs.
-  const std::vector<Shape> shapes = {{1, 1}, {3, 5, 37}, {7, 256}, {2, 1027}, {16}, {1, 4096}, {2, 9000}};
+  // GPUs: rows of up to 8 x the warp width (256 on NVIDIA) take one warp each, 8 rows
+  // a block (15 rows of 37: a partial block); {3, 257} is one past that; {1, 4096} a
+  // decode row held in registers by a block; {2, 9000} past them, the streaming kernel.
+  const std::vector<Shape> shapes = {{1, 1},    {3, 5, 37}, {7, 256},   {3, 257},
+                                     {2, 1027}, {16},       {1, 4096},  {2, 9000}};
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (const Shape& shape : shapes) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "vllm/engine/llm_engine.h"
+#include "vllm/entrypoints/generation_config.h"
 
 namespace vllm::openai {
 
@@ -34,6 +35,9 @@ struct ServerConfig {
   // The longest prompt text tokenized, in bytes; a longer one is a 400 before any work.
   // 0: 2 x max_model_len x the tokenizer's longest token (no longer prompt can fit).
   int64_t max_prompt_bytes = 0;
+  // Defaults of the sampling fields a request leaves out (--generation-config,
+  // LoadSamplingDefaults); empty: SamplingParams'.
+  SamplingDefaults sampling_defaults;
 };
 
 class ApiServer {

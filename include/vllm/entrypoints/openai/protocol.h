@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "vllm/entrypoints/generation_config.h"
 #include "vllm/sample/sampling_params.h"
 
 namespace vllm::openai {
@@ -66,12 +67,15 @@ StreamOptions ReadStreamOptions(const nlohmann::json& body);
 // and fields vllm-cpp does not implement refused (best_of > 1, logit_bias,
 // structured response_format). `logprobs` is left to the caller (its type differs
 // between the endpoints); so is max_tokens, returned apart (max_completion_tokens
-// first), unset when the body has none.
+// first), unset when the body has none. A field the body does not set takes its value
+// from `defaults` (--generation-config), else SamplingParams'; the default max_tokens is
+// returned apart too, for the endpoint to cap by what fits the context.
 struct RequestSampling {
   SamplingParams params;
   std::optional<int64_t> max_tokens;
+  std::optional<int64_t> default_max_tokens;
 };
-RequestSampling ReadSampling(const nlohmann::json& body);
+RequestSampling ReadSampling(const nlohmann::json& body, const SamplingDefaults& defaults = {});
 // SamplingParams::Validate as a 400 naming the field.
 void ValidateSampling(const SamplingParams& params, int64_t vocab_size);
 

@@ -1,5 +1,5 @@
 // dense_attn::AttnBlock: THE full-attention path for every model, every backend,
-// prefill and decode alike (DESIGN.md §2, qwen35.md §2).
+// prefill and decode alike (docs/architecture.md §2, docs/qwen35.md §2).
 //
 //   x [T, H] -> q_proj | k_proj | v_proj (one MergedProjection) -> projected [T, Nq*2D | Nkv*D | Nkv*D]
 //   projected[:, q] --AttnGateSplit--> query [T, Nq, D], gate [T, Nq*D]

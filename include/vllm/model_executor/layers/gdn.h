@@ -1,4 +1,4 @@
-// gdn::GdnBlock: THE Gated DeltaNet path (qwen35.md §3), prefill and decode alike.
+// gdn::GdnBlock: THE Gated DeltaNet path (docs/qwen35.md §3), prefill and decode alike.
 //
 //   x [T, H] -> in_proj (qkv | z | b | a, one MergedProjection) -> projected [T, conv_dim + value_dim + 2 Hv]
 //   mixed = projected[:, qkv] [T, conv_dim] -> causal conv + SiLU (state in/out)

@@ -1,4 +1,4 @@
-// Feed-forward blocks: the SwiGLU MLP and the sparse MoE block (qwen35.md §4.3-4.4).
+// Feed-forward blocks: the SwiGLU MLP and the sparse MoE block (docs/qwen35.md §4.3-4.4).
 //
 //   GatedMlp:  out = down( silu(gate(x)) * up(x) ); gate and up are one MergedProjection
 //              writing [T, I | I], SiluMul reads its two column views into [T, I]

@@ -119,7 +119,8 @@ struct ApiServer::Impl {
       : config(WithDefaults(std::move(server_config), *llm)),
         metrics(config.served_model_names.front()),
         engine(std::move(llm), &metrics),
-        context(engine, config.served_model_names, config.chat_template, config.max_prompt_bytes),
+        context(engine, config.served_model_names, config.chat_template, config.max_prompt_bytes,
+                config.sampling_defaults),
         http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency)) {}
 
   static ServerConfig WithDefaults(ServerConfig config, const LLMEngine& llm) {

@@ -122,17 +122,18 @@ StreamOptions ReadStreamOptions(const json& body) {
   return options;
 }
 
-RequestSampling ReadSampling(const json& body) {
+RequestSampling ReadSampling(const json& body, const SamplingDefaults& defaults) {
   RefuseUnsupported(body);
   RequestSampling sampling;
   try {
     // logprobs is an int for completions, a bool for chat: the endpoints read it.
-    sampling.params = SamplingParamsFromJson(body, SamplingParams{}, {"logprobs", "max_tokens"});
+    sampling.params = SamplingParamsFromJson(body, defaults.ApplyTo(SamplingParams{}), {"logprobs", "max_tokens"});
   } catch (const std::invalid_argument& e) {
     throw OpenAIError(400, e.what(), FieldOfMessage(e.what()));
   }
   sampling.max_tokens = OptionalInt(body, "max_completion_tokens");
   if (!sampling.max_tokens) sampling.max_tokens = OptionalInt(body, "max_tokens");
+  sampling.default_max_tokens = defaults.max_tokens;
   if (sampling.params.prompt_logprobs) CheckLogprobsCount(*sampling.params.prompt_logprobs, "prompt_logprobs");
   return sampling;
 }

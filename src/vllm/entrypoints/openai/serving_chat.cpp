@@ -34,7 +34,7 @@ ChatCompletionRequest ReadChatCompletionRequest(const std::string& text, const S
   const std::optional<int64_t> top_logprobs = OptionalInt(body, "top_logprobs");
   if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
   if (logprobs) request.top_logprobs = CheckLogprobsCount(top_logprobs.value_or(0), "top_logprobs");
-  RequestSampling sampling = ReadSampling(body);
+  RequestSampling sampling = ReadSampling(body, context.sampling_defaults());
   // A stream sends what each output adds; a single response uses only the last (as vLLM).
   sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.params = sampling.params;
@@ -45,7 +45,7 @@ ChatCompletionRequest ReadChatCompletionRequest(const std::string& text, const S
   request.prompt_ids = context.Encode(prompt, add_special_tokens, "messages");
   if (request.prompt_ids.empty()) BadRequest("the rendered conversation is empty", "messages");
   request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
-                                                       sampling.max_tokens, std::nullopt, "messages");
+                                                       sampling.max_tokens, sampling.default_max_tokens, "messages");
   ValidateSampling(request.params, context.engine().vocab_size());
   return request;
 }

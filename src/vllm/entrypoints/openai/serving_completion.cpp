@@ -42,7 +42,8 @@ std::vector<CompletionPrompt> ReadPrompts(const json& body, const ServingContext
   const json& prompt = body["prompt"];
   const int64_t vocab = context.engine().vocab_size();
   auto from_text = [&](const json& text) {
-    return CompletionPrompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"), text.get<std::string>()};
+    return CompletionPrompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"),
+                            text.get<std::string>()};
   };
   auto from_ids = [&](const json& ids) {
     std::vector<int32_t> read = ReadIds(ids, vocab);
@@ -85,7 +86,7 @@ CompletionRequest ReadCompletionRequest(const std::string& text, const ServingCo
     BadRequest("suffix is not supported by vllm-cpp", "suffix");
   }
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
-  RequestSampling sampling = ReadSampling(body);
+  RequestSampling sampling = ReadSampling(body, context.sampling_defaults());
   // A stream sends what each output adds; a single response uses only the last (as vLLM).
   sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.prompt_logprobs = sampling.params.prompt_logprobs;
@@ -95,11 +96,13 @@ CompletionRequest ReadCompletionRequest(const std::string& text, const ServingCo
   }
   sampling.params.logprobs = request.logprobs;
   request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true));
+  // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).
+  std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
+  if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
   for (const CompletionPrompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
-    params.max_tokens =
-        context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
-                                 body.contains("max_tokens") ? std::nullopt : std::optional<int64_t>(16), "prompt");
+    params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
+                                                 fallback_max_tokens, "prompt");
     ValidateSampling(params, context.engine().vocab_size());
     request.params.push_back(std::move(params));
   }

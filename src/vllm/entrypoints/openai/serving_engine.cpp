@@ -148,8 +148,11 @@ size_t RequestGroup::IndexOf(const std::string& request_id) const {
 }
 
 ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names,
-                               const std::string& chat_template, int64_t max_prompt_bytes)
-    : engine_(engine), served_model_names_(std::move(served_model_names)) {
+                               const std::string& chat_template, int64_t max_prompt_bytes,
+                               SamplingDefaults sampling_defaults)
+    : engine_(engine),
+      served_model_names_(std::move(served_model_names)),
+      sampling_defaults_(std::move(sampling_defaults)) {
   SetMaxPromptBytes(max_prompt_bytes);
   const Tokenizer* tokenizer = engine.tokenizer();
   if (!chat_template.empty()) {

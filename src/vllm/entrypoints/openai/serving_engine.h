@@ -83,12 +83,14 @@ class ServingContext {
  public:
   // `chat_template`: a template file or the template itself (vLLM's --chat-template);
   // empty means the tokenizer's. Throws when a given template cannot be read or parsed.
-  // `max_prompt_bytes`: ServerConfig's (0: its default).
+  // `max_prompt_bytes`: ServerConfig's (0: its default). `sampling_defaults`: the
+  // --generation-config defaults of the fields a request does not set.
   ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template,
-                 int64_t max_prompt_bytes = 0);
+                 int64_t max_prompt_bytes = 0, SamplingDefaults sampling_defaults = {});
 
   AsyncLLMEngine& engine() const { return engine_; }
   const std::vector<std::string>& served_model_names() const { return served_model_names_; }
+  const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
   // The model a request names, checked against the served names (absent: the first); a 404 otherwise.
   std::string CheckModel(const nlohmann::json& body) const;
   // The tokenizer, or a 400 saying that `what` needs one.
@@ -116,6 +118,7 @@ class ServingContext {
   ChatTemplateTokens template_tokens_;
   int64_t max_prompt_bytes_ = 0;
   std::string max_prompt_bytes_origin_;  // how the bound came about, for the 400
+  SamplingDefaults sampling_defaults_;
 };
 
 // A token's text for logprobs: the token decoded alone (vLLM's), "" for ids past the

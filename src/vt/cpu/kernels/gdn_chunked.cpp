@@ -1,5 +1,5 @@
 // CPU kernel of GdnChunkedPrefill: the gated delta rule over a varlen batch in chunks
-// of C = 64 tokens (the WY form of qwen35.md §3.3), equal to GdnRecurrent up to
+// of C = 64 tokens (the WY form of docs/qwen35.md §3.3), equal to GdnRecurrent up to
 // rounding. Shapes as GdnRecurrent: q, k [T, Hk, Dk]; v, out [T, Hv, Dv]; g, beta
 // [T, Hv] f32; states [slots, Hv, Dk, Dv] f32 (initial state in, final state out).
 //

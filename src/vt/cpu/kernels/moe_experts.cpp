@@ -1,4 +1,4 @@
-// MoeExperts on the CPU (qwen35.md §4.4): the routed experts of a MoE block,
+// MoeExperts on the CPU (docs/qwen35.md §4.4): the routed experts of a MoE block,
 //   out[t] = sum_j w[t, j] * down_e(silu(gate_e x_t) * up_e x_t),  e = ids[t, j].
 //
 // Contract (vt/op_args.h, checked by vt::MoeExperts): x [T, H] float; w_gate, w_up

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# vllm-cpp against llama.cpp on the GPU machine, same random-weight GGUF, same call:
+# the ratio table of bench/README.md.
+#
+#   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
+#                             [--ncu] [--no-kernel-bench] [--budget S]
+#
+# Stages, each under the call's deadline (--budget seconds from the start, 560 by
+# default: the device tool gives a call 600 s), later ones skipped when time runs out:
+#   1. llama.cpp v0.5.0 (.gpu_carry/llama_src.tar.xz: node-llama-cpp 3.22.1's source
+#      bundle with its patch, trimmed) built with CUDA for sm_90 in the background
+#      (llama-bench, llama-batched-bench; ~5 min on 16 cores); never committed.
+#   2. vllm-cpp built with CUDA (tools/gpu/gpu_build_env.sh; vllm-cpp, random_gguf,
+#      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
+#      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
+#      copy bandwidth) when time allows.
+#   3. With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
+#      --profile-prefill that prefill and 2048-context decode timed under every
+#      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
+#   4. For each model: random_gguf writes the GGUF (shape and weight format from the
+#      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
+#      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
+#      (with --ncu, for a 35b model, the kernel times of a short latency
+#      run under Nsight Compute), then llama-bench (pp512, pp2048, tg128, flash
+#      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
+#      same file, which is deleted afterwards (the disk holds one large model at a time).
+#   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
+# Builds live in /tmp and are reused when the machine is still warm from a previous
+# call. Results (JSON) and logs are written to a work folder and packed at the end
+# into $OUT/results.tar.gz (the device tool brings back at most 8 files), with the
+# table as $OUT/table.md.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+final_out=${OUT:-/tmp/gpu_compare}
+out=/tmp/gpu_compare_work
+rm -rf "$out"
+mkdir -p "$out" "$final_out"
+pack() { tar czf "$final_out/results.tar.gz" -C "$out" . 2>/dev/null; cp "$out/table.md" "$final_out/" 2>/dev/null; }
+trap pack EXIT
+models=9b-q8_0,9b-bf16
+run_tests=0
+profile_prefill=0
+ncu_profiles=0
+kernel_bench=1
+budget=560
+while [ $# -gt 0 ]; do
+  case $1 in
+    --models) models=$2; shift 2 ;;
+    --tests) run_tests=1; shift ;;
+    --profile-prefill) profile_prefill=1; shift ;;
+    --ncu) ncu_profiles=1; shift ;;
+    --no-kernel-bench) kernel_bench=0; shift ;;
+    --budget) budget=$2; shift 2 ;;
+    *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+started=$(date +%s)
+deadline=$(( started + budget ))
+left() { echo $(( deadline - $(date +%s) )); }
+stage() { echo; echo "=== $* ($(( $(date +%s) - started )) s)"; }
+jobs=$(nproc)
+build=/tmp/vllm_gpu_build
+llama_src=/tmp/llama_src
+llama_build=/tmp/llama_build
+source "$repo/tools/gpu/gpu_build_env.sh"
+
+stage "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv
+"$gpu_nvcc" --version | tail -1
+df -h /tmp | tail -1
+echo "cores: $jobs, models: $models"
+
+stage "llama.cpp v0.5.0: CUDA build in the background"
+llama_bin=$llama_build/bin
+if [ -x "$llama_bin/llama-bench" ] && [ -x "$llama_bin/llama-batched-bench" ]; then
+  echo "already built (warm machine)"
+  llama_pid=
+else
+  (
+    rm -rf "$llama_src" && mkdir -p "$llama_src" && tar xf "$gpu_carry/llama_src.tar.xz" -C "$llama_src" &&
+      cmake -S "$llama_src" -B "$llama_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$gpu_nvcc" -DLLAMA_BUILD_SERVER=OFF \
+        -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
+        -DGGML_CUDA_NCCL=OFF -DLLAMA_OPENSSL=OFF &&
+      nice -n 5 ninja -C "$llama_build" -j"$jobs" llama-bench llama-batched-bench
+  ) >"$out/llama_build.log" 2>&1 &
+  llama_pid=$!
+fi
+
+stage "vllm-cpp: CUDA build"
+gpu_env_setup
+targets=(vllm-cpp random_gguf vt_gpu_bench)
+[ $profile_prefill = 1 ] && targets+=(gpu_decode_bench)
+[ $run_tests = 1 ] && targets+=(vt_tests)
+[ $run_tests = 1 ] && gpu_build_googletest "$build-gtest"
+if [ $run_tests = 1 ] || [ ! -f "$build/build.ninja" ]; then
+  gpu_configure "$build" -DVT_BUILD_TESTS=$([ $run_tests = 1 ] && echo ON || echo OFF) || tail -20 "$out/build.log"
+fi
+ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1 || {
+  grep -E "error|FAILED" "$out/build.log" | head -30
+  echo "vllm-cpp build FAILED"
+}
+bin=$build/bin
+
+if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
+  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, PagedAttention, the kernel choices and variants"
+  timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MatMulChoiceTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*' \
+    >"$out/tests.log" 2>&1
+  echo "rc $?"
+  grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
+  tail -3 "$out/tests.log"
+fi
+
+if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
+  stage "kernels against the copy bandwidth (vt_gpu_bench)"
+  timeout 90 "$bin/vt_gpu_bench" >"$out/vt_gpu_bench.log" 2>&1
+  echo "rc $?"
+  cat "$out/vt_gpu_bench.log"
+fi
+
+ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
+  timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
+    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
+  echo "rc $?"
+  python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
+fi
+if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+  # The first variant's prefill also pays the process's one-time costs (cuBLAS, the
+  # first launches): "eager" runs first as the warm-up and is not compared.
+  stage "2048-token 9B bf16 prefill and decode at 2048 context: the default kernels against forced variants"
+  timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
+    --variants "eager,default,attn=mma_tiles,attn=query_tiles,attn=rows,attn=groups_split_kv,gdn=state_in_registers,gdn=warp_columns" \
+    >"$out/prefill_variants.log" 2>&1
+  echo "rc $?"
+  grep -E "^\[|prefill of" "$out/prefill_variants.log" | paste - - | head -20
+  sed -n '/^summary/,$p' "$out/prefill_variants.log" | head -30
+fi
+
+# shape and --outtype of random_gguf from a model name ("9b-q8_0" -> 9b q8_0).
+model_shape() { echo "${1%-*}"; }
+model_type() { echo "${1##*-}"; }
+
+wait_for_llama() {
+  [ -z "$llama_pid" ] && return 0
+  echo "waiting for the llama.cpp build ($(left) s left)"
+  while kill -0 "$llama_pid" 2>/dev/null && [ "$(left)" -gt 60 ]; do sleep 2; done
+  if kill -0 "$llama_pid" 2>/dev/null; then
+    echo "llama.cpp build not done in time: $(tail -1 "$out/llama_build.log")"
+    return 1
+  fi
+  wait "$llama_pid"
+  llama_pid=
+  [ -x "$llama_bin/llama-bench" ] || { tail -20 "$out/llama_build.log"; return 1; }
+}
+
+ours() {  # name, suffix, seconds at most, bench args...
+  local name=$1 suffix=$2 cap=$3
+  shift 3
+  local t=$(( $(left) - 30 ))
+  [ $t -gt $cap ] && t=$cap
+  [ $t -lt 10 ] && { echo "skipped $name $suffix: no time left"; return; }
+  echo "--- vllm-cpp bench $* ($t s at most)"
+  timeout $t "$bin/vllm-cpp" bench "$@" --device cuda --output-json "$out/$name.$suffix.json" \
+    >>"$out/$name.vllm.log" 2>&1
+  echo "rc $?; $(tail -3 "$out/$name.vllm.log")"
+}
+
+for name in ${models//,/ }; do
+  stage "$name: write the GGUF"
+  file=/tmp/peer_$name.gguf
+  if [ "$(left)" -lt 120 ]; then echo "skipped: $(left) s left"; break; fi
+  timeout $(( $(left) - 60 )) "$bin/random_gguf" --shape "$(model_shape "$name")" --outtype "$(model_type "$name")" \
+    --threads "$jobs" --out "$file" >"$out/$name.write.log" 2>&1
+  echo "rc $?: $(tail -1 "$out/$name.write.log")"; ls -la "$file" 2>/dev/null || continue
+
+  stage "$name: vllm-cpp bench"
+  ours "$name" latency 120 latency --model "$file" --input-len 512 --output-len 128 --batch-size 1 --num-iters 3 \
+    --num-iters-warmup 1 --print-kernels
+  ours "$name" prefill2048 60 latency --model "$file" --input-len 2048 --output-len 2 --batch-size 1 --num-iters 3 \
+    --num-iters-warmup 1
+  ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
+    --max-model-len 512
+
+  if [ $ncu_profiles = 1 ] && [ "${name#35b}" != "$name" ] && [ -n "$ncu_bin" ] && [ "$(left)" -gt 150 ]; then
+    stage "$name: kernel times of a 64-token prefill and 3 decode steps (Nsight Compute)"
+    timeout 90 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 64 --output-len 4 --num-iters 1 \
+      --num-iters-warmup 0 --temperature 0.5 >"$out/$name.ncu.csv" 2>"$out/$name.ncu.err"
+    echo "rc $?"
+    python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --all | tee "$out/$name.kernels.txt" | head -25
+  fi
+
+  stage "$name: llama.cpp"
+  if wait_for_llama; then
+    t=$(( $(left) - 20 )); [ $t -gt 90 ] && t=90
+    timeout $t "$llama_bin/llama-bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n 128 -o jsonl \
+      >"$out/$name.llama-bench.jsonl" 2>"$out/$name.llama-bench.err"
+    echo "llama-bench rc $?"; cat "$out/$name.llama-bench.jsonl" | cut -c1-200
+    t=$(( $(left) - 15 )); [ $t -gt 150 ] && t=150
+    timeout $t "$llama_bin/llama-batched-bench" -m "$file" -ngl 99 -fa on -c 100000 -npp 256 -ntg 128 \
+      -npl 16,64,256 --output-format jsonl >"$out/$name.batched.jsonl" 2>"$out/$name.batched.err"
+    echo "llama-batched-bench rc $?"; grep '^{' "$out/$name.batched.jsonl" | cut -c1-300
+  fi
+  rm -f "$file"
+done
+
+stage "ratio table"
+python3 "$repo/bench/peer/gpu_ratio_table.py" "$out" ${models//,/ } | tee "$out/table.md"

@@ -1,0 +1,215 @@
+#include "bench_report.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "vllm/version.h"
+
+namespace vllm::bench {
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const double rank = q / 100.0 * static_cast<double>(sorted.size() - 1);
+  const auto below = static_cast<size_t>(std::floor(rank));
+  const size_t above = std::min(below + 1, sorted.size() - 1);
+  const double frac = rank - static_cast<double>(below);
+  return sorted[below] + (sorted[above] - sorted[below]) * frac;
+}
+
+Summary Summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = static_cast<int64_t>(values.size());
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  s.median = Percentile(values, 50);
+  s.p90 = Percentile(values, 90);
+  s.p99 = Percentile(values, 99);
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+nlohmann::json SummaryJson(const Summary& s, double scale) {
+  return {{"count", s.count},           {"mean", s.mean * scale}, {"median", s.median * scale},
+          {"p90", s.p90 * scale},       {"p99", s.p99 * scale},   {"min", s.min * scale},
+          {"max", s.max * scale}};
+}
+
+std::vector<int64_t> ParseSweep(const std::string& text, const std::string& flag, int64_t min) {
+  std::vector<int64_t> values;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < min) {
+      throw CliError("bench: --" + flag + " takes comma-separated whole numbers >= " + std::to_string(min) +
+                     ", got '" + item + "' in '" + text + "'");
+    }
+    values.push_back(v);
+  }
+  if (values.empty()) throw CliError("bench: --" + flag + " is empty");
+  return values;
+}
+
+ProgressBar::ProgressBar(std::string label, int64_t total) : label_(std::move(label)), total_(std::max<int64_t>(total, 1)) {
+  Draw();
+}
+
+void ProgressBar::Update(int64_t done) {
+  done_ = std::min(done, total_);
+  if (SecondsBetween(last_draw_, Clock::now()) >= 0.1) Draw();
+}
+
+void ProgressBar::Finish() {
+  if (finished_) return;
+  Draw();
+  std::fprintf(stderr, "\n");
+  finished_ = true;
+}
+
+void ProgressBar::Draw() {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done_ / total_);
+  std::fprintf(stderr, "\r%s [%s%s] %lld/%lld", label_.c_str(), std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done_),
+               static_cast<long long>(total_));
+  std::fflush(stderr);
+  last_draw_ = Clock::now();
+}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(header_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::Render() const {
+  std::vector<size_t> width(header_.size());
+  for (size_t c = 0; c < header_.size(); ++c) {
+    width[c] = header_[c].size();
+    for (const auto& row : rows_) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  const auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      out += std::string(width[c] - cells[c].size() + (c ? 2 : 0), ' ') + cells[c];
+    }
+    out += "\n";
+  };
+  line(header_);
+  for (const auto& row : rows_) line(row);
+  return out;
+}
+
+std::string Fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+void Plot::AddPoint(double x, const std::vector<double>& ys) {
+  for (size_t i = 0; i < series.size() && i < ys.size(); ++i) {
+    series[i].x.push_back(x);
+    series[i].y.push_back(ys[i]);
+  }
+}
+
+void CheckPlotterAvailable() {
+  FILE* probe = popen("gnuplot --version 2>/dev/null", "r");
+  char line[128] = {};
+  const bool read = probe && std::fgets(line, sizeof line, probe) != nullptr;
+  const int status = probe ? pclose(probe) : -1;
+  if (!read || status != 0) {
+    throw CliError("bench: --plot draws with gnuplot, which could not be started (Debian: apt-get install gnuplot-nox)");
+  }
+}
+
+namespace {
+
+// gnuplot's string syntax: single quotes, a quote written twice.
+std::string GnuplotString(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string GnuplotScript(const Plot& plot, const std::string& path) {
+  std::ostringstream s;
+  s << "set terminal pngcairo noenhanced size 900,600\nset output " << GnuplotString(path) << "\n";
+  s << "set title " << GnuplotString(plot.title) << "\nset xlabel " << GnuplotString(plot.x_label)
+    << "\nset ylabel " << GnuplotString(plot.y_label) << "\nset grid\nset key left top\n";
+  double lo = INFINITY, hi = 0;
+  for (const auto& series : plot.series) {
+    for (double x : series.x) lo = std::min(lo, x), hi = std::max(hi, x);
+  }
+  if (lo > 0 && hi / lo >= 8) s << "set logscale x 2\n";  // sweeps such as 1,16,64,256
+  for (size_t i = 0; i < plot.series.size(); ++i) {
+    s << "$d" << i << " << EOD\n";
+    for (size_t j = 0; j < plot.series[i].x.size(); ++j) s << plot.series[i].x[j] << " " << plot.series[i].y[j] << "\n";
+    s << "EOD\n";
+  }
+  s << "plot ";
+  for (size_t i = 0; i < plot.series.size(); ++i) {
+    s << (i ? ", " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt 7 title "
+      << GnuplotString(plot.series[i].name);
+  }
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace
+
+void WritePlot(const Plot& plot, const std::string& path) {
+  FILE* gnuplot = popen("gnuplot", "w");
+  if (!gnuplot) throw CliError("bench: --plot could not start gnuplot");
+  const std::string script = GnuplotScript(plot, path);
+  std::fwrite(script.data(), 1, script.size(), gnuplot);
+  const int status = pclose(gnuplot);
+  if (status != 0) {
+    throw CliError("bench: gnuplot failed to write --plot " + path + " (exit status " +
+                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) + ")");
+  }
+}
+
+void AddReportArgs(CliArgs& cli) {
+  cli.AddOption("output-json", "write every figure and the configuration to this JSON file");
+  cli.AddOption("plot", "PNG file: tokens/s against the swept value (drawn by gnuplot)");
+  cli.AddFlag("help", "show this help");
+}
+
+void WriteOutputs(const CliArgs& cli, const nlohmann::json& report, const Plot& plot) {
+  if (cli.WasGiven("output-json")) {
+    const std::string path = cli.GetString("output-json");
+    std::ofstream out(path);
+    out << report.dump(2) << "\n";
+    if (!out) throw CliError("bench: cannot write --output-json " + path);
+    std::fprintf(stderr, "wrote %s\n", path.c_str());
+  }
+  if (cli.WasGiven("plot")) {
+    WritePlot(plot, cli.GetString("plot"));
+    std::fprintf(stderr, "wrote %s\n", cli.GetString("plot").c_str());
+  }
+}
+
+nlohmann::json BuildJson() {
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"version", Version()}, {"commit", GitCommit()}, {"date", date}};
+}
+
+}  // namespace vllm::bench

@@ -1,0 +1,136 @@
+// `vllm-cpp bench throughput`: offline throughput as vLLM's `bench throughput`
+// reports it. All prompts are added at once and run to completion; the engine's
+// scheduler batches them (--max-num-seqs, --max-num-batched-tokens):
+//
+//   requests/s = prompts / elapsed        total tokens/s  = (prompt + output) / elapsed
+//   output tokens/s = generated / elapsed
+//
+// elapsed runs from adding the first request to the last one finishing (model
+// loading excluded). --num-prompts may be a list (16,64,256): each value is one run
+// on the same engine, as llama-batched-bench's -npl. Requests generate exactly
+// their output length (EOS ignored), greedy unless --temperature says otherwise.
+// A short warm-up request runs first so that first-touch costs stay out.
+#include <cstdio>
+
+#include "bench_commands.h"
+#include "bench_dataset.h"
+#include "bench_report.h"
+#include "roofline.h"
+#include "vllm/entrypoints/engine_args.h"
+
+namespace vllm::bench {
+namespace {
+
+using nlohmann::json;
+
+void DeclareArgs(CliArgs& cli) {
+  cli.AddOption("model", "HF checkpoint folder or .gguf file");
+  cli.AddOption("num-prompts", "prompts per run; a comma-separated list sweeps (16,64,256)", "256");
+  cli.AddOption("input-len", "prompt tokens of random prompts", "256");
+  cli.AddOption("output-len", "tokens generated per request (for a file: replaces each entry's own)", "128");
+  cli.AddOption("dataset", "random, or a JSONL / ShareGPT JSON file of prompts", "random");
+  cli.AddOption("temperature", "sampling temperature (0 = greedy)", "0");
+  AddReportArgs(cli);
+  AddEngineArgs(cli);
+}
+
+struct RunResult {
+  double elapsed_s = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0, num_requests = 0;
+};
+
+RunResult RunPrompts(LLMEngine& engine, const std::vector<BenchPrompt>& prompts, double temperature,
+                     const std::string& prefix, ProgressBar* bar) {
+  RunResult r;
+  r.num_requests = static_cast<int64_t>(prompts.size());
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams params;
+    params.temperature = temperature;
+    params.ignore_eos = true;
+    params.max_tokens = prompts[i].output_len;
+    params.output_kind = RequestOutputKind::kFinalOnly;
+    engine.AddRequest(prefix + std::to_string(i), prompts[i].prompt_ids, params);
+    r.prompt_tokens += prompts[i].num_prompt_tokens();
+  }
+  int64_t finished = 0;
+  while (engine.HasUnfinishedRequests()) {
+    for (const RequestOutput& out : engine.Step()) {
+      r.output_tokens += static_cast<int64_t>(out.new_token_ids.size());
+      if (out.finished && bar) bar->Update(++finished);
+    }
+  }
+  r.elapsed_s = SecondsBetween(start, Clock::now());
+  return r;
+}
+
+json ResultJson(const RunResult& r) {
+  return {{"num_prompts", r.num_requests},
+          {"elapsed_s", r.elapsed_s},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"requests_per_s", static_cast<double>(r.num_requests) / r.elapsed_s},
+          {"total_tokens_per_s", static_cast<double>(r.prompt_tokens + r.output_tokens) / r.elapsed_s},
+          {"output_tokens_per_s", static_cast<double>(r.output_tokens) / r.elapsed_s}};
+}
+
+void PrintResults(const json& results) {
+  Table table({"prompts", "prompt tok", "output tok", "elapsed s", "requests/s", "total tok/s", "output tok/s"});
+  for (const json& r : results) {
+    table.AddRow({std::to_string(r["num_prompts"].get<int64_t>()), std::to_string(r["prompt_tokens"].get<int64_t>()),
+                  std::to_string(r["output_tokens"].get<int64_t>()), Fixed(r["elapsed_s"], 3),
+                  Fixed(r["requests_per_s"], 2), Fixed(r["total_tokens_per_s"], 1),
+                  Fixed(r["output_tokens_per_s"], 1)});
+  }
+  std::printf("%s", table.Render().c_str());
+}
+
+}  // namespace
+
+int RunThroughput(const CommandArgs& args) {
+  CliArgs cli("bench throughput");
+  DeclareArgs(cli);
+  if (!cli.ParseOrShowHelp(args)) return 0;
+  if (!cli.WasGiven("model")) throw CliError("bench throughput: give --model (an HF folder or a .gguf file)");
+  const std::vector<int64_t> sweep = ParseSweep(cli.GetString("num-prompts"), "num-prompts");
+  DatasetOptions d{.dataset = cli.GetString("dataset"), .input_len = cli.GetInt("input-len"),
+                   .output_len = cli.GetInt("output-len"), .force_output_len = cli.WasGiven("output-len"),
+                   .seed = static_cast<uint64_t>(cli.GetInt("seed"))};
+  if (d.input_len < 1 || d.output_len < 1) throw CliError("bench throughput: --input-len and --output-len must be >= 1");
+  const double temperature = cli.GetDouble("temperature");
+  if (cli.WasGiven("plot")) CheckPlotterAvailable();
+  LLMEngine engine(EngineConfigFromArgs(cli, cli.GetString("model")));
+  d.vocab_size = engine.model_config().vocab_size;
+  const Tokenizer* tokenizer = engine.has_tokenizer() ? &engine.tokenizer() : nullptr;
+
+  json report = {{"command", "throughput"}, {"config", EngineJson(engine)}};
+  report["config"].update({{"dataset", d.dataset}, {"input_len", d.input_len}, {"output_len", d.output_len},
+                           {"num_prompts", sweep}, {"temperature", temperature}});
+  RunPrompts(engine, LoadPrompts({.num_prompts = 1, .input_len = 16, .output_len = 4,
+                                  .vocab_size = d.vocab_size, .seed = d.seed + 1},
+                                 nullptr),
+             temperature, "warmup-", nullptr);
+  json results = json::array();
+  Plot plot{"vllm-cpp bench throughput: " + engine.config().model, "prompts", "tokens/s", {{"total"}, {"output"}}};
+  for (int64_t n : sweep) {
+    d.num_prompts = n;
+    const std::vector<BenchPrompt> prompts = LoadPrompts(d, tokenizer);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (prompts[i].prompt_ids.empty()) {
+        throw CliError("bench throughput: prompt " + std::to_string(i) + " of " + d.dataset +
+                       " is text, and the model has no tokenizer (give --tokenizer, or prompt_token_ids)");
+      }
+    }
+    ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
+    results.push_back(ResultJson(RunPrompts(engine, prompts, temperature, "tp-" + std::to_string(n) + "-", &bar)));
+    bar.Finish();
+    plot.AddPoint(static_cast<double>(n),
+                  {results.back()["total_tokens_per_s"], results.back()["output_tokens_per_s"]});
+  }
+  report["results"] = results;
+  PrintResults(results);
+  WriteOutputs(cli, report, plot);
+  return 0;
+}
+
+}  // namespace vllm::bench

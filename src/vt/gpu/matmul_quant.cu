@@ -1,0 +1,259 @@
+// MatMul with GGUF block weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): out[M, N] =
+// x[M, K] . w[N, K]^T for the decode and small-batch shapes (M <= kQuantGemvMaxRows).
+//
+//   1. QuantizeActivations: x -> XBlock [M, K / 32] (gpu_quant_dot.cuh), one group of
+//      32 threads per block of 32 values; a few KB, read by every warp afterwards.
+//   2. QuantGemv: each warp owns output columns; for a column it streams the weight
+//      row once, kWarpSize / kLanes blocks per step, decoding each lane's word in
+//      registers and dotting it with the row's x words for all M rows at once
+//      (weight bytes are read once whatever M is), kGemvDepth steps' loads in flight.
+// The weights are the only large input, but the kernel's time is set by the
+// instructions it issues per weight byte (loads of the 2-byte aligned blocks,
+// dp4a per row and word, scales): 0.4-0.65 of the copy bandwidth at M = 1 on an
+// H200 (bench/README.md), falling with M.
+//
+// DequantizeWeightRows (for the vendor-BLAS route of larger M, cuda_matmul.cu):
+// rows [row0, row0 + rows) of w decoded into a dense [rows, K] matrix of out's dtype.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "gpu_dot.cuh"
+#include "gpu_quant_dot.cuh"
+#include "matmul.h"
+#include "vt/ops.h"
+#include "vt/reach.h"
+
+namespace vt::gpu {
+namespace {
+
+// ---- 1. activations to 8 bits ------------------------------------------------------
+
+constexpr int kQuantizeThreads = 256;
+
+// Thread i of a group of 32 holds value i of one x block (M * K / 32 groups).
+template <typename X>
+__global__ void __launch_bounds__(kQuantizeThreads)
+    QuantizeRowsKernel(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks, XBlock* out) {
+  const int64_t group = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kXBlockValues;
+  const int i = static_cast<int>(threadIdx.x % kXBlockValues);
+  if (group >= num_blocks) return;  // whole groups leave together
+  const int64_t row = group / blocks_per_row, block = group % blocks_per_row;
+  const float v = ToFloat(x[row * x_row_stride + block * kXBlockValues + i]);
+  float amax = fabsf(v);
+  for (int offset = kXBlockValues / 2; offset > 0; offset >>= 1) amax = fmaxf(amax, ShuffleXor(amax, offset));
+  const float d = amax / 127.0f;
+  const int q = amax > 0.0f ? __float2int_rn(v / d) : 0;
+  int sum = q;
+  for (int offset = kXBlockValues / 2; offset > 0; offset >>= 1) sum += ShuffleXor(sum, offset);
+  XBlock& b = out[group];
+  reinterpret_cast<int8_t*>(b.qs)[i] = static_cast<int8_t>(q);
+  if (i == 0) {
+    b.d = d;
+    b.s = d * static_cast<float>(sum);
+  }
+}
+
+// ---- 2. the GEMV -----------------------------------------------------------------
+
+template <typename X>
+struct QuantGemvParams {
+  const uint8_t* w;
+  int64_t w_row_bytes;   // bytes from one weight row to the next
+  const XBlock* xq;      // [m, blocks_per_row * kValues / 32]
+  int64_t x_blocks_per_row;
+  X* out;
+  int64_t out_row_stride;
+  int n, blocks_per_row, m;
+};
+
+constexpr int kGemvThreads = 256;
+// Weight blocks per lane whose loads are issued before the first dot. (Four, with
+// one quant word per lane instead of two, measured 25-35% slower on the H200:
+// the GEMV is bound by instructions per weight byte, not by bytes in flight.)
+template <int kRows>
+inline constexpr int kGemvDepth = 2;
+
+template <typename Lane, typename X, int kRows>
+__global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
+  constexpr int kBlocksPerStep = kWarpSize / Lane::kLanes;
+  constexpr int kXPerBlock = Lane::kValues / kXBlockValues;
+  constexpr int kDepth = kGemvDepth<kRows>;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warps_per_block = static_cast<int>(blockDim.x) / kWarpSize;
+  const int sub = lane / Lane::kLanes, t = lane % Lane::kLanes;
+  for (int column = static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / kWarpSize;
+       column < p.n; column += static_cast<int>(gridDim.x) * warps_per_block) {
+    const uint8_t* w_row = p.w + static_cast<int64_t>(column) * p.w_row_bytes;
+    float acc[kRows] = {};
+    for (int base = sub; base < p.blocks_per_row; base += kDepth * kBlocksPerStep) {
+      Lane lanes[kDepth];
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u) {
+        const int b = base + u * kBlocksPerStep;
+        if (b < p.blocks_per_row) lanes[u].Load(w_row + static_cast<int64_t>(b) * Lane::kBytes, t);
+      }
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u) {
+        const int b = base + u * kBlocksPerStep;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (r < p.m && b < p.blocks_per_row) {
+            acc[r] += lanes[u].Dot(p.xq + r * p.x_blocks_per_row + static_cast<int64_t>(b) * kXPerBlock, t);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r < p.m) {  // uniform across the warp
+        const float sum = WarpSum(acc[r]);
+        if (lane == 0) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+      }
+    }
+  }
+}
+
+// One wave of the blocks the device holds, columns spread evenly over its warps.
+template <typename Lane, typename X, int kRows>
+void LaunchQuantGemvRows(const QuantGemvParams<X>& p, Device device, gpuStream_t stream) {
+  const auto kernel = &QuantGemvKernel<Lane, X, kRows>;
+  const int warps_per_block = kGemvThreads / WarpSize(device);
+  const int64_t resident = static_cast<int64_t>(MultiprocessorCount(device)) *
+                           ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kGemvThreads, device);
+  const int64_t needed = GridFor(p.n, warps_per_block, "MatMul");
+  const int64_t rounds = (needed + resident - 1) / resident;
+  kernel<<<static_cast<unsigned>((needed + rounds - 1) / rounds), kGemvThreads, 0, stream>>>(p);
+}
+
+template <typename Lane, typename X>
+void LaunchQuantGemv(const QuantGemvParams<X>& p, Device device, gpuStream_t stream) {
+  if (p.m == 1) {
+    LaunchQuantGemvRows<Lane, X, 1>(p, device, stream);
+  } else if (p.m <= 2) {
+    LaunchQuantGemvRows<Lane, X, 2>(p, device, stream);
+  } else if (p.m <= 4) {
+    LaunchQuantGemvRows<Lane, X, 4>(p, device, stream);
+  } else {
+    static_assert(kQuantGemvMaxRows == 8, "the row templates cover 1 to kQuantGemvMaxRows");
+    LaunchQuantGemvRows<Lane, X, 8>(p, device, stream);
+  }
+}
+
+// ---- dequantization for the BLAS route ----------------------------------------------
+
+constexpr int kDequantChunk = 8;  // consecutive values per thread: one or two 16-byte stores
+
+// Thread i decodes values [8j, 8j + 8) of one row (K is a multiple of 32, so they are
+// in one block); the dtype is a template argument, so DequantElement's switch folds.
+template <typename T, DType kDType>
+__global__ void DequantizeRowsKernel(const uint8_t* w, int64_t w_row_bytes, int64_t row0, int64_t rows, int64_t k,
+                                     T* out, int64_t out_row_stride) {
+  const int64_t chunks_per_row = k / kDequantChunk, total = rows * chunks_per_row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / chunks_per_row, c = (i % chunks_per_row) * kDequantChunk;
+    const uint8_t* row = w + (row0 + r) * w_row_bytes;
+    T values[kDequantChunk];
+#pragma unroll
+    for (int j = 0; j < kDequantChunk; ++j) values[j] = FromFloat<T>(DequantElement(row, kDType, c + j));
+    constexpr int kVectors = kDequantChunk * static_cast<int>(sizeof(T)) / 16;  // 16-byte stores per thread
+    auto* dst = reinterpret_cast<uint4*>(out + r * out_row_stride + c);
+    const auto* src = reinterpret_cast<const uint4*>(values);
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) dst[v] = src[v];
+  }
+}
+
+// Calls fn(integral_constant<DType, dtype>) for the block dtypes MatMul accepts.
+template <typename Fn>
+void DispatchBlockDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kQ8_0: fn(std::integral_constant<DType, DType::kQ8_0>{}); return;
+    case DType::kQ4_0: fn(std::integral_constant<DType, DType::kQ4_0>{}); return;
+    case DType::kQ4_K: fn(std::integral_constant<DType, DType::kQ4_K>{}); return;
+    case DType::kQ5_K: fn(std::integral_constant<DType, DType::kQ5_K>{}); return;
+    case DType::kQ6_K: fn(std::integral_constant<DType, DType::kQ6_K>{}); return;
+    default: throw Error(std::string("vt::MatMul: internal error: no GPU dequantization of ") + DTypeName(dtype));
+  }
+}
+
+}  // namespace
+
+bool QuantLanesRead(const Tensor& w) {
+  const DType dtype = w.dtype();
+  if (!DispatchQuantLane(dtype, [](auto) {})) return false;
+  // Q4_K / Q5_K read 4-byte words: every row must start on 4 bytes (every real
+  // layout does: blocks of 144 / 176 bytes in storage aligned to at least 32).
+  if (dtype == DType::kQ4_K || dtype == DType::kQ5_K) {
+    if (reinterpret_cast<uintptr_t>(w.data()) % 4 != 0) return false;
+    for (int d = 0; d + 1 < w.ndim(); ++d) {
+      if (w.size(d) > 1 && BytesFor(dtype, w.stride(d)) % 4 != 0) return false;
+    }
+  }
+  const int64_t k = w.size(-1);
+  return k % kXBlockValues == 0 && k / Info(dtype).block_elems <= INT32_MAX;
+}
+
+bool QuantGemvAccepts(const MatMulArgs& a) { return QuantLanesRead(a.w) && a.w.size(0) <= INT32_MAX; }
+
+Tensor QuantizeActivations(const Tensor& x) {
+  const int64_t m = x.size(0), k = x.size(1);
+  const int64_t blocks_per_row = k / kXBlockValues;
+  // XBlock is 40 bytes: a [M, K/32, 10] i32 tensor holds them.
+  Tensor out = Tensor::Empty({m, blocks_per_row, static_cast<int64_t>(sizeof(XBlock) / 4)}, DType::kI32, x.device());
+  gpuStream_t stream = PrepareDevice(x.device());
+  DispatchFloat(x.dtype(), "MatMul", [&](auto tag) {
+    using X = decltype(tag);
+    const int64_t num_blocks = m * blocks_per_row;
+    QuantizeRowsKernel<X><<<GridFor(num_blocks * kXBlockValues, kQuantizeThreads, "MatMul"), kQuantizeThreads, 0,
+                            stream>>>(static_cast<const X*>(x.data()), x.stride(0), blocks_per_row, num_blocks,
+                                      static_cast<XBlock*>(out.data()));
+  });
+  CheckLaunch("MatMul");
+  return out;
+}
+
+void RunQuantGemv(const MatMulArgs& a) {
+  reach::Hit("MatMulGpu.quant_gemv");
+  const Tensor xq = QuantizeActivations(a.x);
+  gpuStream_t stream = PrepareDevice(a.out.device());
+  DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
+    using X = decltype(tag);
+    const int64_t k = a.x.size(1);
+    QuantGemvParams<X> p{static_cast<const uint8_t*>(a.w.data()),
+                         BytesFor(a.w.dtype(), a.w.stride(0)),
+                         static_cast<const XBlock*>(xq.data()),
+                         k / kXBlockValues,
+                         static_cast<X*>(a.out.data()),
+                         a.out.stride(0),
+                         static_cast<int>(a.w.size(0)),
+                         static_cast<int>(k / Info(a.w.dtype()).block_elems),
+                         static_cast<int>(a.x.size(0))};
+    DispatchQuantLane(a.w.dtype(), [&](auto lane) { LaunchQuantGemv<decltype(lane), X>(p, a.out.device(), stream); });
+  });
+  CheckLaunch("MatMul");
+}
+
+void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out) {
+  gpuStream_t stream = PrepareDevice(out.device());
+  const int64_t rows = out.size(0), k = out.size(1);
+  const bool aligned = reinterpret_cast<uintptr_t>(out.data()) % 16 == 0 &&
+                       (rows == 1 || (out.stride(0) * BytesFor(out.dtype(), 1)) % 16 == 0);
+  if (k % kXBlockValues != 0 || !aligned) {
+    throw Error("vt::MatMul on " + out.device().ToString() + ": internal error: dequantizing into " + out.Describe() +
+                " (needs K a multiple of 32 and 16-byte aligned rows)");
+  }
+  DispatchFloat(out.dtype(), "MatMul", [&](auto tag) {
+    using T = decltype(tag);
+    DispatchBlockDType(w.dtype(), [&](auto dtype) {
+      DequantizeRowsKernel<T, decltype(dtype)::value>
+          <<<GridStrideBlocks(rows * k / kDequantChunk, out.device(), "MatMul"), kElementwiseThreads, 0, stream>>>(
+              static_cast<const uint8_t*>(w.data()), BytesFor(w.dtype(), w.stride(0)), row0, rows, k,
+              static_cast<T*>(out.data()), out.stride(0));
+    });
+  });
+  CheckLaunch("MatMul");
+}
+
+}  // namespace vt::gpu
