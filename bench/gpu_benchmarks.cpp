@@ -114,20 +114,58 @@ Tensor RandomBlockWeights(int64_t n, int64_t k, DType dtype, Device device, std:
 }
 
 // x [M, K] bf16 . w [N, K]^T with block-format weights (two copies when under 256 MB,
-// so that calls alternate between buffers larger than L2 together).
-Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype, std::mt19937& rng) {
+// so that calls alternate between buffers larger than L2 together), under the default
+// choice or a forced gpu.matmul_block `variant` (quant_mma, dequant_blas).
+Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype, std::mt19937& rng,
+                   const char* variant = "") {
   const double w_bytes = static_cast<double>(BytesFor(w_dtype, n * k));
   const int copies = w_bytes < 256e6 ? 2 : 1;
   std::vector<Tensor> weights;
   for (int i = 0; i < copies; ++i) weights.push_back(RandomBlockWeights(n, k, w_dtype, device, rng));
   const Tensor x = Random({m, k}, DType::kBF16, device, rng);
   const Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
+  tuning::SetVariant("gpu.matmul_block", variant);
   const double seconds = SecondsPerCall(device, m <= 16 ? 50 : 10, [&](int i) {
     MatMul({.x = x, .w = weights[i % copies], .out = out});
   });
+  tuning::SetVariant("gpu.matmul_block", "");
   return {"MatMul M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " w " +
-              DTypeName(w_dtype) + " x bf16",
+              DTypeName(w_dtype) + " x bf16" + (*variant ? std::string(" ") + variant : std::string()),
           seconds, w_bytes + 2.0 * (m * k + m * n), 2.0 * m * n * k};
+}
+
+// MoeExperts of the 35B-A3B shape (256 experts of H 2048, I 512, 8 per token) in
+// `w_dtype` for `tokens` tokens routed uniformly at random, under the default choice
+// or a forced gpu.moe_experts `variant`. Bytes: the weights of the experts touched.
+Row MoeExpertsRow(Device device, int64_t tokens, DType w_dtype, std::mt19937& rng, const char* variant = "") {
+  constexpr int64_t kExperts = 256, kHidden = 2048, kInter = 512, kTopK = 8;
+  const Tensor gate = RandomBlockWeights(kExperts * kInter, kHidden, w_dtype, device, rng).View({kExperts, kInter, kHidden});
+  const Tensor up = RandomBlockWeights(kExperts * kInter, kHidden, w_dtype, device, rng).View({kExperts, kInter, kHidden});
+  const Tensor down = RandomBlockWeights(kExperts * kHidden, kInter, w_dtype, device, rng).View({kExperts, kHidden, kInter});
+  std::vector<int32_t> ids(tokens * kTopK);
+  std::vector<int32_t> order(kExperts);
+  std::vector<bool> touched(kExperts, false);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < kExperts; ++e) order[e] = static_cast<int32_t>(e);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t j = 0; j < kTopK; ++j) touched[ids[t * kTopK + j] = order[j]] = true;
+  }
+  const Tensor topk_ids = Tensor::FromVector(ids, {tokens, kTopK}).To(device);
+  const Tensor topk_weights =
+      Tensor::FromVector(std::vector<float>(tokens * kTopK, 1.0f / kTopK), {tokens, kTopK}).To(device);
+  const Tensor x = Random({tokens, kHidden}, DType::kBF16, device, rng);
+  const Tensor out = Tensor::Empty({tokens, kHidden}, DType::kBF16, device);
+  tuning::SetVariant("gpu.moe_experts", variant);
+  const double seconds = SecondsPerCall(device, 10, [&](int) {
+    MoeExperts({.x = x, .w_gate = gate, .w_up = up, .w_down = down, .topk_weights = topk_weights,
+                .topk_ids = topk_ids, .out = out});
+  });
+  tuning::SetVariant("gpu.moe_experts", "");
+  const int64_t experts_touched = std::count(touched.begin(), touched.end(), true);
+  const double bytes = experts_touched * 3.0 * BytesFor(w_dtype, kInter * kHidden);
+  return {"MoeExperts T=" + std::to_string(tokens) + " 35B-A3B w " + DTypeName(w_dtype) +
+              (*variant ? std::string(" ") + variant : std::string()),
+          seconds, bytes, 2.0 * 3 * tokens * kTopK * kInter * kHidden};
 }
 
 // Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16,
@@ -232,13 +270,31 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng),
       QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_K, rng),
-      QuantMatMulRow(device, 17, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng),
+      // The block route above the GEMV: int8 tiles against decoding for cuBLAS
+      // (where kQuantMmaMaxRows belongs).
+      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
+      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
+      QuantMatMulRow(device, 17, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
+      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
+      QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
+      QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
+      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
+      MoeExpertsRow(device, 16, DType::kQ8_0, rng),
+      MoeExpertsRow(device, 16, DType::kQ8_0, rng, "per_pair"),
+      MoeExpertsRow(device, 64, DType::kQ8_0, rng),
+      MoeExpertsRow(device, 64, DType::kQ8_0, rng, "per_pair"),
+      MoeExpertsRow(device, 512, DType::kQ8_0, rng),
+      MoeExpertsRow(device, 512, DType::kQ8_0, rng, "per_pair"),
+      MoeExpertsRow(device, 2048, DType::kQ8_0, rng),
+      MoeExpertsRow(device, 2048, DType::kQ4_K, rng),
+      MoeExpertsRow(device, 2048, DType::kQ6_K, rng),
       PagedAttentionRow(device, 1, 8192, rng),
-      PagedAttentionRow(device, 1, 8192, rng, "rows"),
       PagedAttentionRow(device, 1, 2048, rng),
       PagedAttentionRow(device, 64, 2048, rng),
       PagedAttentionRow(device, 64, 2048, rng, "rows"),

@@ -68,16 +68,16 @@ void CheckPrompt(const Server& server, const std::vector<int32_t>& ids, const vl
 void ReadBody(const Server& server, uint8_t endpoint, const std::string& body) {
   switch (endpoint % 4) {
     case 0: {
-      const vllm::openai::CompletionRequest request = vllm::openai::ReadCompletionRequest(body, server.context);
-      if (request.prompts.empty() || request.prompts.size() != request.params.size()) {
+      const vllm::openai::EngineRequestsOfBody request = vllm::openai::ReadCompletionBody(body, server.context);
+      if (request.prompt_ids.empty() || request.prompt_ids.size() != request.params.size()) {
         Finding("an accepted completion request without one SamplingParams per prompt");
       }
-      for (size_t i = 0; i < request.prompts.size(); ++i) CheckPrompt(server, request.prompts[i].ids, request.params[i]);
+      for (size_t i = 0; i < request.prompt_ids.size(); ++i) CheckPrompt(server, request.prompt_ids[i], request.params[i]);
       break;
     }
     case 1: {
-      const vllm::openai::ChatCompletionRequest request = vllm::openai::ReadChatCompletionRequest(body, server.context);
-      CheckPrompt(server, request.prompt_ids, request.params);
+      const vllm::openai::EngineRequestsOfBody request = vllm::openai::ReadChatCompletionBody(body, server.context);
+      CheckPrompt(server, request.prompt_ids[0], request.params[0]);
       break;
     }
     case 2:

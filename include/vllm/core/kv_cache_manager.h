@@ -71,6 +71,10 @@ class KVCacheManager {
   std::optional<int32_t> get_state_slot(const std::string& req_id) const;
   int32_t get_num_free_blocks() const { return pool_.get_num_free_blocks(); }
   double get_usage() const { return pool_.get_usage(); }
+  // vLLM's prefix cache stats, in tokens, since construction: every get_computed_blocks
+  // call with prefix caching on queries the request's tokens and hits those found.
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
   int64_t num_requests() const { return static_cast<int64_t>(req_to_blocks_.size()); }
 
  private:
@@ -84,6 +88,8 @@ class KVCacheManager {
   StateSlotPool slots_;
   std::unordered_map<std::string, std::vector<int32_t>> req_to_blocks_;
   std::unordered_map<std::string, int64_t> num_cached_blocks_;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
   std::unordered_map<std::string, int32_t> req_to_state_slot_;
 };
 

@@ -51,10 +51,20 @@ class OutputQueue {
 
 // vLLM v1's per-iteration statistics, handed to a StatLogger after every loop turn.
 struct FinishedRequestStats {
+  std::string request_id;
+  std::string user;           // NewRequest::user
   std::string finish_reason;  // "stop", "length", "abort" or "error"
   double e2e_latency_s = 0;   // arrival to finish
   int64_t num_prompt_tokens = 0;
   int64_t num_generation_tokens = 0;
+  // vLLM's phases; a phase the request never reached is 0 (and `reached` says which).
+  double queue_time_s = 0;      // arrival to first scheduled
+  double prefill_time_s = 0;    // first scheduled to first token
+  double decode_time_s = 0;     // first token to finish
+  double inference_time_s = 0;  // first scheduled to finish
+  double time_to_first_token_s = 0;
+  bool scheduled = false;       // the queue time is known
+  bool got_first_token = false;  // the prefill and decode times are known
 };
 
 struct IterationStats {
@@ -63,6 +73,7 @@ struct IterationStats {
   std::vector<double> time_to_first_tokens_s;
   std::vector<double> inter_token_latencies_s;
   std::vector<FinishedRequestStats> finished_requests;
+  bool stepped = false;  // an engine step ran in this iteration (vLLM's iteration_tokens)
 };
 
 // Receives the statistics on the engine thread; implementations must be thread-safe
@@ -79,6 +90,7 @@ class AsyncLLMEngine {
     std::string request_id;
     std::vector<int32_t> prompt_token_ids;
     SamplingParams params;
+    std::string user = {};  // the client's "user" field: shown in the request's log line
   };
 
   // Starts the loop thread. `stat_logger` (may be null) must outlive this object.
@@ -92,8 +104,12 @@ class AsyncLLMEngine {
   // to `queue`. Rethrows the engine's exception (std::invalid_argument for a bad
   // request) when one is rejected; then none of them runs.
   void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue);
-  // Aborts requests (unknown or finished ids are ignored); returns at once.
+  // Aborts requests (unknown or finished ids are ignored); returns at once. Their
+  // queues get nothing more: the client that would read them is gone.
   void Abort(std::vector<std::string> request_ids);
+  // Ends every request in flight now; each queue gets its request's final output with
+  // finish_reason "abort" (the server's shutdown after its timeout). Returns at once.
+  void AbortAll();
 
   // Safe from any thread: set at construction and never changed.
   const Tokenizer* tokenizer() const { return tokenizer_; }
@@ -128,13 +144,17 @@ class AsyncLLMEngine {
     std::optional<Clock::time_point> last_token_time;
     int64_t num_prompt_tokens = 0;
     int64_t num_generation_tokens = 0;
+    std::string user;
+    std::optional<Clock::time_point> scheduled_time;
+    std::optional<Clock::time_point> first_token_time;
 
-    // The request's statistics when it finishes at `now`.
-    FinishedRequestStats Finished(std::string finish_reason, Clock::time_point now) const;
+    // The statistics of request `id` when it finishes at `now`.
+    FinishedRequestStats Finished(const std::string& id, std::string finish_reason, Clock::time_point now) const;
   };
 
   void Loop();
   void ProcessAborts(const std::vector<std::string>& request_ids, IterationStats& iteration);
+  void AbortAllLive(IterationStats& iteration);
   void Admit(Submission& submission);
   void StepOnce(IterationStats& iteration);
   void Dispatch(RequestOutput output, IterationStats& iteration);
@@ -155,6 +175,7 @@ class AsyncLLMEngine {
   std::condition_variable inbox_ready_;
   std::vector<Submission*> submissions_;  // guarded by inbox_mutex_
   std::vector<std::string> aborts_;       // guarded by inbox_mutex_
+  bool abort_all_ = false;                // guarded by inbox_mutex_
   bool stopping_ = false;                 // guarded by inbox_mutex_
 
   mutable std::mutex stats_mutex_;

@@ -39,6 +39,10 @@ struct EngineStats {
   int64_t num_kv_blocks = 0;
   int64_t num_state_slots = 0;
   int64_t max_model_len = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache, cumulative
+  int64_t prefix_cache_hits = 0;     // of those, tokens found
+  bool prefix_caching = false;
+  int64_t block_size = 0;
 };
 
 class LLMEngine {
@@ -56,8 +60,14 @@ class LLMEngine {
   // without a tokenizer; nothing else is affected.
   void AddRequest(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                   const SamplingParams& params);
-  void AbortRequest(const std::string& request_id);
+  // Ends a request; returns its final output (finish_reason "abort", what it generated
+  // so far as its output_kind says), nullopt when the id is unknown or finished.
+  std::optional<RequestOutput> AbortRequest(const std::string& request_id);
   std::vector<RequestOutput> Step();
+  // The requests the last Step() scheduled for the first time (their queue time ends
+  // there), and the tokens it computed.
+  const std::vector<std::string>& last_step_new_req_ids() const { return last_step_new_req_ids_; }
+  int64_t last_step_num_tokens() const { return last_step_num_tokens_; }
   bool HasUnfinishedRequests() const { return scheduler_->has_unfinished_requests(); }
 
   bool has_tokenizer() const { return tokenizer_.has_value(); }
@@ -98,6 +108,8 @@ class LLMEngine {
   std::string prefix_caching_reason_;
   int64_t max_model_len_ = 0;
   int64_t next_arrival_ = 0;
+  std::vector<std::string> last_step_new_req_ids_;
+  int64_t last_step_num_tokens_ = 0;
 };
 
 }  // namespace vllm

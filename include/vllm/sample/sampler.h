@@ -3,7 +3,9 @@
 // Order of operations (vLLM v1's):
 //   1. logprobs / prompt logprobs are log_softmax of the RAW logits (before
 //      penalties and temperature), top-K plus the sampled token;
-//   2. min_tokens masks EOS and stop tokens;
+//   2. the logits processors: logit_bias, allowed_token_ids, bad words; then
+//      min_tokens masks EOS and stop tokens (when these leave no token at all,
+//      the raw logits of the allowed tokens are used);
 //   3. repetition (prompt + output), frequency and presence (output) penalties;
 //   4. temperature 0 -> argmax (first index on ties); otherwise logits / T,
 //      min_p, top-k, top-p, renormalise, draw from the request's generator.

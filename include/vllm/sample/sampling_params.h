@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vllm {
@@ -36,9 +37,22 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   std::optional<int> logprobs;         // top-K per generated token; -1 = whole vocabulary
   std::optional<int> prompt_logprobs;  // top-K per prompt position; -1 = whole vocabulary
+  // Logits processors (vLLM's), applied in this order before penalties; logprobs stay
+  // those of the raw logits:
+  //   logit_bias           (token id, bias in [-100, 100]) added to the token's logit;
+  //   allowed_token_ids    when not empty, every other token is masked;
+  //   bad_words_token_ids  token sequences never generated: the last token of one is
+  //                        masked whenever the output ends with the ones before it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<int32_t> allowed_token_ids;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   RequestOutputKind output_kind = RequestOutputKind::kCumulative;
 
   bool IsGreedy() const { return temperature < 1e-5; }
+  // Whether any of the logits processors above is set.
+  bool HasLogitsProcessors() const {
+    return !logit_bias.empty() || !allowed_token_ids.empty() || !bad_words_token_ids.empty();
+  }
   // Throws std::invalid_argument naming the field, its value and the allowed range.
   void Validate(int64_t vocab_size) const;
 };

@@ -82,11 +82,12 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // messages: array of message objects; tools: null or an array; extra_kwargs: null
-  // or an object of further template variables (e.g. {"enable_thinking": false}).
+  // or an object of further template variables (e.g. {"enable_thinking": false});
+  // documents: null or an array (retrieval documents, transformers' `documents`).
   // Thread-safe: a parsed template can render concurrently.
   std::string Render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                      bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
-                     const ChatTemplateTokens& tokens) const;
+                     const ChatTemplateTokens& tokens, const nlohmann::ordered_json& documents = nullptr) const;
 
  private:
   std::unique_ptr<const jinja::Template> template_;

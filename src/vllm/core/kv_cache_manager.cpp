@@ -60,6 +60,8 @@ std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Req
     if (!block) break;
     hits.push_back(*block);
   }
+  prefix_cache_queries_ += request.num_tokens();
+  prefix_cache_hits_ += static_cast<int64_t>(hits.size()) * config_.block_size;
   return {hits, static_cast<int64_t>(hits.size()) * config_.block_size};
 }
 

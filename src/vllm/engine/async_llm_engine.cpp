@@ -10,8 +10,26 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 
 }  // namespace
 
-FinishedRequestStats AsyncLLMEngine::LiveRequest::Finished(std::string finish_reason, Clock::time_point now) const {
-  return {std::move(finish_reason), Seconds(now - arrival), num_prompt_tokens, num_generation_tokens};
+FinishedRequestStats AsyncLLMEngine::LiveRequest::Finished(const std::string& id, std::string finish_reason,
+                                                           Clock::time_point now) const {
+  FinishedRequestStats f{.request_id = id,
+                         .user = user,
+                         .finish_reason = std::move(finish_reason),
+                         .e2e_latency_s = Seconds(now - arrival),
+                         .num_prompt_tokens = num_prompt_tokens,
+                         .num_generation_tokens = num_generation_tokens};
+  if (scheduled_time) {
+    f.scheduled = true;
+    f.queue_time_s = Seconds(*scheduled_time - arrival);
+    f.inference_time_s = Seconds(now - *scheduled_time);
+  }
+  if (scheduled_time && first_token_time) {
+    f.got_first_token = true;
+    f.prefill_time_s = Seconds(*first_token_time - *scheduled_time);
+    f.decode_time_s = Seconds(now - *first_token_time);
+    f.time_to_first_token_s = Seconds(*first_token_time - arrival);
+  }
+  return f;
 }
 
 void OutputQueue::Push(StreamItem item) {
@@ -72,6 +90,14 @@ void AsyncLLMEngine::Abort(std::vector<std::string> request_ids) {
   inbox_ready_.notify_one();
 }
 
+void AsyncLLMEngine::AbortAll() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    abort_all_ = true;
+  }
+  inbox_ready_.notify_one();
+}
+
 EngineStats AsyncLLMEngine::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;
@@ -82,16 +108,20 @@ void AsyncLLMEngine::Loop() {
   std::vector<Submission*> submissions;
   while (true) {
     std::vector<std::string> aborts;
+    bool abort_all = false;
     {
       std::unique_lock lock(inbox_mutex_);
-      inbox_ready_.wait(lock, [&] { return stopping_ || has_work || !submissions_.empty() || !aborts_.empty(); });
+      inbox_ready_.wait(
+          lock, [&] { return stopping_ || has_work || abort_all_ || !submissions_.empty() || !aborts_.empty(); });
       submissions.swap(submissions_);
       aborts.swap(aborts_);
+      abort_all = std::exchange(abort_all_, false);
       if (stopping_) break;
     }
     IterationStats iteration;
     try {
       ProcessAborts(aborts, iteration);
+      if (abort_all) AbortAllLive(iteration);
     } catch (const std::exception& e) {
       FailAll(std::string("the engine failed while aborting a request: ") + e.what(), iteration);
     }
@@ -117,8 +147,21 @@ void AsyncLLMEngine::ProcessAborts(const std::vector<std::string>& request_ids, 
     if (found == live_.end()) continue;  // finished before the abort arrived
     engine_->AbortRequest(id);
     const LiveRequest& r = found->second;
-    iteration.finished_requests.push_back(r.Finished("abort", now));
+    iteration.finished_requests.push_back(r.Finished(id, "abort", now));
     live_.erase(found);
+  }
+}
+
+void AsyncLLMEngine::AbortAllLive(IterationStats& iteration) {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : live_) ids.push_back(id);
+  for (const std::string& id : ids) {
+    std::optional<RequestOutput> output = engine_->AbortRequest(id);
+    if (output) {
+      Dispatch(std::move(*output), iteration);  // finished: counted and handed to its queue
+    } else {
+      live_.erase(id);
+    }
   }
 }
 
@@ -129,7 +172,7 @@ void AsyncLLMEngine::Admit(Submission& submission) {
       const auto num_prompt_tokens = static_cast<int64_t>(r.prompt_token_ids.size());
       engine_->AddRequest(r.request_id, std::move(r.prompt_token_ids), r.params);
       added.push_back(r.request_id);
-      live_[r.request_id] = {submission.queue, submission.arrival, std::nullopt, num_prompt_tokens, 0};
+      live_[r.request_id] = {submission.queue, submission.arrival, std::nullopt, num_prompt_tokens, 0, r.user, {}, {}};
     }
   } catch (...) {
     // All or nothing: the requests admitted before the rejected one never run.
@@ -144,8 +187,16 @@ void AsyncLLMEngine::Admit(Submission& submission) {
 }
 
 void AsyncLLMEngine::StepOnce(IterationStats& iteration) {
+  iteration.stepped = true;
   try {
-    for (RequestOutput& output : RunEngineStep(*engine_)) Dispatch(std::move(output), iteration);
+    const Clock::time_point step_start = Clock::now();  // when the step's new requests were scheduled
+    std::vector<RequestOutput> outputs = RunEngineStep(*engine_);
+    for (const std::string& id : engine_->last_step_new_req_ids()) {
+      if (auto found = live_.find(id); found != live_.end() && !found->second.scheduled_time) {
+        found->second.scheduled_time = step_start;
+      }
+    }
+    for (RequestOutput& output : outputs) Dispatch(std::move(output), iteration);
   } catch (const std::exception& e) {
     FailAll(std::string("the engine failed while running this request: ") + e.what(), iteration);
   }
@@ -159,6 +210,7 @@ void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {
   const auto num_new = static_cast<int64_t>(output.new_token_ids.size());
   if (num_new > 0) {
     if (!r.last_token_time) {
+      r.first_token_time = now;
       iteration.time_to_first_tokens_s.push_back(Seconds(now - r.arrival));
       iteration.num_prompt_tokens += r.num_prompt_tokens;
     } else {
@@ -170,7 +222,7 @@ void AsyncLLMEngine::Dispatch(RequestOutput output, IterationStats& iteration) {
   }
   std::shared_ptr<OutputQueue> queue = r.queue;
   if (output.finished) {
-    iteration.finished_requests.push_back(r.Finished(output.finish_reason, now));
+    iteration.finished_requests.push_back(r.Finished(output.request_id, output.finish_reason, now));
     live_.erase(found);
   }
   outbox_.emplace_back(std::move(queue), StreamItem{std::move(output), std::nullopt});
@@ -184,7 +236,7 @@ void AsyncLLMEngine::FailAll(const std::string& error, IterationStats& iteration
     } catch (const std::exception&) {
       // The request is reported failed either way; its state is being torn down.
     }
-    iteration.finished_requests.push_back(r.Finished("error", now));
+    iteration.finished_requests.push_back(r.Finished(id, "error", now));
     StreamItem item;
     item.output.request_id = id;
     item.error = error;

@@ -214,14 +214,21 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
   outputs_->AddRequest(request_id, prompt_token_ids, params);
 }
 
-void LLMEngine::AbortRequest(const std::string& request_id) {
+std::optional<RequestOutput> LLMEngine::AbortRequest(const std::string& request_id) {
   scheduler_->finish_requests({request_id}, RequestStatus::kFinishedAborted);  // the runner frees it next step
-  outputs_->Abort(request_id);
+  if (!outputs_->Has(request_id)) return std::nullopt;
+  RequestOutput output = outputs_->Finish(request_id, "abort");
+  output.finished = true;
+  output.finish_reason = "abort";
+  return output;
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
+  last_step_new_req_ids_.clear();
+  for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
+  last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
   RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.empty()) return results;
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
@@ -254,7 +261,11 @@ EngineStats LLMEngine::stats() const {
           .kv_cache_usage = scheduler_->kv_cache_manager().get_usage(),
           .num_kv_blocks = cache_config_.num_blocks,
           .num_state_slots = cache_config_.num_state_slots,
-          .max_model_len = max_model_len_};
+          .max_model_len = max_model_len_,
+          .prefix_cache_queries = scheduler_->kv_cache_manager().prefix_cache_queries(),
+          .prefix_cache_hits = scheduler_->kv_cache_manager().prefix_cache_hits(),
+          .prefix_caching = cache_config_.enable_prefix_caching,
+          .block_size = config_.block_size};
 }
 
 }  // namespace vllm

@@ -34,6 +34,7 @@ class OutputProcessor {
   RequestOutput Snapshot(const std::string& request_id);
   // Forgets the request without building its output (nothing when it is unknown).
   void Abort(const std::string& request_id);
+  bool Has(const std::string& request_id) const { return states_.count(request_id) > 0; }
 
  private:
   struct State {

@@ -8,7 +8,10 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddOption("dtype", "activation dtype: auto, float32, bfloat16, float16", "auto");
   cli.AddOption("max-num-seqs", "most requests running at once", "256");
   cli.AddOption("max-num-batched-tokens", "token budget of one engine step", "2048");
-  cli.AddOption("max-model-len", "longest prompt + output (default: the model's, capped by the KV cache)", "0");
+  cli.AddOption("max-model-len",
+                "longest prompt + output, also as a size: 32k = 32000, 32K = 32768 (default: the model's, capped by "
+                "the KV cache)",
+                "0");
   cli.AddOption("block-size", "tokens per KV cache block", "16");
   cli.AddOption("num-gpu-blocks-override", "number of KV cache blocks, on any device (skips memory sizing)");
   cli.AddOption("gpu-memory-utilization", "share of GPU memory the engine may use", "0.9");
@@ -29,7 +32,7 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.dtype = cli.GetString("dtype");
   c.max_num_seqs = cli.GetInt("max-num-seqs");
   c.max_num_batched_tokens = cli.GetInt("max-num-batched-tokens");
-  c.max_model_len = cli.GetInt("max-model-len");
+  c.max_model_len = cli.GetHumanInt("max-model-len");
   c.block_size = cli.GetInt("block-size");
   if (cli.WasGiven("num-gpu-blocks-override")) c.num_gpu_blocks_override = cli.GetInt("num-gpu-blocks-override");
   c.gpu_memory_utilization = cli.GetDouble("gpu-memory-utilization");

@@ -1,16 +1,25 @@
 // `vllm-cpp serve MODEL`: the OpenAI-compatible server (vLLM's `vllm serve`).
 //
-//   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
+//   vllm-cpp serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME...]
 //                        [--api-key KEY] [--chat-template FILE] [--limit-concurrency N]
 //                        [--max-prompt-bytes N] [--generation-config auto|vllm|FOLDER]
 //                        [engine flags...]
 //
 // Loads the model, binds, prints one line saying where it listens, then logs one line
-// per request on stderr until SIGINT or SIGTERM, which stop it cleanly.
+// per request on stderr until SIGINT or SIGTERM: running requests get --shutdown-timeout
+// seconds to finish, then are aborted; the exit status is 0. A second signal exits at once.
+// `serve --model MODEL` is the same as `serve MODEL`.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "vllm/entrypoints/cli_args.h"
@@ -43,25 +52,79 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
+// The first signal starts the graceful shutdown (ApiServer::Shutdown) on a thread of
+// its own; a second one, while that runs, exits at once with 128 + the signal.
 class SignalWaiter {
  public:
-  SignalWaiter(sigset_t signals, openai::ApiServer& server)
-      : signals_(signals), waiter_([this, &server] {
+  SignalWaiter(sigset_t signals, openai::ApiServer& server, std::chrono::milliseconds timeout)
+      : signals_(signals), waiter_([this, &server, timeout] {
           int signal_number = 0;
           sigwait(&signals_, &signal_number);
-          server.Stop();
+          if (done_) return;
+          std::fprintf(stderr,
+                       "vllm-cpp serve: %s: shutting down; running requests get %.1f s to finish (send the signal "
+                       "again to exit now)\n",
+                       strsignal(signal_number), static_cast<double>(timeout.count()) / 1000);
+          std::thread draining([&server] { server.Shutdown(); });
+          sigwait(&signals_, &signal_number);
+          if (!done_) {
+            std::fprintf(stderr, "vllm-cpp serve: %s again: exiting now\n", strsignal(signal_number));
+            std::_Exit(128 + signal_number);
+          }
+          draining.join();
         }) {}
-  // Wakes the waiter when no signal came (the server stopped otherwise); the server
+  // Wakes the waiter, which ends (a signal meanwhile changes nothing); the server
   // outlives this object.
   ~SignalWaiter() {
+    done_ = true;
     pthread_kill(waiter_.native_handle(), SIGTERM);
     waiter_.join();
   }
 
  private:
   sigset_t signals_;
+  std::atomic<bool> done_{false};
   std::thread waiter_;
 };
+
+// The dtype holding most of the checkpoint's weight bytes ("bf16", "q8_0", ...).
+std::string WeightFormat(const LoadedModel& loaded) {
+  std::map<std::string, int64_t> bytes;
+  for (const auto& [name, t] : loaded.weights.all()) bytes[vt::DTypeName(t.dtype())] += vt::BytesFor(t.dtype(), t.numel());
+  const auto most = std::max_element(bytes.begin(), bytes.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  return most == bytes.end() ? "none" : most->first;
+}
+
+// What the startup line says about the engine: on what, with how much KV cache.
+std::string EngineSummary(const LLMEngine& engine) {
+  const CachePlan& plan = engine.cache_plan();
+  const EngineStats stats = engine.stats();
+  const EngineConfig& c = engine.config();
+  char line[1024];
+  std::snprintf(line, sizeof(line),
+                "device %s, dtype %s, weights %s; KV cache %lld tokens (%.2f GiB), maximum concurrency "
+                "%.2f at max_model_len %lld; prefix caching %s",
+                c.device.ToString().c_str(),
+                vt::DTypeName(ResolveActivationDtype(c.dtype, engine.model_config(), c.device)),
+                WeightFormat(engine.loaded_model()).c_str(), static_cast<long long>(plan.num_tokens()),
+                static_cast<double>(plan.kv_bytes + plan.state_bytes) / (1 << 30), plan.max_concurrency(stats.max_model_len),
+                static_cast<long long>(stats.max_model_len), engine.prefix_caching_reason().c_str());
+  return line;
+}
+
+// Loading progress, redrawn in place: only on a terminal (a log file gets no bar).
+std::function<void(int64_t, int64_t)> LoadProgress(const std::string& model) {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [model](int64_t done, int64_t total) {
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+    std::fprintf(stderr, "\rvllm-cpp serve: loading %s [%s%s] %lld/%lld%s", model.c_str(), std::string(filled, '=').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done), static_cast<long long>(total),
+                 done == total ? "\n" : "");
+    std::fflush(stderr);
+  };
+}
 
 }  // namespace
 
@@ -77,15 +140,14 @@ int RunServeCommand(const CommandArgs& args) {
   server_config.sampling_defaults = SamplingDefaultsFromArgs(
       cli, model, [](const std::string& line) { std::fprintf(stderr, "vllm-cpp serve: %s\n", line.c_str()); });
 
-  auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model));
-  const EngineStats stats = engine->stats();
+  auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model), LoadProgress(model));
+  const std::string summary = EngineSummary(*engine);  // before the engine loop runs
   openai::ApiServer server(std::move(engine), server_config);
   const int port = server.Bind();
-  std::fprintf(stderr, "vllm-cpp serve: %s on http://%s:%d (max_model_len %lld, %lld KV blocks)\n", model.c_str(),
-               server_config.host.c_str(), port, static_cast<long long>(stats.max_model_len),
-               static_cast<long long>(stats.num_kv_blocks));
+  std::fprintf(stderr, "vllm-cpp serve: %s on http://%s:%d: %s\n", model.c_str(), server_config.host.c_str(), port,
+               summary.c_str());
   {
-    SignalWaiter waiter(stop_signals, server);
+    SignalWaiter waiter(stop_signals, server, server_config.shutdown_timeout);
     server.Serve();
   }
   std::fprintf(stderr, "vllm-cpp serve: stopped\n");

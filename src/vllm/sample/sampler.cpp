@@ -46,6 +46,29 @@ void MaskStopTokensBeforeMinTokens(std::vector<float>& logits, const Request& r)
   for (int32_t t : p.stop_token_ids) logits[t] = kNegInf;
 }
 
+// Every token outside a non-empty allowed_token_ids becomes -inf.
+void MaskDisallowed(std::vector<float>& logits, const std::vector<int32_t>& allowed_token_ids) {
+  if (allowed_token_ids.empty()) return;
+  std::vector<float> allowed(logits.size(), kNegInf);
+  for (int32_t id : allowed_token_ids) allowed[id] = logits[id];
+  logits.swap(allowed);
+}
+
+// logit_bias, allowed_token_ids and bad words (SamplingParams' logits processors).
+void ApplyLogitsProcessors(std::vector<float>& logits, const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
+  MaskDisallowed(logits, p.allowed_token_ids);
+  const std::vector<int32_t>& output = r.output_token_ids();
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    const size_t prefix = word.size() - 1;
+    if (prefix > output.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, output.end() - static_cast<std::ptrdiff_t>(prefix))) {
+      logits[word.back()] = kNegInf;
+    }
+  }
+}
+
 int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
@@ -120,14 +143,20 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r);
+  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors();
 }
 
 SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {
   const SamplingParams& p = r.sampling_params;
   SampleResult result;
   std::vector<float> logits(raw_logits, raw_logits + vocab);
+  ApplyLogitsProcessors(logits, r);
   MaskStopTokensBeforeMinTokens(logits, r);
+  if (*std::max_element(logits.begin(), logits.end()) == kNegInf) {
+    // The masks left nothing (a bad word or min_tokens covering every allowed token).
+    logits.assign(raw_logits, raw_logits + vocab);
+    MaskDisallowed(logits, p.allowed_token_ids);
+  }
   ApplyPenalties(logits, r);
   if (p.IsGreedy()) {
     result.token_id = Argmax(logits);

@@ -33,6 +33,20 @@ void SamplingParams::Validate(int64_t vocab_size) const {
       Bad("stop_token_ids", std::to_string(id), "token ids below the vocabulary size " + std::to_string(vocab_size));
     }
   }
+  const auto check_id = [&](const char* field, int32_t id) {
+    if (id < 0 || id >= vocab_size) {
+      Bad(field, std::to_string(id), "token ids below the vocabulary size " + std::to_string(vocab_size));
+    }
+  };
+  for (const auto& [id, bias] : logit_bias) {
+    check_id("logit_bias", id);
+    if (!(bias >= -100 && bias <= 100)) Bad("logit_bias", std::to_string(bias), "biases in [-100, 100]");
+  }
+  for (int32_t id : allowed_token_ids) check_id("allowed_token_ids", id);
+  for (const std::vector<int32_t>& word : bad_words_token_ids) {
+    if (word.empty()) Bad("bad_words", "a word of no tokens", "words of at least one token");
+    for (int32_t id : word) check_id("bad_words", id);
+  }
   for (const std::string& s : stop) {
     if (s.empty()) Bad("stop", "an empty string", "non-empty strings");
   }

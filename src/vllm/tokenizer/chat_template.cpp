@@ -33,7 +33,7 @@ jinja::Value ConvertInput(const nlohmann::ordered_json& json, const char* what) 
 // add_generation_prompt, the special tokens, then the extra keyword arguments.
 jinja::ValueDict BuildContext(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                               bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
-                              const ChatTemplateTokens& tokens) {
+                              const ChatTemplateTokens& tokens, const nlohmann::ordered_json& documents) {
   if (!messages.is_array()) BadInput(std::string("messages must be a JSON array, got ") + messages.type_name());
   if (!tools.is_null() && !tools.is_array()) BadInput(std::string("tools must be null or an array, got ") + tools.type_name());
   for (const auto& tool : tools.is_array() ? tools : nlohmann::ordered_json::array()) {
@@ -45,7 +45,10 @@ jinja::ValueDict BuildContext(const nlohmann::ordered_json& messages, const nloh
   jinja::ValueDict context;
   context.Set("messages", ConvertInput(messages, "messages"));
   context.Set("tools", ConvertInput(tools, "tools"));
-  context.Set("documents", jinja::Value::None());
+  if (!documents.is_null() && !documents.is_array()) {
+    BadInput(std::string("documents must be null or an array, got ") + documents.type_name());
+  }
+  context.Set("documents", documents.is_null() ? jinja::Value::None() : ConvertInput(documents, "documents"));
   context.Set("add_generation_prompt", jinja::Value::Bool(add_generation_prompt));
   const std::pair<const char*, const std::optional<std::string>*> special[] = {
       {"bos_token", &tokens.bos_token}, {"eos_token", &tokens.eos_token},
@@ -78,8 +81,8 @@ ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 std::string ChatTemplate::Render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                  bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
-                                 const ChatTemplateTokens& tokens) const {
-  return template_->Render(BuildContext(messages, tools, add_generation_prompt, extra_kwargs, tokens));
+                                 const ChatTemplateTokens& tokens, const nlohmann::ordered_json& documents) const {
+  return template_->Render(BuildContext(messages, tools, add_generation_prompt, extra_kwargs, tokens, documents));
 }
 
 }  // namespace vllm

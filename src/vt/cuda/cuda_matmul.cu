@@ -105,8 +105,9 @@ void DequantCublasMatMul(const MatMulArgs& a) {
 
 void MatMulCuda(const MatMulArgs& a) {
   const MatMulShape shape = DescribeMatMul(a, CublasAccepts(a));
-  const MatMulKernel kernel =
-      ApplySkinnyVariant(ChooseMatMul(shape), shape, tuning::Variant(kSkinnyVariantFamily));
+  const MatMulKernel kernel = ApplyBlockVariant(
+      ApplySkinnyVariant(ChooseMatMul(shape), shape, tuning::Variant(kSkinnyVariantFamily)), shape,
+      tuning::Variant(kBlockVariantFamily));
   if (kernel == MatMulKernel::kVendorBlas) {
     CublasMatMul(a);
   } else if (kernel == MatMulKernel::kDequantVendorBlas) {

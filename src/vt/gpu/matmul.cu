@@ -319,12 +319,17 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   shape.rows_16_byte_aligned = !shape.weight_is_block && RowsAligned(a.x) && RowsAligned(a.w);
   shape.weight_is_16_bit = a.w.dtype() == DType::kF16 || a.w.dtype() == DType::kBF16;
   shape.quant_gemv_accepts = shape.weight_is_block && QuantGemvAccepts(a);
+  shape.quant_mma_accepts = shape.weight_is_block && QuantMmaAccepts(a);
   return shape;
 }
 
 void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
   if (kernel == MatMulKernel::kQuantGemv) {
     RunQuantGemv(a);
+    return;
+  }
+  if (kernel == MatMulKernel::kQuantMma) {
+    RunQuantMma(a);
     return;
   }
   gpuStream_t stream = PrepareDevice(a.out.device());

@@ -20,6 +20,9 @@ void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
 bool QuantLanesRead(const Tensor& w);
 bool QuantGemvAccepts(const MatMulArgs& args);
 void RunQuantGemv(const MatMulArgs& args);
+// matmul_quant_mma.cu: whether kQuantMma takes a MatMul (false on HIP); the kernel.
+bool QuantMmaAccepts(const MatMulArgs& args);
+void RunQuantMma(const MatMulArgs& args);
 // x [M, K] float (strided rows, K a multiple of 32) quantized to XBlocks
 // (gpu_quant_dot.cuh), returned as an i32 tensor [M, K / 32, 10] holding them.
 Tensor QuantizeActivations(const Tensor& x);

@@ -18,6 +18,11 @@
 //                         (few registers, so full occupancy), four 16-byte weight
 //                         loads in flight per lane, and a grid of the device's
 //                         resident warps walking the columns.
+//   kQuantMma             CUDA, block weights the int8 tensor-core tiles decode
+//                         (Q8_0, Q4_0, Q4_K, Q5_K) from kQuantGemvMaxRows + 1 to
+//                         kQuantMmaMaxRows rows: x quantized per 32 values, each
+//                         weight block decoded once per row tile into int8 in shared
+//                         memory, mma.m16n8k32 (matmul_quant_mma.cu, quant_mma.cuh).
 //   kTiledShared          anything else: 64x64 output tiles, 16-deep k slices of x
 //                         and w staged in shared memory as f32 (block-format
 //                         weights decoded on the way in), 4x4 outputs per thread.
@@ -47,6 +52,7 @@ enum class MatMulKernel {
   kTiledShared,
   kVendorBlas,
   kDequantVendorBlas,
+  kQuantMma,
 };
 
 struct MatMulShape {
@@ -57,6 +63,7 @@ struct MatMulShape {
   bool rows_16_byte_aligned = false;  // every row of x and w starts on 16 bytes and K fills whole 16-byte vectors
   bool weight_is_16_bit = false;      // f16 or bf16 weights
   bool quant_gemv_accepts = false;    // a block format kQuantGemv decodes, rows aligned as it reads them
+  bool quant_mma_accepts = false;     // a block format kQuantMma decodes, on a device with mma.sync (CUDA)
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
@@ -65,6 +72,15 @@ inline constexpr int64_t kSkinnyMaxRows = 8;
 // from 9 to 64 rows; bench/README.md); the GEMV's time grows with the rows (its
 // x loads and dp4a per row), the dense route's hardly.
 inline constexpr int64_t kQuantGemvMaxRows = 8;
+// From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
+// the weights for cuBLAS: they read each weight block once per row tile and never
+// write a decoded copy. Measured on the H200 (Q8_0 24576 x 4096, vt_gpu_bench):
+// 16 rows 103 us against 202; the 64-row tiles stay near 80 TFLOP/s (17 rows 164
+// against 202, 64 rows 186 against 205, 256 rows 655 against 226), so from 17 rows
+// cuBLAS's tiles on the decoded weights are as fast or faster.
+inline constexpr int64_t kQuantMmaMaxRows = 16;
+// Up to here the tiles are 16 rows (one warp row), above 64 (matmul_quant_mma.cu).
+inline constexpr int64_t kQuantMmaSmallTileRows = 16;
 // Below this many multiply-adds our tiled kernel is as fast as a library call, and
 // keeping it on the route keeps it exercised on CUDA too.
 inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
@@ -73,6 +89,7 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.weight_is_block) {
     if (s.quant_gemv_accepts && s.m <= kQuantGemvMaxRows) return MatMulKernel::kQuantGemv;
     if (s.m <= kSkinnyMaxRows) return MatMulKernel::kSkinnyWarpPerColumn;
+    if (s.quant_mma_accepts && s.m <= kQuantMmaMaxRows) return MatMulKernel::kQuantMma;
     return s.vendor_blas_available ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared;
   }
   if (s.m <= kSkinnyMaxRows) {
@@ -121,6 +138,29 @@ inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s
                 std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight, quant_gemv)");
   }
   return s.m <= max_rows && accepted ? forced : chosen;
+}
+
+// The vt::tuning family whose override picks the route of block weights above the
+// skinny rows, for the benchmarks that place kQuantMmaMaxRows:
+//   "quant_mma"     kQuantMma (where quant_mma_accepts)
+//   "dequant_blas"  kDequantVendorBlas (where a vendor library is available)
+inline constexpr std::string_view kBlockVariantFamily = "gpu.matmul_block";
+
+inline MatMulKernel ApplyBlockVariant(MatMulKernel chosen, const MatMulShape& s, std::string_view variant) {
+  if (variant.empty()) return chosen;
+  MatMulKernel forced;
+  bool accepted;
+  if (variant == "quant_mma") {
+    forced = MatMulKernel::kQuantMma;
+    accepted = s.quant_mma_accepts;
+  } else if (variant == "dequant_blas") {
+    forced = MatMulKernel::kDequantVendorBlas;
+    accepted = s.vendor_blas_available;
+  } else {
+    throw Error("vt::MatMul: unknown variant '" + std::string(variant) + "' forced for " +
+                std::string(kBlockVariantFamily) + " (known: quant_mma, dequant_blas)");
+  }
+  return s.weight_is_block && s.m > kSkinnyMaxRows && accepted ? forced : chosen;
 }
 
 }  // namespace vt::gpu

@@ -213,15 +213,19 @@ template <typename T>
 using LaneOf = std::conditional_t<std::is_pointer_v<T>, void, T>;
 
 // Whether the grouped kernels run (moe_grouped.cu): by default where they take the
-// operands and there are at least kGroupedMinPairsPerExpert pairs per expert on
-// average. On the H200 with the 35B-A3B shape in Q8_0 (256 experts, 8 per token) the
-// grouped kernels took a 2048-token prompt (64 pairs an expert) from 2,328 to 4,074
-// tokens/s, but were slower at 16 pairs an expert (a 512-token prompt: 1,823 against
-// 2,084) and at 2 (64-sequence decode steps: 703 against 1,531 total tokens/s): they
-// decode each expert's rows once per 64-pair tile element by element, where the
-// per-pair kernels' int8 lanes read a row per pair. vt::tuning family
+// operands and the experts average at least kGroupedMinPairsPerExpert pairs (bf16
+// tiles) or kGroupedInt8MinPairsPerExpert (int8 tiles). On the H200 with the
+// 35B-A3B shape in Q8_0 (256 experts, 8 per token) the bf16 tiles took a 2048-token
+// prompt (64 pairs an expert) from 2,328 to 4,074 tokens/s, but were slower at 16
+// pairs an expert (a 512-token prompt: 1,823 against 2,084) and at 2 (64-sequence
+// decode steps: 703 against 1,531 total tokens/s): they decode each expert's rows
+// element by element, where the per-pair kernels' int8 lanes read a row per pair.
+// The int8 tiles decode a weight block once per tile to int8 with word loads, so
+// they read each touched expert once where the per-pair kernels read it once per
+// pair: they run from one pair an expert on average. vt::tuning family
 // "gpu.moe_experts" forces "grouped" (where supported) or "per_pair".
 constexpr int64_t kGroupedMinPairsPerExpert = 32;  // between the measured 16 (slower) and 64 (faster)
+constexpr int64_t kGroupedInt8MinPairsPerExpert = 1;
 
 bool UseGroupedExperts(const MoeExpertsArgs& a) {
   const std::string variant = tuning::Variant("gpu.moe_experts");
@@ -229,7 +233,8 @@ bool UseGroupedExperts(const MoeExpertsArgs& a) {
     throw Error("vt::MoeExperts: unknown variant '" + variant + "' forced for gpu.moe_experts (known: grouped, per_pair)");
   }
   if (variant == "per_pair" || !MoeGroupedSupported(a)) return false;
-  return variant == "grouped" || a.topk_ids.numel() >= kGroupedMinPairsPerExpert * a.w_gate.size(0);
+  const int64_t min_pairs = MoeGroupedInt8(a) ? kGroupedInt8MinPairsPerExpert : kGroupedMinPairsPerExpert;
+  return variant == "grouped" || a.topk_ids.numel() >= min_pairs * a.w_gate.size(0);
 }
 
 void MoeExpertsGpu(const MoeExpertsArgs& a) {

@@ -22,13 +22,20 @@
 //   5. GroupedGemm (down): the same with hidden as the rows and w_down, writing each
 //      pair's down projection to y [T k, H] (f32).
 //   6. CombinePairs: out[t] = sum_j w[t, j] y[t k + j] in j order (deterministic).
-// HIP has no mma.sync: MoeGroupedSupported is false there and moe.cu keeps its
-// per-pair kernels.
+// Q8_0, Q4_0, Q4_K and Q5_K weights take the int8 form of steps 4 and 5
+// (GroupedQmma: the tiles of quant_mma.cuh, x and hidden quantized per 32 values,
+// each weight block decoded once per tile straight to int8, 16-pair tiles when
+// experts average fewer than 16 pairs). HIP has no mma.sync: MoeGroupedSupported
+// is false there and moe.cu keeps its per-pair kernels.
 #include <type_traits>
+
+#include "vt/reach.h"
 
 #include "gpu_dot.cuh"
 #include "gpu_mma.cuh"
+#include "matmul.h"
 #include "moe_grouped.h"
+#include "quant_mma.cuh"
 
 namespace vt::gpu {
 
@@ -72,14 +79,15 @@ __global__ void CountPairs(const int32_t* ids, int64_t pairs, int64_t experts, i
 }
 
 // One thread: E is a few hundred at most, and this runs once per layer.
-__global__ void ScanExperts(const int32_t* counts, int64_t experts, int32_t* offsets, int32_t* tile_starts) {
+__global__ void ScanExperts(const int32_t* counts, int64_t experts, int tile_rows, int32_t* offsets,
+                            int32_t* tile_starts) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   int32_t offset = 0, tiles = 0;
   for (int64_t e = 0; e < experts; ++e) {
     offsets[e] = offset;
     tile_starts[e] = tiles;
     offset += counts[e];
-    tiles += (counts[e] + kGroupRows - 1) / kGroupRows;
+    tiles += (counts[e] + tile_rows - 1) / tile_rows;
   }
   offsets[experts] = offset;
   tile_starts[experts] = tiles;
@@ -187,6 +195,64 @@ __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
   }
 }
 
+// The int8 tensor-core form of GroupedGemm for the formats quant_mma.cuh decodes:
+// a tile is up to 16 kWarpsM pairs of one expert, its rows the quantized x of the
+// pairs' tokens (gate|up) or the pairs' quantized hidden rows (down).
+struct GroupedQmmaParams {
+  const XBlock* a;         // gate|up: x quantized [T, H / 32]; down: hidden quantized [T k, I / 32]
+  bool a_by_token;
+  const uint8_t* w0;       // gate (or down), expert 0
+  const uint8_t* w1;       // up, or null
+  int64_t w0_expert_bytes, w1_expert_bytes, w_row_bytes;
+  const int32_t* sorted_pairs;
+  const int32_t* expert_offsets;  // [E + 1]
+  const int32_t* tile_starts;     // [E + 1], in tiles of 16 kWarpsM pairs
+  int64_t experts, k, n, kblocks;
+  float* out;  // gate|up: hidden [T k, n] = silu(gate) * up; down: y [T k, n]
+};
+
+template <DType kW, int kWarpsM, bool kTwo>
+__global__ void __launch_bounds__(kQmmaThreads) GroupedQmma(GroupedQmmaParams p) {
+  using Shared = QmmaShared<kWarpsM, kTwo>;
+  using Acc = QmmaAccumulators<kWarpsM, kTwo>;
+  constexpr int kRows = Shared::kRows;
+  __shared__ Shared sh;
+  __shared__ int32_t pairs[kRows], a_rows[kRows];
+  const int64_t tile = blockIdx.x;
+  if (tile >= p.tile_starts[p.experts]) return;  // uniform: past the last tile
+  const int64_t e = ExpertOfTile(p.tile_starts, p.experts, tile);
+  const int64_t first = p.expert_offsets[e] + (tile - p.tile_starts[e]) * kRows;
+  const int64_t count = p.expert_offsets[e + 1] - first < kRows ? p.expert_offsets[e + 1] - first : kRows;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kQmmaCols;
+  for (int r = static_cast<int>(threadIdx.x); r < kRows; r += kQmmaThreads) {
+    const int32_t pair = r < count ? p.sorted_pairs[first + r] : -1;
+    pairs[r] = pair;
+    a_rows[r] = pair < 0 ? -1 : (p.a_by_token ? static_cast<int32_t>(pair / p.k) : pair);
+  }
+  QmmaOperands op{};
+  op.x = p.a;
+  op.x_row_blocks = p.kblocks;
+  op.w[0] = p.w0 + e * p.w0_expert_bytes;
+  op.w[1] = kTwo ? p.w1 + e * p.w1_expert_bytes : nullptr;
+  op.w_row_bytes = p.w_row_bytes;
+  op.columns = p.n;
+  op.kblocks = p.kblocks;
+  Acc acc;
+  QmmaAccumulate<kW, kWarpsM, kTwo>(op, a_rows, n0, sh, acc);
+#pragma unroll
+  for (int t = 0; t < Acc::kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int32_t pair = pairs[Acc::Row(i)];
+      const int64_t n = n0 + Acc::Column(t, i);
+      if (pair < 0 || n >= p.n) continue;
+      float value = acc.c[0][t][i];
+      if constexpr (kTwo) value = Silu(value) * acc.c[1][t][i];
+      p.out[static_cast<int64_t>(pair) * p.n + n] = value;
+    }
+  }
+}
+
 // out[t, n] = sum_j w[t, j] * y[t k + j, n] over the valid choices, in j order.
 template <typename X>
 __global__ void CombinePairs(const float* y, const float* weights, const int32_t* ids, int64_t tokens, int64_t k,
@@ -239,10 +305,69 @@ bool MoeGroupedSupported(const MoeExpertsArgs& a) {
          a.w_gate.stride(1) == a.w_up.stride(1) && a.x.stride(1) == 1;
 }
 
+bool MoeGroupedInt8(const MoeExpertsArgs& a) {
+  const DType w = a.w_gate.dtype();
+  return MoeGroupedSupported(a) && DispatchQmmaWeight(w, [](auto) {}) && QuantLanesRead(a.w_gate) &&
+         QuantLanesRead(a.w_up) && QuantLanesRead(a.w_down) && reinterpret_cast<uintptr_t>(a.w_gate.data()) % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(a.w_up.data()) % 2 == 0 && reinterpret_cast<uintptr_t>(a.w_down.data()) % 2 == 0;
+}
+
+namespace {
+
+// The int8 route: 16-pair tiles while an expert averages fewer than
+// kQmmaLargeTilePairs pairs (decode steps, short prompts: a 64-pair tile would run
+// three idle warps), 64-pair tiles from there.
+constexpr int64_t kQmmaLargeTilePairs = 16;
+
+template <DType kW, int kWarpsM>
+void LaunchGroupedQmma(const GroupedQmmaParams& p, bool two, int64_t max_tiles, gpuStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(max_tiles), GridFor(p.n, kQmmaCols, "MoeExperts"));
+  if (two) GroupedQmma<kW, kWarpsM, true><<<grid, kQmmaThreads, 0, stream>>>(p);
+  else GroupedQmma<kW, kWarpsM, false><<<grid, kQmmaThreads, 0, stream>>>(p);
+}
+
+// gate|up then down on the int8 tiles; hidden and y as the bf16 route.
+void RunGroupedInt8(const MoeExpertsArgs& a, const GroupedParams& sorted, int tile_rows, int64_t max_tiles,
+                    const Tensor& hidden, const Tensor& y, gpuStream_t stream) {
+  const Tensor x_blocks = QuantizeActivations(a.x);
+  const DType w = a.w_gate.dtype();
+  GroupedQmmaParams p{};
+  p.sorted_pairs = sorted.sorted_pairs;
+  p.expert_offsets = sorted.expert_offsets;
+  p.tile_starts = sorted.tile_starts;
+  p.experts = sorted.experts;
+  p.k = sorted.k;
+  DispatchQmmaWeight(w, [&](auto tag) {
+    constexpr DType kW = decltype(tag)::value;
+    const auto launch = [&](const GroupedQmmaParams& q, bool two) {
+      if (tile_rows == 16) LaunchGroupedQmma<kW, 1>(q, two, max_tiles, stream);
+      else LaunchGroupedQmma<kW, 4>(q, two, max_tiles, stream);
+    };
+    GroupedQmmaParams up = p;
+    up.a = static_cast<const XBlock*>(x_blocks.data()), up.a_by_token = true;
+    up.w0 = static_cast<const uint8_t*>(a.w_gate.data()), up.w1 = static_cast<const uint8_t*>(a.w_up.data());
+    up.w0_expert_bytes = BytesFor(w, a.w_gate.stride(0)), up.w1_expert_bytes = BytesFor(w, a.w_up.stride(0));
+    up.w_row_bytes = BytesFor(w, a.w_gate.stride(1));
+    up.n = a.w_gate.size(1), up.kblocks = a.x.size(1) / kXBlockValues, up.out = hidden.data_ptr<float>();
+    launch(up, true);
+    const Tensor hidden_blocks = QuantizeActivations(hidden);
+    GroupedQmmaParams down = p;
+    down.a = static_cast<const XBlock*>(hidden_blocks.data()), down.a_by_token = false;
+    down.w0 = static_cast<const uint8_t*>(a.w_down.data()), down.w1 = nullptr;
+    down.w0_expert_bytes = BytesFor(w, a.w_down.stride(0)), down.w_row_bytes = BytesFor(w, a.w_down.stride(1));
+    down.n = a.x.size(1), down.kblocks = a.w_gate.size(1) / kXBlockValues, down.out = y.data_ptr<float>();
+    launch(down, false);
+  });
+}
+
+}  // namespace
+
 void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
   const Device device = a.x.device();
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1), pairs = tokens * k;
   const int64_t experts = a.w_gate.size(0), hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
+  const bool int8 = MoeGroupedInt8(a);
+  const int tile_rows = !int8 || pairs >= kQmmaLargeTilePairs * experts ? kGroupRows : 16;
   const Tensor counts = Tensor::Zeros({experts}, DType::kI32, device);
   const Tensor slots = Tensor::Empty({pairs}, DType::kI32, device);
   const Tensor offsets = Tensor::Empty({experts + 1}, DType::kI32, device);
@@ -252,13 +377,13 @@ void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
   const unsigned pair_blocks = GridFor(pairs, kElementwiseThreads, "MoeExperts");
   CountPairs<<<pair_blocks, kElementwiseThreads, 0, stream>>>(ids, pairs, experts, k, counts.data_ptr<int32_t>(),
                                                               slots.data_ptr<int32_t>(), BadIndexRecordFor(device));
-  ScanExperts<<<1, 32, 0, stream>>>(counts.data_ptr<int32_t>(), experts, offsets.data_ptr<int32_t>(),
+  ScanExperts<<<1, 32, 0, stream>>>(counts.data_ptr<int32_t>(), experts, tile_rows, offsets.data_ptr<int32_t>(),
                                     tile_starts.data_ptr<int32_t>());
   ScatterPairs<<<pair_blocks, kElementwiseThreads, 0, stream>>>(ids, slots.data_ptr<int32_t>(), pairs,
                                                                 offsets.data_ptr<int32_t>(), sorted.data_ptr<int32_t>());
-  // Tiles: sum_e ceil(count_e / 64) <= pairs / 64 + experts; blocks past the real
+  // Tiles: sum_e ceil(count_e / rows) <= pairs / rows + experts; blocks past the real
   // count return at once (the count stays on the device).
-  const int64_t max_tiles = pairs / kGroupRows + experts;
+  const int64_t max_tiles = pairs / tile_rows + experts;
   const Tensor hidden = Tensor::Empty({pairs, inter_size}, DType::kF32, device);
   const Tensor y = Tensor::Empty({pairs, hidden_size}, DType::kF32, device);
   const DType w = a.w_gate.dtype();
@@ -271,22 +396,28 @@ void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
   p.tile_starts = tile_starts.data_ptr<int32_t>();
   p.experts = experts;
   p.k = k;
-  DispatchGroupedWeight(w, [&](auto tag) {
-    constexpr DType kW = decltype(tag)::value;
-    GroupedParams up = p;  // gate|up: rows are tokens of x
-    up.a = a.x.data(), up.a_dtype = a.x.dtype(), up.a_row_stride = a.x.stride(0), up.a_by_token = true;
-    up.w0 = a.w_gate.data(), up.w1 = a.w_up.data();
-    up.w0_expert_stride = a.w_gate.stride(0), up.w1_expert_stride = a.w_up.stride(0);
-    up.w_row_stride = a.w_gate.stride(1);
-    up.n = inter_size, up.kdim = hidden_size, up.out = hidden.data_ptr<float>();
-    LaunchGemm<kW>(up, true, max_tiles, stream);
-    GroupedParams down = p;  // rows are the pairs' hidden rows
-    down.a = hidden.data(), down.a_dtype = DType::kF32, down.a_row_stride = inter_size, down.a_by_token = false;
-    down.w0 = a.w_down.data(), down.w1 = nullptr;
-    down.w0_expert_stride = a.w_down.stride(0), down.w_row_stride = a.w_down.stride(1);
-    down.n = hidden_size, down.kdim = inter_size, down.out = y.data_ptr<float>();
-    LaunchGemm<kW>(down, false, max_tiles, stream);
-  });
+  if (int8) {
+    reach::Hit("MoeExpertsGpu.grouped_int8");
+    RunGroupedInt8(a, p, tile_rows, max_tiles, hidden, y, stream);
+  } else {
+    reach::Hit("MoeExpertsGpu.grouped_bf16");
+    DispatchGroupedWeight(w, [&](auto tag) {
+      constexpr DType kW = decltype(tag)::value;
+      GroupedParams up = p;  // gate|up: rows are tokens of x
+      up.a = a.x.data(), up.a_dtype = a.x.dtype(), up.a_row_stride = a.x.stride(0), up.a_by_token = true;
+      up.w0 = a.w_gate.data(), up.w1 = a.w_up.data();
+      up.w0_expert_stride = a.w_gate.stride(0), up.w1_expert_stride = a.w_up.stride(0);
+      up.w_row_stride = a.w_gate.stride(1);
+      up.n = inter_size, up.kdim = hidden_size, up.out = hidden.data_ptr<float>();
+      LaunchGemm<kW>(up, true, max_tiles, stream);
+      GroupedParams down = p;  // rows are the pairs' hidden rows
+      down.a = hidden.data(), down.a_dtype = DType::kF32, down.a_row_stride = inter_size, down.a_by_token = false;
+      down.w0 = a.w_down.data(), down.w1 = nullptr;
+      down.w0_expert_stride = a.w_down.stride(0), down.w_row_stride = a.w_down.stride(1);
+      down.n = hidden_size, down.kdim = inter_size, down.out = y.data_ptr<float>();
+      LaunchGemm<kW>(down, false, max_tiles, stream);
+    });
+  }
   DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
     using X = decltype(tag);
     CombinePairs<X><<<GridFor(tokens * hidden_size, kElementwiseThreads, "MoeExperts"), kElementwiseThreads, 0,
@@ -299,6 +430,7 @@ void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
 #else  // HIP: no mma.sync / ldmatrix
 
 bool MoeGroupedSupported(const MoeExpertsArgs&) { return false; }
+bool MoeGroupedInt8(const MoeExpertsArgs&) { return false; }
 
 void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t) {
   throw Error("vt::MoeExperts on " + a.x.device().ToString() +

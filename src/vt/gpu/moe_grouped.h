@@ -13,6 +13,10 @@ namespace vt::gpu {
 // rows equally strided.
 bool MoeGroupedSupported(const MoeExpertsArgs& a);
 
+// Whether they run on the int8 tensor cores: supported, and gate, up and down in a
+// format quant_mma.cuh decodes (Q8_0, Q4_0, Q4_K, Q5_K) with rows aligned as it reads.
+bool MoeGroupedInt8(const MoeExpertsArgs& a);
+
 // Runs them on `stream` (the caller checked MoeGroupedSupported).
 void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream);
 

@@ -46,5 +46,22 @@ TEST(ApiServerArgsTest, BoundsBelowOneAreRefusedByName) {
   EXPECT_EQ(ErrorOf({"--port", "70000"}), "serve: --port must be in [0, 65535]");
 }
 
+TEST(ApiServerArgsTest, NamesOriginsTemplatesAndTheShutdownTimeout) {
+  const ServerConfig config =
+      Parse({"--served-model-name", "a", "b", "--allowed-origins", R"(["http://x.example"])",
+             "--trust-request-chat-template", "--shutdown-timeout", "2.5"});
+  EXPECT_EQ(config.served_model_names, std::vector<std::string>({"a", "b"}));
+  EXPECT_EQ(config.allowed_origins, std::vector<std::string>({"http://x.example"}));
+  EXPECT_TRUE(config.trust_request_chat_template);
+  EXPECT_EQ(config.shutdown_timeout, std::chrono::milliseconds(2500));
+  const ServerConfig defaults = Parse({});
+  EXPECT_TRUE(defaults.served_model_names.empty());
+  EXPECT_EQ(defaults.allowed_origins, std::vector<std::string>({"*"}));
+  EXPECT_FALSE(defaults.trust_request_chat_template);
+  EXPECT_EQ(defaults.shutdown_timeout, std::chrono::seconds(5));
+  EXPECT_NE(ErrorOf({"--allowed-origins", "*"}).find("must be a JSON list"), std::string::npos);
+  EXPECT_NE(ErrorOf({"--shutdown-timeout", "-1"}).find("--shutdown-timeout"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace vllm::openai

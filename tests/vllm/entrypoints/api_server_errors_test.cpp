@@ -58,7 +58,7 @@ std::vector<BadCase> BadCases() {
       {"top_k out of range", "/v1/completions", Completion({{"top_k", -5}}).dump(), 400, "top_k", "top_k must be"},
       {"presence_penalty out of range", "/v1/chat/completions", Chat({{"presence_penalty", 3}}).dump(), 400,
        "presence_penalty", "in [-2, 2]"},
-      {"n above 1", "/v1/completions", Completion({{"n", 2}}).dump(), 400, "n", "n must be 1"},
+      {"n above 1", "/v1/completions", Completion({{"n", 2}}).dump(), 400, "n", "returns one choice per prompt"},
       {"max_tokens 0", "/v1/completions", Completion({{"max_tokens", 0}}).dump(), 400, "max_tokens",
        "max_tokens must be >= 1"},
       {"max_tokens past max_model_len", "/v1/completions", Completion({{"max_tokens", 1000}}).dump(), 400, "max_tokens",

@@ -98,5 +98,50 @@ TEST(CliArgsTest, ParseOrShowHelpPrintsTheHelpWhenAskedAndOtherwiseParses) {
   EXPECT_EQ(plain.GetInt("port"), 9);
 }
 
+TEST(CliArgsTest, AFlagIsNeverTakenAsAValue) {
+  EXPECT_EQ(ErrorOf({"m", "--api-key", "--port", "1"}),
+            "serve: --api-key needs a value, got the option --port (write --api-key=VALUE for a value that starts "
+            "with --)");
+  CliArgs cli = ServeLikeArgs();
+  cli.Parse({"m", "--api-key=--odd"});
+  EXPECT_EQ(cli.GetString("api-key"), "--odd");
+}
+
+TEST(CliArgsTest, APositionalMayBeGivenAsAnOption) {
+  CliArgs cli = ServeLikeArgs();
+  cli.Parse({"--model", "dir", "--port", "1"});
+  EXPECT_EQ(cli.GetString("model"), "dir");
+  EXPECT_EQ(ErrorOf({"a", "--model", "b"}), "serve: model is given twice ('a' and --model)");
+  EXPECT_EQ(ErrorOf({"--model", "a", "b"}), "serve: unexpected argument 'b'");
+}
+
+TEST(CliArgsTest, MultiValueOptionsTakeTheValuesUpToTheNextOption) {
+  CliArgs cli("serve");
+  cli.AddMultiOption("served-model-name", "names");
+  cli.AddOption("port", "port", "8000");
+  cli.Parse({"--served-model-name", "a", "b", "--port", "1"});
+  EXPECT_EQ(cli.GetStrings("served-model-name"), std::vector<std::string>({"a", "b"}));
+  EXPECT_EQ(cli.GetString("port"), "1");
+  CliArgs none("serve");
+  none.AddMultiOption("served-model-name", "names");
+  none.Parse({});
+  EXPECT_TRUE(none.GetStrings("served-model-name").empty());
+  EXPECT_THROW(none.Parse({"--served-model-name"}), CliError);
+}
+
+TEST(CliArgsTest, SizesTakeVllmsSuffixes) {
+  for (const auto& [text, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"4096", 4096}, {"32k", 32000}, {"32K", 32768}, {"25.6k", 25600}, {"1M", 1048576}, {"2g", 2000000000}}) {
+    CliArgs cli = ServeLikeArgs();
+    cli.Parse({"m", "--max-model-len", text});
+    EXPECT_EQ(cli.GetHumanInt("max-model-len"), value) << text;
+  }
+  for (const char* bad : {"32x", "k", "1.5", "0.0001k", "1e999k"}) {
+    CliArgs cli = ServeLikeArgs();
+    cli.Parse({"m", "--max-model-len", bad});
+    EXPECT_THROW(cli.GetHumanInt("max-model-len"), CliError) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace vllm

@@ -50,6 +50,8 @@ inline openai::ServerConfig QuietServerConfig() {
   c.port = 0;
   c.served_model_names = {"test-model"};
   c.access_log = false;
+  c.log_requests = false;
+  c.log_stats = false;
   return c;
 }
 
@@ -71,6 +73,8 @@ class TestServer {
   }
 
   int port() const { return port_; }
+  // ApiServer::Shutdown (the graceful stop of SIGINT / SIGTERM).
+  void Shutdown() { server_.Shutdown(); }
   httplib::Client Client() const {
     httplib::Client client("127.0.0.1", port_);
     client.set_read_timeout(120);
@@ -150,6 +154,11 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   bool connected() const { return connected_; }
+  // Writes raw bytes (a request cut short, say); false when they could not all be sent.
+  bool Send(const std::string& bytes) {
+    return send(sock_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  const std::string& received() const { return received_; }
   // POSTs `body` to `path`; false when it could not all be sent.
   bool Post(const std::string& path, const std::string& body) {
     const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +

@@ -36,7 +36,9 @@ std::string Drain(openai::EventStream& stream) {
 
 TEST(ServingFailureTest, AnEngineFailureIsA500AndTheNextRequestIsServed) {
   FailingStepEngine engine(std::make_unique<LLMEngine>(testing::ServerEngineConfig()));
-  openai::ServingContext context(engine, {"m"}, "");
+  openai::ServerConfig config;
+  config.served_model_names = {"m"};
+  openai::ServingContext context(engine, config);
   openai::ServingCompletion completion(context);
   openai::ServingChat chat(context);
   const json body = testing::Greedy({{"prompt", "hello"}}, 4);

@@ -161,5 +161,73 @@ TEST(SamplingParamsTest, ValidateNamesTheField) {
   EXPECT_THROW(q.Validate(100), std::invalid_argument);
 }
 
+TEST(SamplerTest, LogitBiasMovesTheArgmaxAndLogprobsStayRaw) {
+  Sampler sampler(0);
+  std::vector<float> logits = {3.0f, 1.0f, 0.0f};
+  SamplingParams p = Greedy();
+  p.logit_bias = {{2, 5.0f}};
+  p.logprobs = 0;
+  Request r = MakeRequest(p);
+  const SampleResult result = sampler.Sample(logits.data(), 3, r);
+  EXPECT_EQ(result.token_id, 2);
+  const std::vector<float> raw = LogSoftmax(logits.data(), 3);
+  ASSERT_EQ(result.logprobs.size(), 1u);
+  EXPECT_FLOAT_EQ(result.logprobs[0].second, raw[2]);
+}
+
+TEST(SamplerTest, AllowedTokenIdsMaskEveryOtherToken) {
+  Sampler sampler(3);
+  std::vector<float> logits = {5.0f, 0.0f, 1.0f, 4.0f};
+  SamplingParams greedy = Greedy();
+  greedy.allowed_token_ids = {1, 2};
+  Request g = MakeRequest(greedy);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, g).token_id, 2);
+  SamplingParams random;
+  random.allowed_token_ids = {1, 2};
+  for (int trial = 0; trial < 200; ++trial) {
+    Request r = MakeRequest(random);
+    const int32_t token = sampler.Sample(logits.data(), 4, r).token_id;
+    EXPECT_TRUE(token == 1 || token == 2) << token;
+    sampler.Release("r");
+  }
+}
+
+TEST(SamplerTest, BadWordsMaskTheirLastTokenAfterTheirPrefix) {
+  Sampler sampler(0);
+  std::vector<float> logits = {0.0f, 1.0f, 3.0f, 2.0f};
+  SamplingParams p = Greedy();
+  p.bad_words_token_ids = {{1, 2}, {0, 3}};  // "2 after 1", "3 after 0"
+  Request fresh = MakeRequest(p);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, fresh).token_id, 2);  // no prefix yet
+  Request after_one = MakeRequest(p);
+  after_one.AppendOutputToken(1);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, after_one).token_id, 3);
+  SamplingParams single = Greedy();
+  single.bad_words_token_ids = {{2}, {3}};
+  Request r = MakeRequest(single);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, r).token_id, 1);
+  // Masks that leave nothing fall back to the allowed tokens' raw logits.
+  SamplingParams everything = Greedy();
+  everything.allowed_token_ids = {3};
+  everything.bad_words_token_ids = {{3}};
+  Request e = MakeRequest(everything);
+  EXPECT_EQ(sampler.Sample(logits.data(), 4, e).token_id, 3);
+  EXPECT_FALSE(Sampler::IsPlainGreedy(e));
+}
+
+TEST(SamplingParamsTest, LogitsProcessorIdsAndBiasesAreChecked) {
+  SamplingParams p;
+  p.allowed_token_ids = {4};
+  EXPECT_THROW(p.Validate(4), std::invalid_argument);
+  p.allowed_token_ids = {};
+  p.logit_bias = {{0, 101.0f}};
+  EXPECT_THROW(p.Validate(4), std::invalid_argument);
+  p.logit_bias = {};
+  p.bad_words_token_ids = {{}};
+  EXPECT_THROW(p.Validate(4), std::invalid_argument);
+  p.bad_words_token_ids = {{3, 1}};
+  EXPECT_NO_THROW(p.Validate(4));
+}
+
 }  // namespace
 }  // namespace vllm

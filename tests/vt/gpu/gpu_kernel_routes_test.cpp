@@ -10,7 +10,9 @@
 #include <random>
 
 #include "testing/op_testing.h"
+#include "vt/quant.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -51,6 +53,45 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
         if (route == "skinny_vector_loads" && dtype == DType::kBF16) route = "skinny_loads_in_flight";
         EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
         EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, testing::DefaultTolerance(dtype)));
+      }
+    }
+  }
+}
+
+// Block weights above the decode rows (matmul_choice.h): CUDA runs the int8
+// tensor-core tiles up to kQuantMmaMaxRows (16) and decodes for cuBLAS above, and
+// forced (gpu.matmul_block = quant_mma) the 64-row tiles at 17 and 257 rows; ROCm
+// runs the tiled kernel. Tolerance: the int8 activations of the block-weight
+// contract (1e-2 of the largest |out|).
+TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  std::mt19937 rng(12);
+  for (Device device : gpus) {
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
+      const int64_t n = 200, k = 512;
+      const Tensor values = RandomTensor({n, k}, DType::kF32, kCpu, rng);
+      Tensor w_cpu = Tensor::Empty({n, k}, w_dtype);
+      for (int64_t r = 0; r < n; ++r) {
+        QuantizeRow(values.data_ptr<float>() + r * k, k, static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, k),
+                    w_dtype);
+      }
+      const Tensor w = w_cpu.To(device);
+      for (int64_t m : {9, 16, 17, 257}) {
+        for (const char* variant : {"", "quant_mma"}) {
+          SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " M=" + std::to_string(m) + " " + variant);
+          tuning::SetVariant("gpu.matmul_block", variant);
+          const Tensor x = RandomTensor({m, k}, DType::kBF16, device, rng);
+          Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
+          testing::Poison(out);
+          reach::Reset();
+          MatMul({.x = x, .w = w, .out = out});
+          tuning::SetVariant("gpu.matmul_block", "");
+          const bool int8 = m <= 16 || *variant != '\0';
+          const char* route = device.type != DeviceType::kCUDA ? "tiled_shared" : int8 ? "quant_mma" : "dequant_cublas";
+          EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
+          EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(DType::kBF16)));
+        }
       }
     }
   }
@@ -122,11 +163,13 @@ TEST(GpuKernelRoutesTest, PagedAttentionOnePassAndSplitKvMatchTheReference) {
       const std::vector<int32_t> seq_lens = {static_cast<int32_t>(c.context)};
       const std::vector<int32_t> query_start_loc = {0, static_cast<int32_t>(c.q_len)};
       reach::Reset();
+      tuning::SetVariant("gpu.paged_attention", "rows");  // the default picks the tiles / group kernels here
       PagedAttention({.q = q, .k_cache = k_cache, .v_cache = v_cache,
                       .block_tables = Tensor::FromVector(table, {1, blocks}).To(device),
                       .seq_lens = Tensor::FromVector(seq_lens, {1}).To(device),
                       .query_start_loc = Tensor::FromVector(query_start_loc, {2}).To(device),
                       .out = out, .scale = scale, .max_query_len = c.q_len, .max_seq_len = c.context});
+      tuning::SetVariant("gpu.paged_attention", "");
       EXPECT_EQ(reach::Count(std::string("PagedAttentionGpu.") + rc.route), 1u);
       // f32 dot products and an f32 online softmax over <= 3000 keys: errors ~1e-6.
       EXPECT_TRUE(AllClose(AttentionReference(c, ToDoubles(q), ToDoubles(k), ToDoubles(v), scale), out, 1e-5));

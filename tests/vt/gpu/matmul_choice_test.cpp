@@ -73,6 +73,48 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheQuantGemvUpToItsRowLimit) {
   }
 }
 
+// Where the int8 tensor-core tiles decode the format (CUDA): from the GEMV's limit
+// to kQuantMmaMaxRows, then the dense route; never at decode rows.
+TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRoute) {
+  for (bool vendor : {false, true}) {
+    MatMulShape q{1, 4096, 4096, true, false, vendor, false};
+    q.quant_gemv_accepts = true;
+    q.quant_mma_accepts = true;
+    q.m = kQuantGemvMaxRows;
+    EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
+    for (int64_t m : {kQuantGemvMaxRows + 1, kQuantMmaMaxRows}) {
+      q.m = m;
+      EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma) << m;
+    }
+    q.m = kQuantMmaMaxRows + 1;
+    EXPECT_EQ(ChooseMatMul(q), vendor ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared);
+    q.quant_gemv_accepts = false;  // a format the GEMV does not read: the element walk at decode
+    q.m = kSkinnyMaxRows;
+    EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kSkinnyWarpPerColumn);
+  }
+}
+
+// A forced block variant (vt::tuning family gpu.matmul_block) replaces the chosen
+// kernel above the decode rows where it applies.
+TEST(MatMulChoiceTest, ForcedBlockVariantsApplyOnlyWhereTheyFit) {
+  MatMulShape q{2048, 4096, 4096, true, false, true, false};
+  q.quant_mma_accepts = true;
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, ""), MatMulKernel::kDequantVendorBlas);
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), MatMulKernel::kQuantMma);
+  q.m = 64;
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "dequant_blas"), MatMulKernel::kDequantVendorBlas);
+  q.m = kSkinnyMaxRows;  // decode rows keep their kernel
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), ChooseMatMul(q));
+  q.m = 64;
+  q.quant_mma_accepts = false;  // HIP, or a format the tiles do not decode
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), ChooseMatMul(q));
+  q.vendor_blas_available = false;
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "dequant_blas"), ChooseMatMul(q));
+  const MatMulShape bf16{64, 4096, 4096, false, true, true, true};
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(bf16), bf16, "dequant_blas"), ChooseMatMul(bf16));
+  EXPECT_THROW(ApplyBlockVariant(ChooseMatMul(q), q, "fastest"), Error);
+}
+
 // A forced skinny variant (vt::tuning family gpu.matmul_skinny) replaces the chosen
 // kernel only on decode shapes it accepts.
 TEST(MatMulChoiceTest, ForcedSkinnyVariantsApplyOnlyWhereTheyFit) {

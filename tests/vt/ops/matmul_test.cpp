@@ -19,8 +19,9 @@ namespace {
 constexpr DType kXDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 constexpr int64_t kRowCounts[] = {1, 2, 3, 7, 64, 129, 300};
 // Block weights: both sides of each GPU kernel boundary (the int8 GEMV's row
-// templates 1/2/4/8, its limit kQuantGemvMaxRows = 8, which is the skinny limit too),
-// and rows well inside the dense route.
+// templates 1/2/4/8, its limit kQuantGemvMaxRows = 8, which is the skinny limit too;
+// the int8 tensor-core tiles up to kQuantMmaMaxRows = 16), and rows well inside the
+// dense route.
 constexpr int64_t kBlockRowCounts[] = {1, 2, 3, 5, 8, 9, 16, 17, 64, 300};
 
 // Random weights [N, K] of `dtype` on the CPU, quantized row by row for block types.

@@ -183,9 +183,12 @@ class ForcedMoeVariant {
 
 // The grouped tensor-core kernels (CUDA: src/vt/gpu/moe_grouped.cu), forced for every
 // batch through vt::tuning, and the per-pair kernels forced where the default would
-// group: 1 to 130 tokens (64-pair tiles cut within an expert, experts 2 and 5
-// without pairs), every weight dtype the grouped kernels decode, f32 and bf16 x.
-// On a CUDA device each call checks which kernels ran.
+// group: 1 to 130 tokens (tiles cut within an expert, experts 2 and 5 without
+// pairs), every weight dtype the grouped kernels decode, f32 and bf16 x. Q8_0, Q4_0,
+// Q4_K and Q5_K take the int8 tiles, in 16-pair tiles at 37 tokens (74 pairs, 9 an
+// expert) and 64-pair tiles at 130 (390 pairs, 49 an expert: both sides of
+// kQmmaLargeTilePairs = 16); Q6_K and float weights the bf16 tiles. On a CUDA device
+// each call checks which kernels ran.
 TEST(MoeExpertsTest, GroupedAndPerPairKernelsMatchTheReference) {
   std::mt19937 rng(5);
   bool cuda = false;
@@ -203,6 +206,10 @@ TEST(MoeExpertsTest, GroupedAndPerPairKernelsMatchTheReference) {
           const bool grouped = std::string(variant) == "grouped";
           EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped") > 0, grouped) << variant << " " << DTypeName(w_dtype);
           EXPECT_EQ(reach::Count("MoeExpertsGpu.per_pair") > 0, !grouped) << variant << " " << DTypeName(w_dtype);
+          const bool int8 = grouped && w_dtype != DType::kQ6_K && blocks;
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped_int8") > 0, int8) << variant << " " << DTypeName(w_dtype);
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped_bf16") > 0, grouped && !int8)
+              << variant << " " << DTypeName(w_dtype);
         }
       }
     }

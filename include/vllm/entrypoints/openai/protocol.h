@@ -54,26 +54,35 @@ std::optional<bool> OptionalBool(const nlohmann::json& body, const char* field);
 std::optional<int64_t> OptionalInt(const nlohmann::json& body, const char* field);
 std::optional<std::string> OptionalString(const nlohmann::json& body, const char* field);
 
-// stream and stream_options.include_usage; stream_options without stream is a 400 (as in vLLM).
+// stream and stream_options (include_usage: a last chunk with the usage;
+// continuous_usage_stats: the usage so far in every chunk); stream_options without
+// stream is a 400 (as in vLLM).
 struct StreamOptions {
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage_stats = false;
 };
 StreamOptions ReadStreamOptions(const nlohmann::json& body);
 
 // The sampling fields shared by completions and chat (temperature, top_p, top_k, min_p,
 // penalties, seed, min_tokens, stop, stop_token_ids, ignore_eos,
-// include_stop_str_in_output, skip_special_tokens, prompt_logprobs), with n = 1 enforced
-// and fields vllm-cpp does not implement refused (best_of > 1, logit_bias,
-// structured response_format). `logprobs` is left to the caller (its type differs
-// between the endpoints); so is max_tokens, returned apart (max_completion_tokens
-// first), unset when the body has none. A field the body does not set takes its value
-// from `defaults` (--generation-config), else SamplingParams'; the default max_tokens is
-// returned apart too, for the endpoint to cap by what fits the context.
+// include_stop_str_in_output, skip_special_tokens, prompt_logprobs, logit_bias,
+// allowed_token_ids). What needs the prompt or the tokenizer is returned apart for the
+// endpoint: bad_words (tokenized by ServingContext::BadWordsTokenIds),
+// truncate_prompt_tokens, return_tokens_as_token_ids. `logprobs` is left to the caller
+// (its type differs between the endpoints); so is max_tokens, returned apart
+// (max_completion_tokens first), unset when the body has none. A field the body does
+// not set takes its value from `defaults` (--generation-config), else SamplingParams';
+// the default max_tokens is returned apart too, for the endpoint to cap by what fits
+// the context. Fields vllm-cpp does not implement were refused before
+// (request_fields.h).
 struct RequestSampling {
   SamplingParams params;
   std::optional<int64_t> max_tokens;
   std::optional<int64_t> default_max_tokens;
+  std::vector<std::string> bad_words;
+  std::optional<int64_t> truncate_prompt_tokens;
+  bool return_tokens_as_token_ids = false;
 };
 RequestSampling ReadSampling(const nlohmann::json& body, const SamplingDefaults& defaults = {});
 // SamplingParams::Validate as a 400 naming the field.
@@ -84,6 +93,8 @@ int CheckLogprobsCount(int64_t k, const char* field);
 
 // "cmpl-" + 32 random hex digits (vLLM's ids).
 std::string RandomRequestId(const std::string& prefix);
+// `prefix` + the body's request_id (vLLM's extra field), else RandomRequestId(prefix).
+std::string RequestIdOf(const nlohmann::json& body, const std::string& prefix);
 int64_t UnixTimeSeconds();
 
 }  // namespace vllm::openai

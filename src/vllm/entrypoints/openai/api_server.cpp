@@ -8,9 +8,11 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "client_connection.h"
 #include "http_server.h"
+#include "logging_stat_logger.h"
 #include "serving_chat.h"
 #include "serving_completion.h"
 #include "serving_tokenization.h"
@@ -102,11 +104,30 @@ void Run(const Endpoint& endpoint, const httplib::Request& req, httplib::Respons
   }
 }
 
+// Hands the engine's statistics to each of `loggers`.
+class StatLoggers : public StatLogger {
+ public:
+  explicit StatLoggers(std::vector<StatLogger*> loggers) : loggers_(std::move(loggers)) {}
+  void Record(const EngineStats& stats, const IterationStats& iteration) override {
+    for (StatLogger* logger : loggers_) logger->Record(stats, iteration);
+  }
+
+ private:
+  std::vector<StatLogger*> loggers_;
+};
+
+LoggingStatLogger::Sink SinkOf(const ServerConfig& config) {
+  if (config.on_log) return config.on_log;
+  return [](const std::string& line) { std::fprintf(stderr, "vllm-cpp serve: %s\n", line.c_str()); };
+}
+
 }  // namespace
 
 struct ApiServer::Impl {
   ServerConfig config;
   PrometheusStatLogger metrics;
+  LoggingStatLogger logging{SinkOf(config), config.log_requests, config.log_stats, config.stats_interval};
+  StatLoggers loggers{{&metrics, &logging}};
   AsyncLLMEngine engine;
   ServingContext context;
   ServingCompletion completion{context};
@@ -117,11 +138,24 @@ struct ApiServer::Impl {
 
   Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
       : config(WithDefaults(std::move(server_config), *llm)),
-        metrics(config.served_model_names.front()),
-        engine(std::move(llm), &metrics),
-        context(engine, config.served_model_names, config.chat_template, config.max_prompt_bytes,
-                config.sampling_defaults),
-        http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency)) {}
+        metrics(config.served_model_names.front(), llm->stats(), llm->config().max_num_batched_tokens),
+        engine(std::move(llm), &loggers),
+        context(engine, config),
+        http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency),
+             DumpJson(ShuttingDown().ToJson())) {}
+
+  static OpenAIError ShuttingDown() {
+    return OpenAIError(503, "the server is shutting down: send the request to another server or retry after its restart");
+  }
+
+  // Waits until no connection is served; false at `deadline`.
+  bool WaitForConnections(std::chrono::steady_clock::time_point deadline) const {
+    while (http.num_active() > 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
 
   static ServerConfig WithDefaults(ServerConfig config, const LLMEngine& llm) {
     if (config.served_model_names.empty()) config.served_model_names = {llm.config().model};
@@ -212,8 +246,47 @@ struct ApiServer::Impl {
     http.Delete(path, not_allowed);
   }
 
+  bool OriginAllowed(const std::string& origin) const {
+    return std::any_of(config.allowed_origins.begin(), config.allowed_origins.end(),
+                       [&](const std::string& allowed) { return allowed == "*" || allowed == origin; });
+  }
+
+  // CORS as Starlette's middleware with vLLM's defaults (any method and header, no
+  // credentials): a request from an allowed origin gets Access-Control-Allow-Origin;
+  // a preflight (OPTIONS with Access-Control-Request-Method) is answered here, 200 for
+  // an allowed origin and 400 otherwise. True when the request is answered.
+  bool AnswerCors(const httplib::Request& req, httplib::Response& res) const {
+    const std::string origin = req.get_header_value("Origin");
+    if (origin.empty()) return false;
+    const bool allowed = OriginAllowed(origin);
+    const bool any = std::find(config.allowed_origins.begin(), config.allowed_origins.end(), "*") !=
+                     config.allowed_origins.end();
+    if (allowed) res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+    if (allowed && !any) res.set_header("Vary", "Origin");
+    if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method")) return false;
+    if (!allowed) {
+      res.status = 400;
+      res.set_content("Disallowed CORS origin", "text/plain; charset=utf-8");
+      return true;
+    }
+    res.status = 200;
+    res.set_header("Access-Control-Allow-Methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+    if (req.has_header("Access-Control-Request-Headers")) {
+      res.set_header("Access-Control-Allow-Headers", req.get_header_value("Access-Control-Request-Headers"));
+    }
+    res.set_header("Access-Control-Max-Age", "600");
+    res.set_content("OK", "text/plain; charset=utf-8");
+    return true;
+  }
+
   void DeclareHandlers() {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (AnswerCors(req, res)) return httplib::Server::HandlerResponse::Handled;
+      if (http.draining()) {
+        res.set_header("Connection", "close");
+        WriteError(ShuttingDown(), res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       // As in vLLM, the key guards the /v1 routes; health, metrics and tokenization stay open.
       if (config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + config.api_key) {
@@ -295,5 +368,16 @@ int ApiServer::Bind() {
 void ApiServer::Serve() { impl_->http.listen_after_bind(); }
 
 void ApiServer::Stop() { impl_->http.stop(); }
+
+void ApiServer::Shutdown() {
+  // How long aborted requests get to write their last chunk or answer.
+  constexpr std::chrono::seconds kAbortedWriteGrace{5};
+  impl_->http.BeginDrain();
+  if (!impl_->WaitForConnections(std::chrono::steady_clock::now() + impl_->config.shutdown_timeout)) {
+    impl_->engine.AbortAll();
+    impl_->WaitForConnections(std::chrono::steady_clock::now() + kAbortedWriteGrace);
+  }
+  Stop();
+}
 
 }  // namespace vllm::openai

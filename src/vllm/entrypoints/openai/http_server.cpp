@@ -198,9 +198,17 @@ class ConnectionPool : public httplib::TaskQueue {
 
 }  // namespace
 
-HttpServer::HttpServer(size_t limit_concurrency, std::string refusal_body)
-    : refusal_response_("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-                        std::to_string(refusal_body.size()) + "\r\nConnection: close\r\n\r\n" + refusal_body) {
+namespace {
+
+std::string ServiceUnavailable(const std::string& body) {
+  return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(size_t limit_concurrency, const std::string& refusal_body, const std::string& draining_body)
+    : refusal_response_(ServiceUnavailable(refusal_body)), draining_response_(ServiceUnavailable(draining_body)) {
   new_task_queue = [limit_concurrency] { return new ConnectionPool(limit_concurrency); };
 }
 
@@ -211,9 +219,15 @@ int HttpServer::ConnectionSocket() { return t_connection_socket; }
 // httplib's own loop (keep-alive up to keep_alive_max_count_ requests), with the socket
 // recorded for the handlers and the refusals of the pool.
 bool HttpServer::process_and_close_socket(socket_t sock) {
-  if (t_admission == Admission::kRefuse) Refuse(sock);
+  if (t_admission == Admission::kRefuse) Refuse(sock, refusal_response_);
+  // Counted before draining_ is read: a drain that finds no connection active sees none start.
+  const bool serves = t_admission == Admission::kServe && (++num_active_, !draining_);
+  if (t_admission == Admission::kServe && !serves) {
+    --num_active_;
+    Refuse(sock, draining_response_);
+  }
   bool served = false;
-  if (t_admission == Admission::kServe) {
+  if (serves) {
     t_connection_socket = sock;
     for (size_t left = keep_alive_max_count_; left > 0 && WaitForRequest(sock); --left) {
       ConnectionStream stream(sock, Milliseconds(read_timeout_sec_, read_timeout_usec_),
@@ -223,6 +237,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
       if (!served || connection_closed) break;
     }
     t_connection_socket = -1;
+    --num_active_;
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
@@ -233,7 +248,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
 // stayed idle past the keep-alive timeout, or the server stops.
 bool HttpServer::WaitForRequest(socket_t sock) const {
   constexpr int kSliceMs = 100;  // how soon an idle connection notices that the server stops
-  for (int waited = 0; svr_sock_ != INVALID_SOCKET; waited += kSliceMs) {
+  for (int waited = 0; svr_sock_ != INVALID_SOCKET && !draining_; waited += kSliceMs) {
     if (PollFor(sock, POLLIN, kSliceMs)) return true;
     if (waited >= keep_alive_timeout_sec_ * 1000) return false;
   }
@@ -243,10 +258,10 @@ bool HttpServer::WaitForRequest(socket_t sock) const {
 // The 503, then a lingering close: closing with the request unread would reset the
 // connection, and the client could lose the answer with it. So the request is read
 // and dropped until the client closes, for at most a second and 1 MiB.
-void HttpServer::Refuse(socket_t sock) const {
+void HttpServer::Refuse(socket_t sock, const std::string& response) const {
   ssize_t n;
   do {
-    n = send(sock, refusal_response_.data(), refusal_response_.size(), MSG_NOSIGNAL);
+    n = send(sock, response.data(), response.size(), MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   ::shutdown(sock, SHUT_WR);
   constexpr size_t kMaxDrainBytes = size_t{1} << 20;

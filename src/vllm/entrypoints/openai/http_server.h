@@ -11,18 +11,29 @@
 //   thread of a fixed pool (uvicorn's --limit-concurrency): a connection beyond that
 //   is answered 503 with `refusal_body` and closed, so that a flood of clients costs
 //   neither threads nor memory.
+// - A graceful shutdown first drains (BeginDrain): new connections are answered 503
+//   with `draining_body` and closed, idle keep-alive connections close, and
+//   num_active() counts the connections still being served.
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
 #include <string>
 
 namespace vllm::openai {
 
 class HttpServer : public httplib::Server {
  public:
-  // `refusal_body`: the JSON of the 503 sent to connections beyond the limit.
-  HttpServer(size_t limit_concurrency, std::string refusal_body);
+  // `refusal_body`: the JSON of the 503 sent to connections beyond the limit;
+  // `draining_body`: the one sent to new connections once BeginDrain was called.
+  HttpServer(size_t limit_concurrency, const std::string& refusal_body, const std::string& draining_body);
+
+  // Stops serving new connections and new requests on idle ones; those in progress go on.
+  void BeginDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  // Connections being served (a request read, handled or written).
+  int num_active() const { return num_active_; }
 
   // Linux lets listen() be called again on a listening socket to change its backlog
   // (Debian's cpp-httplib listens with a backlog of 5, fixed when it was built).
@@ -35,9 +46,12 @@ class HttpServer : public httplib::Server {
   // Called by httplib's accept loop, through the task queue, for every connection.
   bool process_and_close_socket(socket_t sock) override;
   bool WaitForRequest(socket_t sock) const;
-  void Refuse(socket_t sock) const;
+  void Refuse(socket_t sock, const std::string& response) const;
 
   std::string refusal_response_;  // the whole HTTP response
+  std::string draining_response_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> num_active_{0};
 };
 
 }  // namespace vllm::openai

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <random>
 
 #include "vllm/entrypoints/sampling_params_json.h"
@@ -26,24 +27,63 @@ std::optional<std::string> FieldOfMessage(const std::string& message) {
   BadRequest(WrongTypeMessage(field, expected, value), field);
 }
 
-void RefuseUnsupported(const json& body) {
-  if (const std::optional<int64_t> n = OptionalInt(body, "n"); n && *n != 1) {
-    BadRequest("n must be 1: vllm-cpp returns one choice per prompt, got n=" + std::to_string(*n) +
-                   "; send the request several times (with different seeds) for more",
-               "n");
-  }
-  if (const std::optional<int64_t> best_of = OptionalInt(body, "best_of"); best_of && *best_of != 1) {
-    BadRequest("best_of must be 1, got " + std::to_string(*best_of), "best_of");
-  }
-  if (JsonFieldPresent(body, "logit_bias") && !body.at("logit_bias").empty()) {
-    BadRequest("logit_bias is not supported by vllm-cpp", "logit_bias");
-  }
-  if (JsonFieldPresent(body, "response_format")) {
-    const json& format = body.at("response_format");
-    if (!format.is_object() || format.value("type", "") != "text") {
-      BadRequest("response_format other than {\"type\": \"text\"} (structured outputs) is not supported by vllm-cpp",
-                 "response_format");
+// logit_bias: {"<token id>": bias, ...} (OpenAI's keys are strings).
+std::vector<std::pair<int32_t, float>> ReadLogitBias(const json& body) {
+  std::vector<std::pair<int32_t, float>> bias;
+  if (!JsonFieldPresent(body, "logit_bias")) return bias;
+  const json& map = body.at("logit_bias");
+  if (!map.is_object()) WrongType("logit_bias", "an object of token id -> bias", map);
+  for (const auto& [key, value] : map.items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
+    if (used != key.size() || id < 0 || id > INT32_MAX) {
+      BadRequest("logit_bias key '" + key + "' is not a token id", "logit_bias");
+    }
+    if (!value.is_number()) WrongType("logit_bias", "an object of token id -> number", map);
+    bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return bias;
+}
+
+std::vector<int32_t> ReadTokenIds(const json& body, const char* field) {
+  std::vector<int32_t> ids;
+  if (!JsonFieldPresent(body, field)) return ids;
+  const json& list = body.at(field);
+  if (!list.is_array()) WrongType(field, "a list of token ids", list);
+  for (const json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      WrongType(field, "a list of token ids", list);
+    }
+    ids.push_back(id.get<int32_t>());
+  }
+  return ids;
+}
+
+std::vector<std::string> ReadStrings(const json& body, const char* field) {
+  std::vector<std::string> strings;
+  if (!JsonFieldPresent(body, field)) return strings;
+  const json& list = body.at(field);
+  if (!list.is_array()) WrongType(field, "a list of strings", list);
+  for (const json& s : list) {
+    if (!s.is_string()) WrongType(field, "a list of strings", list);
+    strings.push_back(s.get<std::string>());
+  }
+  return strings;
+}
+
+// Special tokens in the output are joined without spaces, which is vLLM's
+// spaces_between_special_tokens false; true only matters when they are kept.
+void CheckSpacesBetweenSpecialTokens(const json& body, const SamplingParams& params) {
+  const std::optional<bool> spaces = OptionalBool(body, "spaces_between_special_tokens");
+  if (spaces.value_or(false) && !params.skip_special_tokens) {
+    BadRequest("spaces_between_special_tokens true is not supported by vllm-cpp with skip_special_tokens false: "
+               "special tokens are joined without spaces (send spaces_between_special_tokens false)",
+               "spaces_between_special_tokens");
   }
 }
 
@@ -118,12 +158,19 @@ StreamOptions ReadStreamOptions(const json& body) {
   const json& stream_options = body.at("stream_options");
   if (!stream_options.is_object()) WrongType("stream_options", "an object", stream_options);
   if (!options.stream) BadRequest("stream_options can only be set when stream is true", "stream_options");
-  options.include_usage = OptionalBool(stream_options, "include_usage").value_or(false);
+  for (const auto& [key, value] : stream_options.items()) {
+    if (key != "include_usage" && key != "continuous_usage_stats") {
+      BadRequest("unknown field '" + key + "' of stream_options (vLLM's are include_usage and continuous_usage_stats)",
+                 "stream_options");
+    }
+  }
+  // vLLM's StreamOptions default include_usage to true once stream_options is given.
+  options.include_usage = OptionalBool(stream_options, "include_usage").value_or(true);
+  options.continuous_usage_stats = OptionalBool(stream_options, "continuous_usage_stats").value_or(false);
   return options;
 }
 
 RequestSampling ReadSampling(const json& body, const SamplingDefaults& defaults) {
-  RefuseUnsupported(body);
   RequestSampling sampling;
   try {
     // logprobs is an int for completions, a bool for chat: the endpoints read it.
@@ -135,6 +182,15 @@ RequestSampling ReadSampling(const json& body, const SamplingDefaults& defaults)
   if (!sampling.max_tokens) sampling.max_tokens = OptionalInt(body, "max_tokens");
   sampling.default_max_tokens = defaults.max_tokens;
   if (sampling.params.prompt_logprobs) CheckLogprobsCount(*sampling.params.prompt_logprobs, "prompt_logprobs");
+  sampling.params.logit_bias = ReadLogitBias(body);
+  sampling.params.allowed_token_ids = ReadTokenIds(body, "allowed_token_ids");
+  if (JsonFieldPresent(body, "allowed_token_ids") && sampling.params.allowed_token_ids.empty()) {
+    BadRequest("allowed_token_ids must hold at least one token id", "allowed_token_ids");
+  }
+  sampling.bad_words = ReadStrings(body, "bad_words");
+  sampling.truncate_prompt_tokens = OptionalInt(body, "truncate_prompt_tokens");
+  sampling.return_tokens_as_token_ids = OptionalBool(body, "return_tokens_as_token_ids").value_or(false);
+  CheckSpacesBetweenSpecialTokens(body, sampling.params);
   return sampling;
 }
 
@@ -160,6 +216,13 @@ std::string RandomRequestId(const std::string& prefix) {
   std::string id = prefix;
   for (int i = 0; i < 32; ++i) id += kHex[generator() % 16];
   return id;
+}
+
+std::string RequestIdOf(const json& body, const std::string& prefix) {
+  const std::optional<std::string> id = OptionalString(body, "request_id");
+  if (!id) return RandomRequestId(prefix);
+  if (id->empty()) BadRequest("request_id must not be empty", "request_id");
+  return prefix + *id;
 }
 
 int64_t UnixTimeSeconds() {

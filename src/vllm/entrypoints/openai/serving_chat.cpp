@@ -2,15 +2,43 @@
 
 #include <utility>
 
+#include "request_fields.h"
+#include "vllm/entrypoints/sampling_params_json.h"
+
 namespace vllm::openai {
 namespace {
 
 using nlohmann::json;
 
+struct ChatRequest {
+  std::string request_id;
+  std::string model;
+  int64_t created = 0;
+  StreamOptions stream;
+  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids
+  bool return_tokens_as_token_ids = false;  // logprobs name tokens "token_id:N"
+  std::string user;                    // OpenAI's user: shown in the request's log line
+  std::string role = "assistant";      // of the answer: the last message's without a generation prompt
+  std::string echo;                    // echo: the last message's content when it has that role
+  std::optional<int> top_logprobs;     // set when logprobs is true
+  std::optional<int> prompt_logprobs;  // vLLM's extra field
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+};
+
 // Tool calls are rendered into the prompt but not parsed out of the output, so only
-// tool_choice "none" (the default without --enable-auto-tool-choice in vLLM) is served.
+// tool_choice "none" is served. Tools without a tool_choice mean "auto" (OpenAI's and
+// vLLM's default), which vLLM too refuses without --enable-auto-tool-choice.
 void CheckToolChoice(const json& body) {
-  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return;
+  if (!JsonFieldPresent(body, "tool_choice")) {
+    if (JsonFieldPresent(body, "tools")) {
+      BadRequest("tools without tool_choice mean tool_choice \"auto\", which needs tool-call parsing; vllm-cpp does "
+                 "not parse tool calls: send tool_choice \"none\" (the tools are still shown to the model through the "
+                 "chat template)",
+                 "tool_choice");
+    }
+    return;
+  }
   const json& choice = body["tool_choice"];
   if (choice.is_string() && choice.get<std::string>() == "none") return;
   BadRequest("tool_choice " + DumpJson(choice) +
@@ -19,38 +47,52 @@ void CheckToolChoice(const json& body) {
              "tool_choice");
 }
 
-}  // namespace
+// vLLM's chat echo: the answer's role is the assistant's after a generation prompt,
+// else the last message's; echo returns the last message's content when it has that role.
+void ReadRoleAndEcho(const json& body, ChatRequest& request) {
+  const json& last = body["messages"].back();
+  if (!OptionalBool(body, "add_generation_prompt").value_or(true)) request.role = last["role"].get<std::string>();
+  if (!OptionalBool(body, "echo").value_or(false) || last["role"] != request.role) return;
+  if (last.contains("content") && last["content"].is_string()) request.echo = last["content"].get<std::string>();
+  if (last.contains("content") && last["content"].is_array()) {
+    for (const json& part : last["content"]) request.echo += (request.echo.empty() ? "" : "\n") + part.value("text", "");
+  }
+}
 
-ChatCompletionRequest ReadChatCompletionRequest(const std::string& text, const ServingContext& context) {
+ChatRequest ReadRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
-  ChatCompletionRequest request;
+  CheckRequestFields(body, Endpoint::kChat);
+  ChatRequest request;
   request.model = context.CheckModel(body);
-  request.request_id = RandomRequestId("chatcmpl-");
+  request.request_id = RequestIdOf(body, "chatcmpl-");
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
+  request.user = OptionalString(body, "user").value_or("");
   CheckToolChoice(body);
   request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   const bool logprobs = OptionalBool(body, "logprobs").value_or(false);
   const std::optional<int64_t> top_logprobs = OptionalInt(body, "top_logprobs");
-  if (top_logprobs && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
+  if (top_logprobs.value_or(0) > 0 && !logprobs) BadRequest("top_logprobs needs logprobs set to true", "top_logprobs");
   if (logprobs) request.top_logprobs = CheckLogprobsCount(top_logprobs.value_or(0), "top_logprobs");
   RequestSampling sampling = ReadSampling(body, context.sampling_defaults());
   // A stream sends what each output adds; a single response uses only the last (as vLLM).
   sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
   request.params = sampling.params;
   request.params.logprobs = request.top_logprobs;
+  request.params.bad_words_token_ids = context.BadWordsTokenIds(sampling.bad_words);
+  request.return_tokens_as_token_ids = sampling.return_tokens_as_token_ids;
   request.prompt_logprobs = request.params.prompt_logprobs;
   const std::string prompt = context.RenderChat(ParseOrderedBody(text));
+  ReadRoleAndEcho(body, request);  // after RenderChat, which checked the messages
   const bool add_special_tokens = OptionalBool(body, "add_special_tokens").value_or(false);
   request.prompt_ids = context.Encode(prompt, add_special_tokens, "messages");
   if (request.prompt_ids.empty()) BadRequest("the rendered conversation is empty", "messages");
+  context.TruncatePrompt(request.prompt_ids, sampling.truncate_prompt_tokens);
   request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
                                                        sampling.max_tokens, sampling.default_max_tokens, "messages");
   ValidateSampling(request.params, context.engine().vocab_size());
   return request;
 }
-
-namespace {
 
 json TokenJson(const Tokenizer* tokenizer, int32_t id, float logprob) {
   const std::string raw = TokenRawBytes(tokenizer, id);
@@ -75,17 +117,21 @@ json LogprobsContent(const Tokenizer* tokenizer, const RequestOutput& output, in
   return content;
 }
 
-json ChunkBase(const ChatCompletionRequest& request, const char* object) {
+json ChunkBase(const ChatRequest& request, const char* object) {
   return {{"id", request.request_id}, {"object", object}, {"created", request.created}, {"model", request.model}};
 }
 
-json ResponseJson(const ChatCompletionRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
+json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
   json response = ChunkBase(request, "chat.completion");
   json logprobs = nullptr;
-  if (request.top_logprobs) logprobs = {{"content", LogprobsContent(tokenizer, out, *request.top_logprobs)}};
+  if (request.top_logprobs) {
+    const Tokenizer* names = request.return_tokens_as_token_ids ? nullptr : tokenizer;
+    logprobs = {{"content", LogprobsContent(names, out, *request.top_logprobs)}};
+  }
   response["choices"] =
       json::array({{{"index", 0},
-                    {"message", {{"role", "assistant"}, {"content", out.text}, {"tool_calls", json::array()}}},
+                    {"message",
+                     {{"role", request.role}, {"content", request.echo + out.text}, {"tool_calls", json::array()}}},
                     {"logprobs", std::move(logprobs)},
                     {"finish_reason", out.finish_reason},
                     {"stop_reason", StopReasonJson(out, request.params)}}});
@@ -104,15 +150,18 @@ json ResponseJson(const ChatCompletionRequest& request, const RequestOutput& out
 // tokens; the last carries the finish_reason.
 class ChatStream : public EventStream {
  public:
-  ChatStream(ChatCompletionRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
-      : request_(std::move(request)), group_(std::move(group)), tokenizer_(tokenizer) {}
+  ChatStream(ChatRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
+      : request_(std::move(request)),
+        group_(std::move(group)),
+        tokenizer_(request_.return_tokens_as_token_ids ? nullptr : tokenizer) {}
 
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
     if (done_) return false;
     if (!role_sent_) {
-      json role = Chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr);
+      json role = Chunk({{"role", request_.role}, {"content", ""}}, nullptr, nullptr, nullptr);
       if (request_.return_token_ids) role["prompt_token_ids"] = request_.prompt_ids;
       events += SseEvent(role);
+      if (!request_.echo.empty()) events += SseEvent(Chunk({{"content", request_.echo}}, nullptr, nullptr, nullptr));
       role_sent_ = true;
     }
     try {
@@ -147,6 +196,9 @@ class ChatStream : public EventStream {
                    {"finish_reason", std::move(finish_reason)}};
     if (token_ids) choice["token_ids"] = *token_ids;
     chunk["choices"] = json::array({std::move(choice)});
+    if (request_.stream.include_usage && request_.stream.continuous_usage_stats) {
+      chunk["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()), static_cast<int64_t>(num_tokens_sent_));
+    }
     return chunk;
   }
 
@@ -166,7 +218,7 @@ class ChatStream : public EventStream {
                              request_.return_token_ids ? &new_ids : nullptr));
   }
 
-  ChatCompletionRequest request_;
+  ChatRequest request_;
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
   size_t num_tokens_sent_ = 0;
@@ -177,15 +229,20 @@ class ChatStream : public EventStream {
 }  // namespace
 
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
-  ChatCompletionRequest request = ReadChatCompletionRequest(body, context_);
+  ChatRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
-  engine_requests.push_back({request.request_id, request.prompt_ids, request.params});
+  engine_requests.push_back({request.request_id, request.prompt_ids, request.params, request.user});
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<ChatStream>(std::move(request), std::move(group), tokenizer)};
   }
   return {200, ResponseJson(request, group->WaitAll(client_gone).front(), tokenizer), nullptr};
+}
+
+EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const ServingContext& context) {
+  const ChatRequest request = ReadRequest(body, context);
+  return {{request.prompt_ids}, {request.params}};
 }
 
 }  // namespace vllm::openai

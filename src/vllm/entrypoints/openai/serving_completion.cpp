@@ -3,10 +3,32 @@
 #include <algorithm>
 #include <utility>
 
+#include "request_fields.h"
+
 namespace vllm::openai {
 namespace {
 
 using nlohmann::json;
+
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;  // what echo returns: the prompt as sent, or its ids decoded
+};
+
+struct CompletionRequest {
+  std::string request_id;
+  std::string model;
+  int64_t created = 0;
+  StreamOptions stream;
+  bool echo = false;
+  bool return_token_ids = false;       // vLLM's extra: prompt_token_ids and token_ids in the choices
+  bool return_tokens_as_token_ids = false;  // logprobs name tokens "token_id:N"
+  std::string user;                    // OpenAI's user: shown in the request's log line
+  std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
+  std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
+  std::vector<Prompt> prompts;
+  std::vector<SamplingParams> params;  // per prompt (max_tokens depends on its length)
+};
 
 int64_t CodePoints(const std::string& text) {
   int64_t n = 0;
@@ -36,23 +58,24 @@ std::vector<int32_t> ReadIds(const json& ids, int64_t vocab_size) {
   return out;
 }
 
-// "prompt": a string, a list of token ids, a list of strings or a list of id lists.
-std::vector<CompletionPrompt> ReadPrompts(const json& body, const ServingContext& context, bool add_special_tokens) {
+// "prompt": a string, a list of token ids, a list of strings or a list of id lists,
+// each cut to its last `truncate_prompt_tokens` tokens (echo then returns what is kept).
+std::vector<Prompt> ReadPrompts(const json& body, const ServingContext& context, bool add_special_tokens,
+                                std::optional<int64_t> truncate_prompt_tokens) {
   if (!body.contains("prompt") || body["prompt"].is_null()) BadRequest("'prompt' is required", "prompt");
   const json& prompt = body["prompt"];
   const int64_t vocab = context.engine().vocab_size();
   auto from_text = [&](const json& text) {
-    return CompletionPrompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"),
-                            text.get<std::string>()};
+    return Prompt{context.Encode(text.get<std::string>(), add_special_tokens, "prompt"), text.get<std::string>()};
   };
   auto from_ids = [&](const json& ids) {
     std::vector<int32_t> read = ReadIds(ids, vocab);
-    return CompletionPrompt{read, DecodePrompt(context.engine().tokenizer(), read)};
+    return Prompt{read, DecodePrompt(context.engine().tokenizer(), read)};
   };
   auto all = [&](bool (json::*is_type)() const noexcept) {
     return std::all_of(prompt.begin(), prompt.end(), [&](const json& p) { return (p.*is_type)(); });
   };
-  std::vector<CompletionPrompt> prompts;
+  std::vector<Prompt> prompts;
   if (prompt.is_string()) {
     prompts.push_back(from_text(prompt));
   } else if (prompt.is_array() && !prompt.empty() && all(&json::is_number)) {
@@ -65,41 +88,44 @@ std::vector<CompletionPrompt> ReadPrompts(const json& body, const ServingContext
     BadRequest("'prompt' must be a string, a list of token ids, or a non-empty list of strings or of token id lists",
                "prompt");
   }
-  for (const CompletionPrompt& p : prompts) {
+  for (Prompt& p : prompts) {
     if (p.ids.empty()) BadRequest("the prompt is empty: send at least one token", "prompt");
+    const size_t num_sent = p.ids.size();
+    context.TruncatePrompt(p.ids, truncate_prompt_tokens);
+    if (p.ids.size() < num_sent) p.text = DecodePrompt(context.engine().tokenizer(), p.ids);
   }
   return prompts;
 }
 
-}  // namespace
-
-CompletionRequest ReadCompletionRequest(const std::string& text, const ServingContext& context) {
+CompletionRequest ReadRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
+  CheckRequestFields(body, Endpoint::kCompletion);
   CompletionRequest request;
   request.model = context.CheckModel(body);
-  request.request_id = RandomRequestId("cmpl-");
+  request.request_id = RequestIdOf(body, "cmpl-");
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
+  request.user = OptionalString(body, "user").value_or("");
   request.echo = OptionalBool(body, "echo").value_or(false);
   request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
-  if (const auto suffix = OptionalString(body, "suffix"); suffix && !suffix->empty()) {
-    BadRequest("suffix is not supported by vllm-cpp", "suffix");
-  }
   if (const auto k = OptionalInt(body, "logprobs")) request.logprobs = CheckLogprobsCount(*k, "logprobs");
   RequestSampling sampling = ReadSampling(body, context.sampling_defaults());
   // A stream sends what each output adds; a single response uses only the last (as vLLM).
   sampling.params.output_kind = request.stream.stream ? RequestOutputKind::kDelta : RequestOutputKind::kFinalOnly;
+  sampling.params.bad_words_token_ids = context.BadWordsTokenIds(sampling.bad_words);
+  request.return_tokens_as_token_ids = sampling.return_tokens_as_token_ids;
   request.prompt_logprobs = sampling.params.prompt_logprobs;
   // Echoed prompts carry their logprobs too (vLLM asks the engine for prompt logprobs).
   if (request.echo && request.logprobs) {
     sampling.params.prompt_logprobs = std::max(request.logprobs.value(), request.prompt_logprobs.value_or(0));
   }
   sampling.params.logprobs = request.logprobs;
-  request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true));
+  request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true),
+                                sampling.truncate_prompt_tokens);
   // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).
   std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
   if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
-  for (const CompletionPrompt& prompt : request.prompts) {
+  for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
     params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
                                                  fallback_max_tokens, "prompt");
@@ -108,8 +134,6 @@ CompletionRequest ReadCompletionRequest(const std::string& text, const ServingCo
   }
   return request;
 }
-
-namespace {
 
 // OpenAI's legacy logprobs object {tokens, token_logprobs, top_logprobs, text_offset},
 // built token by token; Take() hands out what was added since the last call.
@@ -179,7 +203,7 @@ json ResponseJson(const CompletionRequest& request, const std::vector<RequestOut
     const RequestOutput& out = outputs[i];
     json logprobs = nullptr;
     if (request.logprobs) {
-      CompletionLogprobs builder(tokenizer, *request.logprobs);
+      CompletionLogprobs builder(request.return_tokens_as_token_ids ? nullptr : tokenizer, *request.logprobs);
       if (request.echo) AddPromptLogprobs(builder, out);
       for (size_t t = 0; t < out.token_ids.size(); ++t) builder.Add(out.token_ids[t], &out.logprobs.at(t));
       logprobs = builder.Take();
@@ -211,7 +235,9 @@ class CompletionStream : public EventStream {
   CompletionStream(CompletionRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
       : request_(std::move(request)), group_(std::move(group)) {
     for (size_t i = 0; i < request_.prompts.size(); ++i) {
-      choices_.push_back({0, request_.echo, CompletionLogprobs(tokenizer, request_.logprobs.value_or(0))});
+      choices_.push_back({0, request_.echo,
+                          CompletionLogprobs(request_.return_tokens_as_token_ids ? nullptr : tokenizer,
+                                             request_.logprobs.value_or(0))});
     }
   }
 
@@ -282,6 +308,10 @@ class CompletionStream : public EventStream {
     choice.sent_any = true;
     json chunk = ChunkBase(request_);
     chunk["choices"] = json::array({std::move(item)});
+    if (request_.stream.include_usage && request_.stream.continuous_usage_stats) {
+      chunk["usage"] = UsageJson(static_cast<int64_t>(request_.prompts[index].ids.size()),
+                                 static_cast<int64_t>(choice.num_tokens_sent));
+    }
     events += SseEvent(chunk);
   }
 
@@ -295,11 +325,11 @@ class CompletionStream : public EventStream {
 }  // namespace
 
 ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone& client_gone) const {
-  CompletionRequest request = ReadCompletionRequest(body, context_);
+  CompletionRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     engine_requests.push_back(
-        {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i]});
+        {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i], request.user});
   }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
@@ -307,6 +337,14 @@ ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone&
     return {200, nullptr, std::make_shared<CompletionStream>(std::move(request), std::move(group), tokenizer)};
   }
   return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
+}
+
+EngineRequestsOfBody ReadCompletionBody(const std::string& body, const ServingContext& context) {
+  const CompletionRequest request = ReadRequest(body, context);
+  EngineRequestsOfBody out;
+  for (const Prompt& prompt : request.prompts) out.prompt_ids.push_back(prompt.ids);
+  out.params = request.params;
+  return out;
 }
 
 }  // namespace vllm::openai

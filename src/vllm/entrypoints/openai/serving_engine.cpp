@@ -147,16 +147,16 @@ size_t RequestGroup::IndexOf(const std::string& request_id) const {
   return static_cast<size_t>(std::find(request_ids_.begin(), request_ids_.end(), request_id) - request_ids_.begin());
 }
 
-ServingContext::ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names,
-                               const std::string& chat_template, int64_t max_prompt_bytes,
-                               SamplingDefaults sampling_defaults)
+ServingContext::ServingContext(AsyncLLMEngine& engine, const ServerConfig& config)
     : engine_(engine),
-      served_model_names_(std::move(served_model_names)),
-      sampling_defaults_(std::move(sampling_defaults)) {
-  SetMaxPromptBytes(max_prompt_bytes);
+      served_model_names_(config.served_model_names),
+      trust_request_chat_template_(config.trust_request_chat_template),
+      sampling_defaults_(config.sampling_defaults) {
+  if (served_model_names_.empty()) throw std::invalid_argument("ServingContext: no served model name");
+  SetMaxPromptBytes(config.max_prompt_bytes);
   const Tokenizer* tokenizer = engine.tokenizer();
-  if (!chat_template.empty()) {
-    chat_template_.emplace(ReadTemplateSource(chat_template));  // a template given by hand must parse
+  if (!config.chat_template.empty()) {
+    chat_template_.emplace(ReadTemplateSource(config.chat_template));  // a template given by hand must parse
   } else if (tokenizer && !tokenizer->chat_template().empty()) {
     // The model's own template failing to parse leaves completions working; chat
     // requests then say why they cannot be served.
@@ -229,9 +229,22 @@ std::vector<int32_t> ServingContext::Encode(const std::string& text, bool add_sp
   }
 }
 
-std::string ServingContext::RenderChat(const ordered_json& body) const {
-  const ordered_json messages = NormalizeMessages(body);
-  RequireTokenizer("a chat conversation");
+// The request's own chat_template (parsed into `own`) when the server trusts those,
+// else the server's.
+const ChatTemplate& ServingContext::TemplateFor(const ordered_json& body, std::optional<ChatTemplate>& own) const {
+  const ordered_json source = OptionalOrdered(body, "chat_template", &ordered_json::is_string, "a string");
+  if (!source.is_null()) {
+    if (!trust_request_chat_template_) {
+      BadRequest("a chat_template in the request is refused: the server was not started with "
+                 "--trust-request-chat-template (vLLM's flag)",
+                 "chat_template");
+    }
+    try {
+      return own.emplace(source.get<std::string>());
+    } catch (const ChatTemplateError& e) {
+      BadRequest(std::string("the request's chat_template does not parse: ") + e.what(), "chat_template");
+    }
+  }
   if (!chat_template_error_.empty()) {
     throw OpenAIError(400, "the model's chat template cannot be used (" + chat_template_error_ +
                                "): start the server with --chat-template FILE");
@@ -241,22 +254,60 @@ std::string ServingContext::RenderChat(const ordered_json& body) const {
                       "the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
                       "or GGUF tokenizer.chat_template): start the server with --chat-template FILE");
   }
+  return *chat_template_;
+}
+
+std::string ServingContext::RenderChat(const ordered_json& body) const {
+  const ordered_json messages = NormalizeMessages(body);
+  RequireTokenizer("a chat conversation");
+  std::optional<ChatTemplate> own;
+  const ChatTemplate& chat_template = TemplateFor(body, own);
   const ordered_json tools = OptionalOrdered(body, "tools", &ordered_json::is_array, "a list of tools");
-  const ordered_json kwargs = OptionalOrdered(body, "chat_template_kwargs", &ordered_json::is_object, "an object");
+  ordered_json kwargs = OptionalOrdered(body, "chat_template_kwargs", &ordered_json::is_object, "an object");
+  if (kwargs.is_null()) kwargs = ordered_json::object();
+  // vLLM hands reasoning_effort to the template as a variable of that name.
+  if (ordered_json effort = OptionalOrdered(body, "reasoning_effort", &ordered_json::is_string, "a string");
+      !effort.is_null()) {
+    kwargs["reasoning_effort"] = std::move(effort);
+  }
+  const ordered_json documents = OptionalOrdered(body, "documents", &ordered_json::is_array, "a list of documents");
   const ordered_json generation =
       OptionalOrdered(body, "add_generation_prompt", &ordered_json::is_boolean, "true or false");
-  const ordered_json continue_final =
-      OptionalOrdered(body, "continue_final_message", &ordered_json::is_boolean, "true or false");
-  if (continue_final.is_boolean() && continue_final.get<bool>()) {
-    BadRequest("continue_final_message is not supported by vllm-cpp", "continue_final_message");
-  }
   try {
-    return chat_template_->Render(messages, tools, generation.is_null() || generation.get<bool>(), kwargs,
-                                  template_tokens_);
+    return chat_template.Render(messages, tools, generation.is_null() || generation.get<bool>(), kwargs,
+                                template_tokens_, documents);
   } catch (const ChatTemplateError& e) {
     throw OpenAIError(400, e.kind() == ChatTemplateError::Kind::kRaised ? e.detail() : std::string(e.what()),
                       "messages");
   }
+}
+
+void ServingContext::TruncatePrompt(std::vector<int32_t>& ids, std::optional<int64_t> k) const {
+  if (!k) return;
+  const int64_t max_len = engine_.max_model_len();
+  if (*k == 0 || *k < -1 || *k > max_len) {
+    BadRequest("truncate_prompt_tokens must be -1 (max_model_len) or in [1, max_model_len " + std::to_string(max_len) +
+                   "], got " + std::to_string(*k),
+               "truncate_prompt_tokens");
+  }
+  const auto keep = static_cast<size_t>(*k == -1 ? max_len : *k);
+  if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+}
+
+std::vector<std::vector<int32_t>> ServingContext::BadWordsTokenIds(const std::vector<std::string>& words) const {
+  std::vector<std::vector<int32_t>> sequences;
+  if (words.empty()) return sequences;
+  RequireTokenizer("bad_words");
+  for (const std::string& word : words) {
+    const std::string bare = word.substr(std::min(word.find_first_not_of(" \t\n"), word.size()));
+    if (bare.empty()) BadRequest("bad_words holds an empty word", "bad_words");
+    std::vector<int32_t> plain = Encode(bare, false, "bad_words");
+    std::vector<int32_t> spaced = Encode(" " + bare, false, "bad_words");
+    const bool add_spaced = !spaced.empty() && spaced.size() == plain.size() && spaced[0] != plain[0];
+    if (!plain.empty()) sequences.push_back(std::move(plain));
+    if (add_spaced) sequences.push_back(std::move(spaced));
+  }
+  return sequences;
 }
 
 int64_t ServingContext::ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vllm/engine/async_llm_engine.h"
+#include "vllm/entrypoints/openai/api_server.h"
 #include "vllm/entrypoints/openai/protocol.h"
 #include "vllm/tokenizer/chat_template.h"
 
@@ -81,12 +82,11 @@ class RequestGroup {
 
 class ServingContext {
  public:
-  // `chat_template`: a template file or the template itself (vLLM's --chat-template);
-  // empty means the tokenizer's. Throws when a given template cannot be read or parsed.
-  // `max_prompt_bytes`: ServerConfig's (0: its default). `sampling_defaults`: the
-  // --generation-config defaults of the fields a request does not set.
-  ServingContext(AsyncLLMEngine& engine, std::vector<std::string> served_model_names, const std::string& chat_template,
-                 int64_t max_prompt_bytes = 0, SamplingDefaults sampling_defaults = {});
+  // From `config`: served_model_names (not empty), chat_template (a template file or
+  // the template itself, vLLM's --chat-template; empty means the tokenizer's; throws
+  // when a given one cannot be read or parsed), trust_request_chat_template,
+  // max_prompt_bytes (0: its default), sampling_defaults (--generation-config).
+  ServingContext(AsyncLLMEngine& engine, const ServerConfig& config);
 
   AsyncLLMEngine& engine() const { return engine_; }
   const std::vector<std::string>& served_model_names() const { return served_model_names_; }
@@ -98,8 +98,10 @@ class ServingContext {
   // Token ids of a prompt text; a 400 naming `param` when it cannot be tokenized or is
   // longer than max_prompt_bytes (checked before any work).
   std::vector<int32_t> Encode(const std::string& text, bool add_special_tokens, const std::string& param) const;
-  // Renders a chat request (messages, tools, add_generation_prompt, chat_template_kwargs)
-  // with the chat template; 400s for malformed messages and template errors.
+  // Renders a chat request (messages, tools, documents, reasoning_effort,
+  // add_generation_prompt, chat_template_kwargs) with the chat template, or with the
+  // request's own chat_template when the server trusts those; 400s for malformed
+  // messages and template errors.
   std::string RenderChat(const nlohmann::ordered_json& body) const;
   // max_tokens for a prompt of `num_prompt_tokens`: `requested`, else `fallback` (none:
   // all that is left of max_model_len) capped to what is left. A 400 in vLLM's words
@@ -107,14 +109,22 @@ class ServingContext {
   // "prompt" or "messages".
   int64_t ResolveMaxTokens(int64_t num_prompt_tokens, std::optional<int64_t> requested, std::optional<int64_t> fallback,
                            const std::string& prompt_name) const;
+  // vLLM's truncate_prompt_tokens: keeps the last k tokens of `ids` (k -1:
+  // max_model_len); a 400 for k = 0, below -1 or above max_model_len.
+  void TruncatePrompt(std::vector<int32_t>& ids, std::optional<int64_t> k) const;
+  // vLLM's bad words as token sequences: each word as written and, when that differs
+  // only in its first token and not in length, after a space (how it appears mid-text).
+  std::vector<std::vector<int32_t>> BadWordsTokenIds(const std::vector<std::string>& words) const;
 
  private:
   void SetMaxPromptBytes(int64_t max_prompt_bytes);
+  const ChatTemplate& TemplateFor(const nlohmann::ordered_json& body, std::optional<ChatTemplate>& own) const;
 
   AsyncLLMEngine& engine_;
   std::vector<std::string> served_model_names_;
   std::optional<ChatTemplate> chat_template_;
   std::string chat_template_error_;  // why the tokenizer's template did not parse
+  bool trust_request_chat_template_ = false;
   ChatTemplateTokens template_tokens_;
   int64_t max_prompt_bytes_ = 0;
   std::string max_prompt_bytes_origin_;  // how the bound came about, for the 400
@@ -134,5 +144,12 @@ nlohmann::json StopReasonJson(const RequestOutput& output, const SamplingParams&
 // vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]
 // for a request that asked for the top `num_top` per position.
 nlohmann::json PromptLogprobsJson(const Tokenizer* tokenizer, const RequestOutput& output, int num_top);
+
+// What a request body becomes before it reaches the engine: each engine request's
+// prompt ids and sampling parameters (the request-body fuzzer checks these).
+struct EngineRequestsOfBody {
+  std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<SamplingParams> params;
+};
 
 }  // namespace vllm::openai

@@ -1,0 +1,156 @@
+#include "request_fields.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "vllm/entrypoints/openai/protocol.h"
+
+namespace vllm::openai {
+namespace {
+
+using nlohmann::json;
+
+// Which endpoints declare a field.
+enum Endpoints : uint8_t { kCompletionOnly = 1, kChatOnly = 2, kBoth = 3 };
+
+// Whether a value of a field vllm-cpp does not implement still means "off".
+using Accepts = bool (*)(const json& value);
+
+bool Never(const json&) { return false; }
+bool IsOne(const json& v) { return v.is_number() && v == 1; }
+bool IsZero(const json& v) { return v.is_number() && v == 0; }
+bool IsFalse(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool IsTrue(const json& v) { return v.is_boolean() && v.get<bool>(); }
+bool IsEmptyString(const json& v) { return v.is_string() && v.get<std::string>().empty(); }
+bool IsTextOnly(const json& v) { return v == json::array({"text"}); }
+bool IsTextFormat(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", json()) == "text"; }
+
+struct Field {
+  const char* name;
+  uint8_t endpoints;
+  // nullptr: honoured (read by the endpoint); otherwise the values let through.
+  Accepts accepts;
+  // Why other values are refused (how to do without them).
+  const char* refusal;
+};
+
+constexpr char kGuided[] =
+    "structured outputs (guided decoding) are not implemented yet; the output is not constrained";
+
+// In the order of vLLM's classes: OpenAI's fields, then vLLM's sampling and extra fields.
+constexpr Field kFields[] = {
+    {"messages", kChatOnly, nullptr, ""},
+    {"prompt", kCompletionOnly, nullptr, ""},
+    {"model", kBoth, nullptr, ""},
+    {"prompt_embeds", kCompletionOnly, Never, "prompts are token ids or text; embeddings are not taken"},
+    {"audio", kChatOnly, Never, "the served models produce text only"},
+    {"modalities", kChatOnly, IsTextOnly, "the served models produce text only: send [\"text\"] or nothing"},
+    {"best_of", kBoth, IsOne, "vllm-cpp returns one sequence per prompt; send best_of 1"},
+    {"echo", kBoth, nullptr, ""},
+    {"frequency_penalty", kBoth, nullptr, ""},
+    {"logit_bias", kBoth, nullptr, ""},
+    {"logprobs", kBoth, nullptr, ""},
+    {"top_logprobs", kChatOnly, nullptr, ""},
+    {"max_tokens", kBoth, nullptr, ""},
+    {"max_completion_tokens", kChatOnly, nullptr, ""},
+    {"n", kBoth, IsOne,
+     "vllm-cpp returns one choice per prompt: send n 1 (or the request several times, with different seeds)"},
+    {"presence_penalty", kBoth, nullptr, ""},
+    {"response_format", kBoth, IsTextFormat, kGuided},
+    {"seed", kBoth, nullptr, ""},
+    {"stop", kBoth, nullptr, ""},
+    {"stream", kBoth, nullptr, ""},
+    {"stream_options", kBoth, nullptr, ""},
+    {"suffix", kCompletionOnly, IsEmptyString, "fill-in-the-middle is not supported"},
+    {"temperature", kBoth, nullptr, ""},
+    {"top_p", kBoth, nullptr, ""},
+    {"tools", kChatOnly, nullptr, ""},
+    {"tool_choice", kChatOnly, nullptr, ""},
+    {"reasoning_effort", kChatOnly, nullptr, ""},
+    {"thinking_token_budget", kChatOnly, Never, "reasoning is not bounded separately; use max_tokens"},
+    {"include_reasoning", kChatOnly, IsTrue, "no reasoning parser runs, so the reasoning cannot be left out"},
+    {"parallel_tool_calls", kChatOnly, Never, "tool calls are not parsed out of the output"},
+    {"user", kBoth, nullptr, ""},
+    {"use_beam_search", kBoth, IsFalse, "beam search is not implemented"},
+    {"top_k", kBoth, nullptr, ""},
+    {"min_p", kBoth, nullptr, ""},
+    {"repetition_penalty", kBoth, nullptr, ""},
+    {"length_penalty", kBoth, IsOne, "it applies to beam search, which is not implemented"},
+    {"stop_token_ids", kBoth, nullptr, ""},
+    {"include_stop_str_in_output", kBoth, nullptr, ""},
+    {"ignore_eos", kBoth, nullptr, ""},
+    {"min_tokens", kBoth, nullptr, ""},
+    {"skip_special_tokens", kBoth, nullptr, ""},
+    {"spaces_between_special_tokens", kBoth, nullptr, ""},
+    {"truncate_prompt_tokens", kBoth, nullptr, ""},
+    {"prompt_logprobs", kBoth, nullptr, ""},
+    {"allowed_token_ids", kBoth, nullptr, ""},
+    {"bad_words", kBoth, nullptr, ""},
+    {"add_generation_prompt", kChatOnly, nullptr, ""},
+    {"continue_final_message", kChatOnly, IsFalse, "the template cannot leave the last message open"},
+    {"add_special_tokens", kBoth, nullptr, ""},
+    {"documents", kChatOnly, nullptr, ""},
+    {"chat_template", kChatOnly, nullptr, ""},
+    {"chat_template_kwargs", kChatOnly, nullptr, ""},
+    {"mm_processor_kwargs", kChatOnly, Never, "the served models take text only"},
+    {"structured_outputs", kBoth, Never, kGuided},
+    {"guided_json", kBoth, Never, kGuided},
+    {"guided_regex", kBoth, Never, kGuided},
+    {"guided_choice", kBoth, Never, kGuided},
+    {"guided_grammar", kBoth, Never, kGuided},
+    {"structural_tag", kBoth, Never, kGuided},
+    {"guided_decoding_backend", kBoth, Never, kGuided},
+    {"guided_whitespace_pattern", kBoth, Never, kGuided},
+    {"priority", kBoth, IsZero, "requests are scheduled first come, first served (no priority scheduling)"},
+    {"request_id", kBoth, nullptr, ""},
+    {"logits_processors", kBoth, Never, "custom logits processors cannot be loaded"},
+    {"return_tokens_as_token_ids", kBoth, nullptr, ""},
+    {"return_token_ids", kBoth, nullptr, ""},
+    {"cache_salt", kBoth, Never, "the prefix cache is not salted per request"},
+    {"kv_transfer_params", kBoth, Never, "disaggregated serving (KV transfer) is not implemented"},
+    {"vllm_xargs", kBoth, Never, "there are no custom extensions to pass them to"},
+};
+
+uint8_t Bit(Endpoint endpoint) { return endpoint == Endpoint::kCompletion ? kCompletionOnly : kChatOnly; }
+
+const Field* Find(std::string_view name) {
+  const auto* found = std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& f) { return f.name == name; });
+  return found == std::end(kFields) ? nullptr : found;
+}
+
+const char* PathOf(Endpoint endpoint) {
+  return endpoint == Endpoint::kCompletion ? "/v1/completions" : "/v1/chat/completions";
+}
+
+}  // namespace
+
+void CheckRequestFields(const json& body, Endpoint endpoint) {
+  for (const auto& [name, value] : body.items()) {
+    const Field* field = Find(name);
+    if (field == nullptr) {
+      BadRequest("unknown field '" + name + "': " + PathOf(endpoint) +
+                     " takes the fields of vLLM's " +
+                     (endpoint == Endpoint::kCompletion ? "CompletionRequest" : "ChatCompletionRequest") +
+                     ", and vllm-cpp refuses a field rather than ignore it",
+                 name);
+    }
+    if ((field->endpoints & Bit(endpoint)) == 0) {
+      BadRequest("'" + name + "' is not a field of " + PathOf(endpoint) + " (it belongs to " +
+                     PathOf(endpoint == Endpoint::kCompletion ? Endpoint::kChat : Endpoint::kCompletion) + ")",
+                 name);
+    }
+    if (field->accepts == nullptr || value.is_null() || field->accepts(value)) continue;
+    BadRequest("'" + name + "' is not supported by vllm-cpp: " + field->refusal, name);
+  }
+}
+
+std::vector<std::string> RequestFieldNames(Endpoint endpoint) {
+  std::vector<std::string> names;
+  for (const Field& field : kFields) {
+    if (field.endpoints & Bit(endpoint)) names.emplace_back(field.name);
+  }
+  return names;
+}
+
+}  // namespace vllm::openai

@@ -1,0 +1,184 @@
+// JSON schema front end: random schemas of the supported subset, random walks that
+// sample uniformly from the token mask, and checks that (1) every finished output
+// parses and validates (validator in structured_testing.h, written from the JSON
+// Schema spec), (2) prefixes the matcher accepted extend, byte by byte, to a valid
+// document, (3) what is not supported is an error naming the keyword and pointer.
+#include <gtest/gtest.h>
+
+#include "structured_testing.h"
+#include "vllm/structured_output/grammar_compiler.h"
+
+namespace vllm::structured_output {
+namespace {
+
+using testing::json;
+
+// Parses and validates `text`; a failure message quotes it with the schema.
+void ExpectValid(const std::string& text, const json& schema, const std::string& context) {
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::exception& e) {
+    ADD_FAILURE() << context << ": not JSON (" << e.what() << "): " << text << "\nschema " << schema.dump();
+    return;
+  }
+  std::string why;
+  EXPECT_TRUE(testing::Validate(value, schema, schema, why))
+      << context << ": " << why << "\ntext " << text << "\nschema " << schema.dump();
+}
+
+// For each schema: walks to the end (validated), and rolls back to a random prefix
+// that is completed byte by byte (validated too).
+void CheckRandomSchemas(const std::shared_ptr<const TokenizerInfo>& vocab, int num_schemas, int walks_per_schema,
+                        uint32_t seed) {
+  std::mt19937 rng(seed);
+  int num_terminated = 0;
+  for (int i = 0; i < num_schemas; ++i) {
+    const json schema = testing::RandomRootSchema(rng);
+    JsonSchemaOptions options;
+    options.max_whitespace = std::array{0, 1, 2, -1}[rng() % 4];
+    options.strict = rng() % 2;
+    auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema, options), vocab);
+    for (int w = 0; w < walks_per_schema; ++w) {
+      GrammarMatcher m(compiled);
+      const testing::WalkResult r = testing::RandomWalk(m, rng, 200);
+      const std::string context = "schema " + std::to_string(i) + " walk " + std::to_string(w);
+      if (r.terminated) {
+        ++num_terminated;
+        ExpectValid(r.text, schema, context);
+        m.Rollback(1);  // the stop token
+      }
+      const int32_t back = m.num_accepted_tokens() == 0 ? 0 : static_cast<int32_t>(rng() % m.num_accepted_tokens());
+      m.Rollback(back);
+      std::string prefix;
+      for (int32_t k = 0; k < m.num_accepted_tokens(); ++k) prefix += vocab->token_bytes(r.ids[k]);
+      const std::optional<std::string> rest = testing::CompleteBytes(m, rng);
+      ASSERT_TRUE(rest.has_value()) << context << ": no completion of " << prefix << "\nschema " << schema.dump();
+      ExpectValid(prefix + *rest, schema, context + " prefix completion");
+    }
+  }
+  // Most walks end by themselves; the rest are covered by the completions.
+  EXPECT_GT(num_terminated, num_schemas * walks_per_schema / 4);
+}
+
+TEST(JsonSchemaGrammarTest, RandomSchemasOnASyntheticVocabularyValidate) {
+  CheckRandomSchemas(testing::SyntheticVocab(), 200, 3, 1);
+}
+
+TEST(JsonSchemaGrammarTest, RandomSchemasOnTheQwen3VocabularyValidate) {
+  auto vocab = testing::Qwen3Vocab();
+  if (!vocab) GTEST_SKIP() << vllm::testing::MissingSharedData(testing::kQwen3Dir / "tokenizer.json");
+  CheckRandomSchemas(vocab, 100, 3, 2);
+}
+
+TEST(JsonSchemaGrammarTest, RecursiveRefsAndToolSchemas) {
+  const json tree = json::parse(R"({
+    "$defs": {"node": {"type": "object", "properties": {
+      "v": {"type": "integer"},
+      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+      "required": ["v"]}},
+    "$ref": "#/$defs/node"})");
+  const json tool = json::parse(R"({"type": "object", "properties": {
+      "location": {"type": "string", "description": "City"},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+      "days": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": null}},
+    "required": ["location", "unit"], "additionalProperties": false})");
+  std::mt19937 rng(3);
+  for (const json& schema : {tree, tool}) {
+    auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema), testing::SyntheticVocab());
+    for (int w = 0; w < 20; ++w) {
+      GrammarMatcher m(compiled);
+      const testing::WalkResult r = testing::RandomWalk(m, rng, 300, 0.9);
+      if (r.terminated) ExpectValid(r.text, schema, "walk " + std::to_string(w));
+    }
+  }
+}
+
+bool Accepts(const Grammar& g, std::string_view text) {
+  auto compiled = std::make_shared<const CompiledGrammar>(Grammar(g), testing::SyntheticVocab());
+  GrammarMatcher m(compiled);
+  return m.AcceptBytes(text) && m.CanTerminate();
+}
+
+TEST(JsonSchemaGrammarTest, AcceptsAndRejectsDocuments) {
+  const Grammar any_object = GrammarFromJsonObject();
+  EXPECT_TRUE(Accepts(any_object, R"({"a": [1, -2.5e3, true, null, {"b": "c\u00e9\n"}], "": {}})"));
+  EXPECT_TRUE(Accepts(any_object, "{ }"));
+  EXPECT_FALSE(Accepts(any_object, "[1]"));
+  EXPECT_FALSE(Accepts(any_object, R"({"a":})"));
+  EXPECT_FALSE(Accepts(any_object, R"({"a": 01})"));
+  EXPECT_FALSE(Accepts(any_object, R"({"a": "\ud800"})"));  // a lone surrogate escape
+  EXPECT_FALSE(Accepts(any_object, "{\"a\": \"\x01\"}"));     // a raw control character
+
+  // Properties come in the schema's order; optional ones may be left out.
+  const Grammar ordered = GrammarFromJsonSchema(std::string_view(
+      R"({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string", "maxLength": 2}},
+          "required": ["a"]})"));
+  EXPECT_TRUE(Accepts(ordered, R"({"b": 1, "a": "xy"})"));
+  EXPECT_TRUE(Accepts(ordered, R"({"a": ""})"));
+  EXPECT_FALSE(Accepts(ordered, R"({"a": "xy", "b": 1})"));
+  EXPECT_FALSE(Accepts(ordered, R"({"b": 1})"));
+  EXPECT_FALSE(Accepts(ordered, R"({"a": "xyz"})"));
+  EXPECT_FALSE(Accepts(ordered, R"({"a": "x", "c": 1})"));  // strict: no other properties
+
+  JsonSchemaOptions compact;
+  compact.max_whitespace = 0;
+  const Grammar array = GrammarFromJsonSchema(json::parse(R"({"type": "array", "items": {"type": "boolean"},
+                                                              "minItems": 1, "maxItems": 2})"), compact);
+  EXPECT_TRUE(Accepts(array, "[true,false]"));
+  EXPECT_FALSE(Accepts(array, "[true, false]"));
+  EXPECT_FALSE(Accepts(array, "[]"));
+  EXPECT_FALSE(Accepts(array, "[true,true,true]"));
+
+  // Extra members never repeat a declared name, in any spelling the grammar allows.
+  const Grammar extra = GrammarFromJsonSchema(std::string_view(
+      R"({"type": "object", "properties": {"ab": {"type": "integer"}, "é": {"type": "null"}},
+          "additionalProperties": {"type": "string"}})"));
+  EXPECT_TRUE(Accepts(extra, R"({"ab": 1, "a": "x", "abc": "y", "": "z", "è": "w", "éé": "v"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"ab": 1, "ab": "x"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"é": "x"})"));
+  EXPECT_FALSE(Accepts(extra, R"({"\u0061b": "x"})"));
+
+  const Grammar date = GrammarFromJsonSchema(std::string_view(R"({"type": "string", "format": "date"})"));
+  EXPECT_TRUE(Accepts(date, R"("2024-02-29")"));
+  EXPECT_FALSE(Accepts(date, R"("2024-13-01")"));
+  const Grammar pattern = GrammarFromJsonSchema(std::string_view(R"({"type": "string", "pattern": "^a\"[0-9]+$"})"));
+  EXPECT_TRUE(Accepts(pattern, R"("a\"12")"));
+  EXPECT_FALSE(Accepts(pattern, R"("a"12")"));
+}
+
+// The message names the keyword (or what is wrong) and the JSON pointer.
+TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPointer) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {R"({"type": "integer", "minimum": 0})", "\"minimum\"", "#/minimum"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})", "format \"email\"",
+       "#/properties/a/format"},
+      {R"({"type": "object", "patternProperties": {"^x": {}}})", "\"patternProperties\"", "#/patternProperties"},
+      {R"({"type": "array", "prefixItems": [{"type": "string"}]})", "\"prefixItems\"", "#/prefixItems"},
+      {R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})", "allOf", "#/allOf"},
+      {R"({"$ref": "https://example.com/s.json"})", "only local refs", "#/$ref"},
+      {R"({"$ref": "#/$defs/missing"})", "does not resolve", "#/$ref"},
+      {R"({"not": {"type": "string"}})", "\"not\"", "#/not"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "\"b\" is not in properties", "#/required"},
+      {R"({"type": "string", "minLength": 5, "maxLength": 2})", "maxLength < minLength", "#"},
+      {R"({"type": "integer", "enum": ["a", "b"]})", "nothing can match", "#/enum"},
+      {R"({"type": "strin"})", "\"type\" must name JSON types", "#/type"},
+      {R"({"anyOf": [{"type": "string"}], "maxLength": 3})", "\"maxLength\"", "#/maxLength"},
+      {R"J({"type": "string", "pattern": "a(?=b)"})J", "lookaround", "#/pattern"},
+      {R"({"type": "array", "items": {"uniqueItems": true}})", "\"uniqueItems\"", "#/items/uniqueItems"},
+  };
+  for (const auto& [schema, what, where] : cases) {
+    try {
+      GrammarFromJsonSchema(std::string_view(schema));
+      ADD_FAILURE() << "no error for " << schema;
+    } catch (const StructuredOutputError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(what), std::string::npos) << message;
+      EXPECT_NE(message.find(where), std::string::npos) << message;
+    }
+  }
+  EXPECT_THROW(GrammarFromJsonSchema(std::string_view("{\"type\": ")), StructuredOutputError);
+}
+
+}  // namespace
+}  // namespace vllm::structured_output
