@@ -90,7 +90,6 @@ class Scheduler {
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // admission order
   std::vector<std::string> finished_req_ids_;  // since the last schedule(), for the worker
-  int64_t next_arrival_ = 0;
   int64_t num_preemptions_ = 0;
 };
 

@@ -86,6 +86,7 @@ TEST(ApiServerLimitsTest, HugePromptsOnNewConnectionsLeaveNoMemoryBehind) {
     ASSERT_NE(error.message.find("maximum context length is 256 tokens"), std::string::npos) << error.message;
   }
   const int64_t growth = testing::ResidentBytes() - before;
+  RecordProperty("resident_growth_bytes", std::to_string(growth));  // in --gtest_output=xml
   EXPECT_LT(growth, int64_t{100} << 20) << "resident memory grew by " << (growth >> 20) << " MiB over " << kRequests
                                         << " prompts of 16 MiB";
 }

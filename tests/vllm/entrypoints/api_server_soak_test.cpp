@@ -151,6 +151,7 @@ TEST(ApiServerSoakTest, MixedClientsLeaveTheServerIdleAndServing) {
   EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"abort\""), num_leavers);
   EXPECT_EQ(server.Metric("vllm:request_success_total", "finished_reason=\"length\""), num_finished);
   const int64_t growth = testing::ResidentBytes() - resident_before;
+  RecordProperty("resident_growth_bytes", std::to_string(growth));  // in --gtest_output=xml
   if (!testing::kSanitizedAllocator) {
     EXPECT_LT(growth, int64_t{48} << 20) << "resident memory grew by " << (growth >> 20) << " MiB";
   }

@@ -240,4 +240,9 @@ ApiResponse ServingChat::Create(const std::string& body, const ClientGone& clien
   return {200, ResponseJson(request, group->WaitAll(client_gone).front(), tokenizer), nullptr};
 }
 
+EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const ServingContext& context) {
+  const ChatRequest request = ReadRequest(body, context);
+  return {{request.prompt_ids}, {request.params}};
+}
+
 }  // namespace vllm::openai

@@ -9,6 +9,10 @@
 
 namespace vllm::openai {
 
+// A /v1/chat/completions body read as Create reads it (a 4xx OpenAIError naming the field when it
+// cannot be served), without submitting it.
+EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const ServingContext& context);
+
 class ServingChat {
  public:
   explicit ServingChat(const ServingContext& context) : context_(context) {}

@@ -339,4 +339,12 @@ ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone&
   return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
 }
 
+EngineRequestsOfBody ReadCompletionBody(const std::string& body, const ServingContext& context) {
+  const CompletionRequest request = ReadRequest(body, context);
+  EngineRequestsOfBody out;
+  for (const Prompt& prompt : request.prompts) out.prompt_ids.push_back(prompt.ids);
+  out.params = request.params;
+  return out;
+}
+
 }  // namespace vllm::openai

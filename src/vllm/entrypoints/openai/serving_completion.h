@@ -9,6 +9,10 @@
 
 namespace vllm::openai {
 
+// A /v1/completions body read as Create reads it (a 4xx OpenAIError naming the field when it
+// cannot be served), without submitting it.
+EngineRequestsOfBody ReadCompletionBody(const std::string& body, const ServingContext& context);
+
 class ServingCompletion {
  public:
   explicit ServingCompletion(const ServingContext& context) : context_(context) {}

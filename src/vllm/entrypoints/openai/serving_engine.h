@@ -145,4 +145,11 @@ nlohmann::json StopReasonJson(const RequestOutput& output, const SamplingParams&
 // for a request that asked for the top `num_top` per position.
 nlohmann::json PromptLogprobsJson(const Tokenizer* tokenizer, const RequestOutput& output, int num_top);
 
+// What a request body becomes before it reaches the engine: each engine request's
+// prompt ids and sampling parameters (the request-body fuzzer checks these).
+struct EngineRequestsOfBody {
+  std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<SamplingParams> params;
+};
+
 }  // namespace vllm::openai
