@@ -111,6 +111,18 @@ __device__ inline int64_t ExpertOfTile(const int32_t* tile_starts, int64_t exper
   return lo;
 }
 
+// The expert of tile `tile` and its pairs sorted[first, first + count) (count <= rows).
+struct TilePairs {
+  int64_t expert, first, count;
+};
+__device__ inline TilePairs PairsOfTile(const int32_t* tile_starts, const int32_t* expert_offsets, int64_t experts,
+                                        int64_t tile, int64_t rows) {
+  const int64_t e = ExpertOfTile(tile_starts, experts, tile);
+  const int64_t first = expert_offsets[e] + (tile - tile_starts[e]) * rows;
+  const int64_t left = expert_offsets[e + 1] - first;
+  return {e, first, left < rows ? left : rows};
+}
+
 template <DType kW, bool kTwo>
 __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
   __shared__ __align__(16) bf16_t a_tile[kGroupRows * kGroupPitch];
@@ -119,9 +131,7 @@ __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
   __shared__ int32_t rows[kGroupRows];
   const int64_t tile = blockIdx.x;
   if (tile >= p.tile_starts[p.experts]) return;  // uniform: past the last tile
-  const int64_t e = ExpertOfTile(p.tile_starts, p.experts, tile);
-  const int64_t first = p.expert_offsets[e] + (tile - p.tile_starts[e]) * kGroupRows;
-  const int64_t count = p.expert_offsets[e + 1] - first < kGroupRows ? p.expert_offsets[e + 1] - first : kGroupRows;
+  const auto [e, first, count] = PairsOfTile(p.tile_starts, p.expert_offsets, p.experts, tile, kGroupRows);
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kGroupCols;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   if (tid < kGroupRows) rows[tid] = tid < count ? p.sorted_pairs[first + tid] : -1;
@@ -220,9 +230,7 @@ __global__ void __launch_bounds__(kQmmaThreads) GroupedQmma(GroupedQmmaParams p)
   __shared__ int32_t pairs[kRows], a_rows[kRows];
   const int64_t tile = blockIdx.x;
   if (tile >= p.tile_starts[p.experts]) return;  // uniform: past the last tile
-  const int64_t e = ExpertOfTile(p.tile_starts, p.experts, tile);
-  const int64_t first = p.expert_offsets[e] + (tile - p.tile_starts[e]) * kRows;
-  const int64_t count = p.expert_offsets[e + 1] - first < kRows ? p.expert_offsets[e + 1] - first : kRows;
+  const auto [e, first, count] = PairsOfTile(p.tile_starts, p.expert_offsets, p.experts, tile, kRows);
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kQmmaCols;
   for (int r = static_cast<int>(threadIdx.x); r < kRows; r += kQmmaThreads) {
     const int32_t pair = r < count ? p.sorted_pairs[first + r] : -1;
