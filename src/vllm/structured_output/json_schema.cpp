@@ -168,7 +168,8 @@ class JsonSchemaCompiler {
   }
 
   void CheckKeywords(const json& s, const std::string& pointer, const std::set<std::string>& allowed) const {
-    for (const auto& [key, value] : s.items()) {
+    for (const auto& item : s.items()) {
+      const std::string& key = item.key();  // not a structured binding: clang 14's lambdas cannot capture one
       if (kAnnotations.count(key) || allowed.count(key)) continue;
       const bool known = kGeneralKeywords.count(key) ||
                          std::any_of(kTypeKeywords.begin(), kTypeKeywords.end(),
