@@ -44,7 +44,13 @@ Server& TestServer() {
     config.num_threads = 1;
     return new vllm::AsyncLLMEngine(std::make_unique<vllm::LLMEngine>(config));
   }();
-  static vllm::openai::ServingContext context(*engine, {"test-model"}, "");
+  static const vllm::openai::ServerConfig config = [] {
+    vllm::openai::ServerConfig c;
+    c.served_model_names = {"test-model"};
+    c.log_requests = false;
+    return c;
+  }();
+  static vllm::openai::ServingContext context(*engine, config);
   static Server server{context, engine->vocab_size(), engine->max_model_len()};
   return server;
 }
