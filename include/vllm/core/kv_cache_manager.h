@@ -11,11 +11,11 @@
 // positions p (multiples of block_size), where the scheduler ends prompt chunks so
 // that a snapshot is a copy after a forward and never an extra one:
 //   - every state_checkpoint_interval tokens;
-//   - the last block boundary of the tokens known when the chunk is scheduled: the
-//     end of the prompt (rounded down to a block) for a prompt chunk, and during
-//     decode every block boundary, of which only the request's latest is kept
-//     (the end of its answer when it finishes, which the next turn of a chat
-//     starts with).
+//   - the last block boundary before the last known token: where the same prompt
+//     sent again starts (one token is always computed);
+//   - the end of the known tokens when it is a block boundary: during decode every
+//     block boundary, of which only the request's latest is kept (the end of its
+//     answer when it finishes, where the next turn of a chat starts).
 // A lookup takes the longest chain of cached blocks whose end has a snapshot.
 #pragma once
 
@@ -115,6 +115,8 @@ class KVCacheManager {
 
  private:
   void UpdateBlockHashes(Request& request) const;
+  // The last multiple of block_size below num_tokens (0 for num_tokens <= 1).
+  int64_t LastBoundaryBefore(int64_t num_tokens) const;
   // The tokens of the request's full block i.
   std::span<const int32_t> BlockTokens(const Request& request, int64_t i) const;
 

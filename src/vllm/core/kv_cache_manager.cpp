@@ -84,28 +84,34 @@ ComputedBlocks KVCacheManager::get_computed_blocks(Request& request) {
   return hit;
 }
 
+int64_t KVCacheManager::LastBoundaryBefore(int64_t num_tokens) const {
+  return std::max<int64_t>(num_tokens - 1, 0) / config_.block_size * config_.block_size;
+}
+
 std::optional<int64_t> KVCacheManager::next_state_checkpoint(const Request& request, int64_t num_computed) const {
   if (snapshots_.num_snapshots() == 0) return std::nullopt;
-  const int64_t interval = config_.state_checkpoint_interval, bs = config_.block_size;
+  const int64_t interval = config_.state_checkpoint_interval;
   const int64_t next_interval = (num_computed / interval + 1) * interval;
-  // Interval positions past the last block boundary are past the known tokens.
-  const int64_t last_boundary = request.num_tokens() / bs * bs;
-  if (last_boundary <= num_computed) return std::nullopt;
-  return std::min(next_interval, last_boundary);
+  // Interval positions past the last one are past the known tokens.
+  const int64_t last = LastBoundaryBefore(request.num_tokens());
+  if (last <= num_computed) return std::nullopt;
+  return std::min(next_interval, last);
 }
 
 std::optional<int32_t> KVCacheManager::take_state_snapshot(const Request& request, int64_t end) {
   const int64_t bs = config_.block_size;
   if (snapshots_.num_snapshots() == 0 || end <= 0 || end % bs != 0) return std::nullopt;
   const bool at_interval = end % config_.state_checkpoint_interval == 0;
-  if (!at_interval && end != request.num_tokens() / bs * bs) return std::nullopt;
+  if (!at_interval && end != LastBoundaryBefore(request.num_tokens()) && end != request.num_tokens()) {
+    return std::nullopt;
+  }
   const std::vector<int32_t>& blocks = get_block_ids(request.req_id);
   if (end / bs > static_cast<int64_t>(blocks.size())) return std::nullopt;
   const int32_t block = blocks[end / bs - 1];
   const std::optional<int32_t> snapshot = snapshots_.allocate(pool_, block);
-  // A decode checkpoint replaces the request's previous one; the prompt's and the
-  // interval ones stay.
-  if (snapshot && !at_interval && end > request.num_prompt_tokens() / bs * bs) {
+  // A checkpoint past the prompt's (a decode one) replaces the request's previous
+  // one; the prompt's and the interval ones stay.
+  if (snapshot && !at_interval && end > LastBoundaryBefore(request.num_prompt_tokens())) {
     auto [it, first] = req_to_rolling_snapshot_block_.try_emplace(request.req_id, block);
     if (!first) {
       snapshots_.release(pool_, it->second);
