@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "vllm/engine/llm_engine.h"
 #include "vllm/testing/engine_harness.h"
 #include "vllm/testing/model_reference.h"
 
@@ -203,6 +204,44 @@ TEST_P(HybridPrefixCacheTest, PreemptedRequestsResumeWithTheSameOutputs) {
   ExpectSameOutputs(runs[1], runs[0]);
   EXPECT_GT(runs[1].stats.num_preemptions, 0);
   EXPECT_GT(runs[1].stats.prefix_cache_hits, 0);
+}
+
+// Through LLMEngine with its defaults (pages of 16, checkpoints every 512): turn 1
+// (40 tokens) checkpoints the state at 32, the last boundary before its end; turn 2
+// starts there, and the engine's counters say so (vllm:prefix_cache_* come from them).
+TEST_P(HybridPrefixCacheTest, TheEngineCountsTheHitsAndTheTokensItComputed) {
+  const Tokens turn1 = Random(40, 30), message = Random(5, 31);
+  std::vector<int32_t> answers[2][2];
+  for (bool enable : {false, true}) {
+    EngineConfig config;
+    config.model = testing::LoadReference(GetParam()).hf_folder;
+    config.enable_prefix_caching = enable;
+    config.cpu_kv_cache_bytes = 64 << 20;
+    config.num_threads = 1;
+    config.on_log = [](const std::string&) {};
+    LLMEngine engine(config);
+    EXPECT_EQ(engine.prefix_caching_enabled(), enable);
+    SamplingParams params;
+    params.temperature = 0;
+    params.max_tokens = 8;
+    params.ignore_eos = true;
+    Tokens prompt = turn1;
+    for (int turn = 0; turn < 2; ++turn) {
+      const int64_t computed = engine.stats().num_tokens_computed;
+      engine.AddRequest("turn" + std::to_string(turn), prompt, params);
+      while (engine.HasUnfinishedRequests()) {
+        for (const RequestOutput& out : engine.Step()) {
+          if (out.finished) answers[enable][turn] = out.token_ids;
+        }
+      }
+      const int64_t expected = turn == 0 || !enable ? static_cast<int64_t>(prompt.size()) + 7 : 21 + 7;
+      EXPECT_EQ(engine.stats().num_tokens_computed - computed, expected) << "turn " << turn;
+      prompt = Concat({prompt, answers[enable][turn], message});
+    }
+    EXPECT_EQ(engine.stats().prefix_cache_hits, enable ? 32 : 0);
+  }
+  EXPECT_EQ(answers[1][0], answers[0][0]);
+  EXPECT_EQ(answers[1][1], answers[0][1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridPrefixCacheTest, ::testing::Values("qwen35_dense_untied", "qwen35_moe"),
