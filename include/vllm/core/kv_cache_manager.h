@@ -5,6 +5,18 @@
 // need one recurrent-state slot per running request (conv + SSM state of every GDN
 // layer), taken at admission from a StateSlotPool and freed with the request.
 // Running out is a return value (the scheduler then preempts), never an exception.
+//
+// Prefix caching for such hybrid models pairs cached blocks with snapshots of the
+// recurrent state (state_snapshot_pool.h). The state is checkpointed at these
+// positions p (multiples of block_size), where the scheduler ends prompt chunks so
+// that a snapshot is a copy after a forward and never an extra one:
+//   - every state_checkpoint_interval tokens;
+//   - the last block boundary before the last known token: where the same prompt
+//     sent again starts (one token is always computed);
+//   - the end of the known tokens when it is a block boundary: during decode every
+//     block boundary, of which only the request's latest is kept (the end of its
+//     answer when it finishes, where the next turn of a chat starts).
+// A lookup takes the longest chain of cached blocks whose end has a snapshot.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +28,7 @@
 
 #include "vllm/core/block_pool.h"
 #include "vllm/core/request.h"
+#include "vllm/core/state_snapshot_pool.h"
 
 namespace vllm {
 
@@ -37,6 +50,18 @@ struct KVCacheConfig {
   int32_t num_blocks = 0;       // including the null block
   int32_t num_state_slots = 0;  // 0 when the model has no recurrent layers
   bool enable_prefix_caching = false;
+  // Recurrent-state snapshots for prefix caching (hybrid models; 0: none, so no
+  // hits), and the checkpoint interval in tokens (a multiple of block_size).
+  int32_t num_state_snapshots = 0;
+  int32_t state_checkpoint_interval = 512;
+};
+
+// A prefix-cache hit: the cached blocks, the tokens they hold and, for a hybrid
+// model, the snapshot of the state after those tokens (-1: none).
+struct ComputedBlocks {
+  std::vector<int32_t> block_ids;
+  int64_t num_tokens = 0;
+  int32_t state_snapshot = -1;
 };
 
 class KVCacheManager {
@@ -50,9 +75,20 @@ class KVCacheManager {
   bool has_state_slots() const { return config_.num_state_slots > 0; }
 
   // Prefix-cache lookup for a request with nothing computed yet: the longest chain
-  // of its full blocks already cached. At least one token is always left to compute
-  // (its logits are needed). Returns block ids and the tokens they cover.
-  std::pair<std::vector<int32_t>, int64_t> get_computed_blocks(Request& request);
+  // of its full blocks already cached (for a hybrid model: that ends where a state
+  // snapshot was taken). At least one token is always left to compute (its logits
+  // are needed).
+  ComputedBlocks get_computed_blocks(Request& request);
+  // Hybrid models with prefix caching: the first state checkpoint after
+  // num_computed tokens of the request (a prompt chunk ends there), or nullopt.
+  std::optional<int64_t> next_state_checkpoint(const Request& request, int64_t num_computed) const;
+  // After allocate_slots for a chunk ending at `end` tokens: the snapshot the state
+  // is saved to after the step when `end` is a checkpoint, or nullopt.
+  std::optional<int32_t> take_state_snapshot(const Request& request, int64_t end);
+  // Snapshots taken in the previous step become visible to lookups (their states
+  // have been written); the scheduler calls this at the start of each step.
+  void commit_state_snapshots() { snapshots_.commit_pending(); }
+  int32_t num_state_snapshots_used() const { return snapshots_.num_used(pool_); }
 
   // Makes room for num_new_tokens more tokens after request.num_computed_tokens
   // (+ num_new_computed_tokens of prefix hits in new_computed_blocks), allocating
@@ -79,6 +115,8 @@ class KVCacheManager {
 
  private:
   void UpdateBlockHashes(Request& request) const;
+  // The last multiple of block_size below num_tokens (0 for num_tokens <= 1).
+  int64_t LastBoundaryBefore(int64_t num_tokens) const;
   // The tokens of the request's full block i.
   std::span<const int32_t> BlockTokens(const Request& request, int64_t i) const;
 
@@ -91,6 +129,10 @@ class KVCacheManager {
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
   std::unordered_map<std::string, int32_t> req_to_state_slot_;
+  StateSnapshotPool snapshots_;
+  // The block whose snapshot is the request's latest decode checkpoint (dropped when
+  // a later one is taken).
+  std::unordered_map<std::string, int32_t> req_to_rolling_snapshot_block_;
 };
 
 }  // namespace vllm

@@ -6,6 +6,9 @@
 //   2. running prompt chunks that continue an earlier chunk,
 //   3. waiting requests (new or preempted), admitted while the budget, max_num_seqs
 //      and free memory allow (with prefix-cache hits when enabled).
+// For hybrid models with prefix caching, a prompt chunk ends at the request's next
+// state checkpoint (kv_cache_manager.h), and the output lists the state snapshots
+// to restore before the step and to save after it.
 // When pages run out in phases 1-2, the newest running request not yet scheduled
 // this step is preempted (pages and state slot freed, recomputed later); waiting
 // requests never preempt. The output names each scheduled request whole the first
@@ -73,6 +76,8 @@ class Scheduler {
   struct StepState;
   void ScheduleRunning(StepState& step, bool decodes);
   void ScheduleWaiting(StepState& step);
+  // num_new tokens after num_computed, cut at the request's next state checkpoint.
+  int64_t ChunkSize(const Request& request, int64_t num_computed, int64_t num_new) const;
   // Preempts the newest running request not yet scheduled this step (possibly `current`).
   Request* PreemptNewest(StepState& step, Request* current);
   // Adds the request to the step's output (whole the first time, else its deltas)

@@ -11,6 +11,11 @@
 // previous step are named in finished_req_ids: the worker frees its state of them
 // (before adding the step's new requests, so an id can be reused at once).
 //
+// Hybrid models with prefix caching also get the step's recurrent-state copies:
+// state_snapshot_loads fill the slots of new sequences that start on a prefix hit
+// (instead of zeroing them) before the forward; state_snapshot_saves copy slots
+// into snapshots after it (state_snapshot_pool.h).
+//
 // Batch order: scheduled_cached_reqs, then scheduled_new_reqs, each in the order
 // the scheduler took them (decodes, then prompt chunks, then admissions). Each of
 // them computes num_scheduled_tokens.at(req_id) tokens of its history, starting at
@@ -48,6 +53,12 @@ struct CachedRequestData {
   int64_t num_computed_tokens = 0;
 };
 
+// One copy between a request's state slot and a state snapshot.
+struct StateSnapshotCopy {
+  int32_t state_slot = -1;
+  int32_t snapshot = -1;
+};
+
 struct SchedulerOutput {
   std::vector<NewRequestData> scheduled_new_reqs;
   std::vector<CachedRequestData> scheduled_cached_reqs;
@@ -55,6 +66,8 @@ struct SchedulerOutput {
   int64_t total_num_scheduled_tokens = 0;
   std::vector<std::string> preempted_req_ids;  // preempted during this schedule()
   std::vector<std::string> finished_req_ids;   // finished since the previous schedule()
+  std::vector<StateSnapshotCopy> state_snapshot_loads;  // snapshot -> slot, before the forward
+  std::vector<StateSnapshotCopy> state_snapshot_saves;  // slot -> snapshot, after the forward
 
   bool empty() const { return num_scheduled_tokens.empty(); }
   // The scheduled requests' ids in batch order (views into this output).

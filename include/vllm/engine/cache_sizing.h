@@ -13,8 +13,8 @@
 // CPU: the explicit budget (--cpu-kv-cache-bytes, else min(4 GiB, 40% of the
 // available RAM)); nothing is profiled.
 //
-// The budget then buys state slots (up to max_num_seqs, at most half of it) and
-// blocks (up to what max_num_seqs sequences of model_len tokens need), unless
+// The budget then buys state slots (up to max_num_seqs, at most half of it), state
+// snapshots for hybrid prefix caching (snapshot_budget_bytes' worth) and blocks (up to what max_num_seqs sequences of model_len tokens need), unless
 // --num-gpu-blocks-override fixes the block count.
 #pragma once
 
@@ -40,6 +40,7 @@ struct CachePlanInput {
   int64_t max_num_seqs = 1;
   int64_t model_len = 0;          // the longest sequence wanted
   int64_t num_padding_slots = 0;  // slots beyond the scheduler's (decode graphs' padding rows)
+  int64_t snapshot_budget_bytes = 0;  // state snapshots (prefix caching of hybrid models), slot_bytes each
   std::optional<int64_t> num_gpu_blocks_override;
 };
 
@@ -49,6 +50,8 @@ struct CachePlan {
   int64_t num_state_slots = 0;  // the scheduler's (padding slots come on top)
   int64_t kv_bytes = 0;         // num_blocks x block_bytes
   int64_t state_bytes = 0;      // (num_state_slots + padding) x slot_bytes
+  int64_t num_state_snapshots = 0;
+  int64_t snapshot_bytes = 0;   // num_state_snapshots x slot_bytes
   int64_t num_tokens() const;   // tokens the pages hold (the null block excluded)
   // How many requests of max_model_len tokens fit at once (vLLM's "maximum
   // concurrency"): the pages' tokens over max_model_len, at most the state slots.

@@ -25,7 +25,15 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;             // GPU share the engine may use
   // CPU: bytes for KV pages and recurrent state; 0 = min(4 GiB, 40% of available RAM).
   int64_t cpu_kv_cache_bytes = 0;
-  std::optional<bool> enable_prefix_caching;       // default: on for attention-only models
+  std::optional<bool> enable_prefix_caching;       // default: on (hybrid models: when snapshots fit)
+  // Hybrid models: the recurrent state is checkpointed every this many tokens (a
+  // multiple of block_size), and at the end of prompts and answers
+  // (kv_cache_manager.h). 512 is 8 of GDN's 64-token chunks, so checkpoints never cut
+  // one, and bounds what a hit recomputes past the last checkpoint.
+  int64_t state_checkpoint_interval = 512;
+  // Hybrid models: bytes of state snapshots, taken from the cache budget; 0 = an
+  // eighth of it.
+  int64_t state_snapshot_memory = 0;
   uint64_t seed = 0;                 // the sampler's generator for requests without a seed
   int num_threads = 0;               // CPU threads, 0 = all
   // vLLM's name: run every step op by op; otherwise decode batches of up to

@@ -41,6 +41,9 @@ struct EngineStats {
   int64_t max_model_len = 0;
   int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache, cumulative
   int64_t prefix_cache_hits = 0;     // of those, tokens found
+  int64_t num_state_snapshots = 0;       // hybrid prefix caching: snapshots in the pool
+  int64_t num_state_snapshots_used = 0;  // of those, holding a valid state
+  int64_t num_tokens_computed = 0;       // tokens the model forwarded, cumulative (hits excluded)
   bool prefix_caching = false;
   int64_t block_size = 0;
 };
@@ -82,7 +85,8 @@ class LLMEngine {
   // What the caches were given (cache_sizing.h); also logged once at construction.
   const CachePlan& cache_plan() const { return cache_plan_; }
   // Whether prefix caching is on and why, e.g. "on (the default for attention-only
-  // models)", "off (--no-enable-prefix-caching)" (the startup line says it).
+  // models)", "off (--no-enable-prefix-caching)", "on (the default; hybrid model:
+  // Gated DeltaNet state snapshots every 512 tokens ...)" (the startup line says it).
   bool prefix_caching_enabled() const { return cache_config_.enable_prefix_caching; }
   const std::string& prefix_caching_reason() const { return prefix_caching_reason_; }
 
@@ -90,6 +94,9 @@ class LLMEngine {
   // Profiles the device (GPU) or takes the explicit budget (CPU), plans the caches,
   // logs the figures, then builds the worker.
   void SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype);
+  // Bytes of the cache budget for state snapshots (0 unless a hybrid model may use
+  // prefix caching).
+  int64_t SnapshotBudget(int64_t slot_bytes, int64_t cache_budget) const;
   // The scheduler, the caches and the model runner over them, from cache_plan_.
   void BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
                    bool use_graphs, int64_t padding_slots);

@@ -57,6 +57,9 @@ struct LayerGdnState {
 struct ModelCaches {
   std::vector<LayerKvCache> kv;
   std::vector<LayerGdnState> gdn;
+  // Prefix caching for hybrid models: snapshots of state slots, in the layout of
+  // gdn ([num_snapshots, ...] per GDN layer); only the model runner touches them.
+  std::vector<LayerGdnState> gdn_snapshots;
 };
 
 }  // namespace vllm

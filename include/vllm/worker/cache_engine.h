@@ -20,7 +20,9 @@ int64_t KvBlockBytes(const std::vector<LayerCacheSpec>& spec, int64_t block_size
 int64_t StateSlotBytes(const std::vector<LayerCacheSpec>& spec);
 bool HasRecurrentLayers(const std::vector<LayerCacheSpec>& spec);
 
+// num_state_snapshots: state snapshots for hybrid prefix caching (gdn_snapshots).
 ModelCaches AllocateCaches(const std::vector<LayerCacheSpec>& spec, int64_t num_blocks, int64_t block_size,
-                           int64_t num_state_slots, vt::DType cache_dtype, vt::Device device);
+                           int64_t num_state_slots, vt::DType cache_dtype, vt::Device device,
+                           int64_t num_state_snapshots = 0);
 
 }  // namespace vllm

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "vllm/core/request.h"
+#include "vllm/core/scheduler_output.h"
 
 namespace vllm {
 
@@ -53,6 +54,9 @@ struct BatchRequest {
 struct InputBatch {
   std::vector<BatchRequest> requests;  // batch order (scheduler_output.h)
   int64_t num_decodes = 0;             // leading requests with exactly one token this step
+  // The step's state snapshot copies (scheduler_output.h): loads before the forward,
+  // saves after it.
+  std::vector<StateSnapshotCopy> state_snapshot_loads, state_snapshot_saves;
 
   bool empty() const { return requests.empty(); }
   int64_t size() const { return static_cast<int64_t>(requests.size()); }

@@ -89,12 +89,23 @@ class ModelRunner {
   const CachedRequestState* request_state(const std::string& req_id) const;
   int64_t num_request_states() const { return static_cast<int64_t>(requests_.size()); }
   const ModelCaches& caches() const { return caches_; }
+  // Tokens the model has computed (forwarded) since construction: prefix-cache hits
+  // are not among them.
+  int64_t num_tokens_computed() const { return num_tokens_computed_; }
 
  private:
   void AddNewRequest(const NewRequestData& data);
   void ApplyCachedRequest(const CachedRequestData& data);
   StepLogits RunModel(InputBatch batch);
+  // Zeroes the state slots of new sequences, or fills them from their prefix hit's
+  // snapshot (batch.state_snapshot_loads).
   void ResetStateSlots(const InputBatch& batch) const;
+  // After the forward: batch.state_snapshot_saves.
+  void SaveStateSnapshots(const InputBatch& batch) const;
+  // Every GDN layer's conv and SSM state from[from_index] -> to[to_index] (vt::Copy,
+  // on the caches' device).
+  void CopyStates(const std::vector<LayerGdnState>& from, int32_t from_index, const std::vector<LayerGdnState>& to,
+                  int32_t to_index) const;
   // State resets, batch and forward: the step's [N, vocab] f32 logits on the model's device.
   vt::Tensor Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows);
   static bool SamplesByArgmaxOnly(const InputBatch& batch);
@@ -111,6 +122,7 @@ class ModelRunner {
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
   // Node-based: a step's InputBatch points at these entries.
   std::unordered_map<std::string, CachedRequestState> requests_;
+  int64_t num_tokens_computed_ = 0;
 };
 
 }  // namespace vllm

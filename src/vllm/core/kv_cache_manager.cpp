@@ -27,8 +27,14 @@ KVCacheManager::KVCacheManager(const KVCacheConfig& config, BlockHashFn hash_blo
     : config_(config),
       hash_block_tokens_(hash_block_tokens),
       pool_(config.num_blocks, config.enable_prefix_caching),
-      slots_(config.num_state_slots) {
+      slots_(config.num_state_slots),
+      snapshots_(config.enable_prefix_caching && config.num_state_slots > 0 ? config.num_state_snapshots : 0) {
   if (config.block_size < 1) throw std::invalid_argument("block_size must be >= 1");
+  if (config.state_checkpoint_interval < 1 || config.state_checkpoint_interval % config.block_size != 0) {
+    throw std::invalid_argument("--state-checkpoint-interval must be a positive multiple of --block-size (" +
+                                std::to_string(config.block_size) + "), got " +
+                                std::to_string(config.state_checkpoint_interval));
+  }
 }
 
 std::span<const int32_t> KVCacheManager::BlockTokens(const Request& request, int64_t i) const {
@@ -47,12 +53,13 @@ void KVCacheManager::UpdateBlockHashes(Request& request) const {
   }
 }
 
-std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Request& request) {
-  if (!config_.enable_prefix_caching || request.sampling_params.prompt_logprobs) return {{}, 0};
+ComputedBlocks KVCacheManager::get_computed_blocks(Request& request) {
+  if (!config_.enable_prefix_caching || request.sampling_params.prompt_logprobs) return {};
   UpdateBlockHashes(request);
   // Leave at least the last token to compute.
   const int64_t max_blocks = (request.num_tokens() - 1) / config_.block_size;
-  std::vector<int32_t> hits;
+  ComputedBlocks hit;
+  std::vector<int32_t>& hits = hit.block_ids;
   for (int64_t i = 0; i < max_blocks && i < static_cast<int64_t>(request.block_hashes.size()); ++i) {
     std::optional<int32_t> parent;
     if (i > 0) parent = hits.back();
@@ -60,9 +67,58 @@ std::pair<std::vector<int32_t>, int64_t> KVCacheManager::get_computed_blocks(Req
     if (!block) break;
     hits.push_back(*block);
   }
+  if (has_state_slots()) {
+    // The recurrent state must be restored too: stop at the last hit with a snapshot.
+    while (!hits.empty()) {
+      if (std::optional<int32_t> snapshot = snapshots_.find(pool_, hits.back())) {
+        hit.state_snapshot = *snapshot;
+        snapshots_.touch(*snapshot);
+        break;
+      }
+      hits.pop_back();
+    }
+  }
+  hit.num_tokens = static_cast<int64_t>(hits.size()) * config_.block_size;
   prefix_cache_queries_ += request.num_tokens();
-  prefix_cache_hits_ += static_cast<int64_t>(hits.size()) * config_.block_size;
-  return {hits, static_cast<int64_t>(hits.size()) * config_.block_size};
+  prefix_cache_hits_ += hit.num_tokens;
+  return hit;
+}
+
+int64_t KVCacheManager::LastBoundaryBefore(int64_t num_tokens) const {
+  return std::max<int64_t>(num_tokens - 1, 0) / config_.block_size * config_.block_size;
+}
+
+std::optional<int64_t> KVCacheManager::next_state_checkpoint(const Request& request, int64_t num_computed) const {
+  if (snapshots_.num_snapshots() == 0) return std::nullopt;
+  const int64_t interval = config_.state_checkpoint_interval;
+  const int64_t next_interval = (num_computed / interval + 1) * interval;
+  // Interval positions past the last one are past the known tokens.
+  const int64_t last = LastBoundaryBefore(request.num_tokens());
+  if (last <= num_computed) return std::nullopt;
+  return std::min(next_interval, last);
+}
+
+std::optional<int32_t> KVCacheManager::take_state_snapshot(const Request& request, int64_t end) {
+  const int64_t bs = config_.block_size;
+  if (snapshots_.num_snapshots() == 0 || end <= 0 || end % bs != 0) return std::nullopt;
+  const bool at_interval = end % config_.state_checkpoint_interval == 0;
+  if (!at_interval && end != LastBoundaryBefore(request.num_tokens()) && end != request.num_tokens()) {
+    return std::nullopt;
+  }
+  const std::vector<int32_t>& blocks = get_block_ids(request.req_id);
+  if (end / bs > static_cast<int64_t>(blocks.size())) return std::nullopt;
+  const int32_t block = blocks[end / bs - 1];
+  const std::optional<int32_t> snapshot = snapshots_.allocate(pool_, block);
+  // A checkpoint past the prompt's (a decode one) replaces the request's previous
+  // one; the prompt's and the interval ones stay.
+  if (snapshot && !at_interval && end > LastBoundaryBefore(request.num_prompt_tokens())) {
+    auto [it, first] = req_to_rolling_snapshot_block_.try_emplace(request.req_id, block);
+    if (!first) {
+      snapshots_.release(pool_, it->second);
+      it->second = block;
+    }
+  }
+  return snapshot;
 }
 
 std::optional<std::vector<int32_t>> KVCacheManager::allocate_slots(Request& request, int64_t num_new_tokens,
@@ -114,6 +170,7 @@ void KVCacheManager::free(const Request& request) {
     req_to_blocks_.erase(it);
   }
   num_cached_blocks_.erase(request.req_id);
+  req_to_rolling_snapshot_block_.erase(request.req_id);  // its last decode checkpoint stays
   auto slot = req_to_state_slot_.find(request.req_id);
   if (slot != req_to_state_slot_.end()) {
     slots_.Free(slot->second);

@@ -75,6 +75,9 @@ void Scheduler::RecordScheduled(StepState& step, Request& r, int64_t num_new_tok
                                          .state_slot = admitted ? kv_.get_state_slot(r.req_id).value_or(-1) : -1,
                                          .num_computed_tokens = r.num_computed_tokens});
   }
+  if (std::optional<int32_t> snapshot = kv_.take_state_snapshot(r, r.num_computed_tokens + num_new_tokens)) {
+    out.state_snapshot_saves.push_back({.state_slot = *kv_.get_state_slot(r.req_id), .snapshot = *snapshot});
+  }
   out.num_scheduled_tokens[r.req_id] = num_new_tokens;
   step.scheduled.insert(&r);
   step.token_budget -= num_new_tokens;
@@ -97,6 +100,11 @@ Request* Scheduler::PreemptNewest(StepState& step, Request* current) {
   return victim;
 }
 
+int64_t Scheduler::ChunkSize(const Request& r, int64_t num_computed, int64_t num_new) const {
+  const std::optional<int64_t> checkpoint = kv_.next_state_checkpoint(r, num_computed);
+  return checkpoint ? std::min(num_new, *checkpoint - num_computed) : num_new;
+}
+
 void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
   // Iterate over a snapshot: preemption removes entries from running_.
   std::vector<Request*> candidates = running_;
@@ -105,7 +113,7 @@ void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
     if (r->status != RequestStatus::kRunning || step.scheduled.count(r)) continue;
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens;
     if ((remaining == 1) != decodes || remaining < 1) continue;
-    const int64_t num_new = std::min(remaining, step.token_budget);
+    const int64_t num_new = ChunkSize(*r, r->num_computed_tokens, std::min(remaining, step.token_budget));
     std::optional<std::vector<int32_t>> new_blocks;
     while (!(new_blocks = kv_.allocate_slots(*r, num_new))) {
       if (PreemptNewest(step, r) == r) break;
@@ -119,17 +127,22 @@ void Scheduler::ScheduleWaiting(StepState& step) {
   while (!waiting_.empty() && step.token_budget > 0 &&
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    auto [hit_blocks, hit_tokens] = kv_.get_computed_blocks(*r);
-    const int64_t remaining = r->num_tokens() - hit_tokens;
+    const ComputedBlocks hit = kv_.get_computed_blocks(*r);
+    const int64_t remaining = r->num_tokens() - hit.num_tokens;
     int64_t num_new = remaining;
     if (num_new > step.token_budget) {
       if (!config_.enable_chunked_prefill) return;
       num_new = step.token_budget;
     }
-    std::optional<std::vector<int32_t>> block_ids = kv_.allocate_slots(*r, num_new, hit_blocks, hit_tokens);
+    if (config_.enable_chunked_prefill) num_new = ChunkSize(*r, hit.num_tokens, num_new);
+    std::optional<std::vector<int32_t>> block_ids = kv_.allocate_slots(*r, num_new, hit.block_ids, hit.num_tokens);
     if (!block_ids) return;
     waiting_.pop_front();
-    r->num_computed_tokens = hit_tokens;
+    r->num_computed_tokens = hit.num_tokens;
+    if (hit.state_snapshot >= 0) {
+      step.output.state_snapshot_loads.push_back(
+          {.state_slot = *kv_.get_state_slot(r->req_id), .snapshot = hit.state_snapshot});
+    }
     r->status = RequestStatus::kRunning;
     running_.push_back(r);
     RecordScheduled(step, *r, num_new, std::move(*block_ids), /*admitted=*/true);
@@ -141,6 +154,7 @@ SchedulerOutput Scheduler::schedule() {
   step.token_budget = config_.max_num_batched_tokens;
   step.output.finished_req_ids = std::move(finished_req_ids_);
   finished_req_ids_.clear();
+  kv_.commit_state_snapshots();  // the previous step wrote them
   ScheduleRunning(step, /*decodes=*/true);
   ScheduleRunning(step, /*decodes=*/false);
   // Like vLLM: no admissions in a step that had to preempt (memory is short).

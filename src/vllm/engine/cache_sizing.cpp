@@ -43,6 +43,10 @@ CachePlan PlanCaches(const CachePlanInput& in, const vt::Device& device) {
     plan.num_state_slots = std::min<int64_t>(in.max_num_seqs, std::max<int64_t>(1, budget / 2 / in.slot_bytes));
     plan.state_bytes = (plan.num_state_slots + in.num_padding_slots) * in.slot_bytes;
     budget -= plan.state_bytes;
+    const int64_t snapshot_budget = std::min(in.snapshot_budget_bytes, std::max<int64_t>(budget, 0));
+    plan.num_state_snapshots = std::min<int64_t>(snapshot_budget / in.slot_bytes, int64_t{1} << 20);
+    plan.snapshot_bytes = plan.num_state_snapshots * in.slot_bytes;
+    budget -= plan.snapshot_bytes;
   }
   // Enough for every sequence at full length, plus the null block.
   const int64_t blocks_wanted = in.max_num_seqs * ((in.model_len + in.block_size - 1) / in.block_size) + 1;
@@ -73,6 +77,9 @@ std::string DescribeCaches(const CachePlan& plan, int64_t max_model_len, const v
                      " blocks of " + std::to_string(plan.block_size) + ")";
   if (plan.num_state_slots > 0) {
     line += ", recurrent state " + GiB(plan.state_bytes) + " (" + std::to_string(plan.num_state_slots) + " slots)";
+  }
+  if (plan.num_state_snapshots > 0) {
+    line += ", state snapshots " + GiB(plan.snapshot_bytes) + " (" + std::to_string(plan.num_state_snapshots) + ")";
   }
   line += "; maximum concurrency at max_model_len " + std::to_string(max_model_len) + ": " + concurrency;
   if (profile == nullptr) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include "output_processor.h"
@@ -57,14 +58,21 @@ void CheckEosIds(const ModelConfig& model, const std::string& model_path) {
 }
 
 // "on (...)" or "off (...)": the prefix caching the engine chose, and why.
-std::string PrefixCachingReason(std::optional<bool> asked, bool attention_only) {
-  if (!attention_only) {
-    return std::string("off") + (asked.value_or(false) ? " although it was asked for" : "") +
-           " (the model has recurrent (Gated DeltaNet) layers, whose state would need snapshots at block boundaries "
-           "to be shared)";
+std::string PrefixCachingReason(std::optional<bool> asked, bool attention_only, const CachePlan& plan,
+                                int64_t checkpoint_interval) {
+  const std::string why = !asked ? "the default" : *asked ? "--enable-prefix-caching" : "--no-enable-prefix-caching";
+  if (asked && !*asked) return "off (" + why + ")";
+  if (attention_only) return "on (" + why + (asked ? ")" : " for attention-only models)");
+  if (plan.num_state_snapshots == 0) {
+    return "off (no memory left for a Gated DeltaNet state snapshot of " +
+           std::to_string(plan.state_bytes / std::max<int64_t>(plan.num_state_slots, 1)) +
+           " bytes; raise --state-snapshot-memory or the KV cache memory)";
   }
-  if (!asked) return "on (the default for attention-only models)";
-  return *asked ? "on (--enable-prefix-caching)" : "off (--no-enable-prefix-caching)";
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.2f", static_cast<double>(plan.snapshot_bytes) / (1 << 30));
+  return "on (" + why + "; hybrid model: Gated DeltaNet state snapshots every " + std::to_string(checkpoint_interval) +
+         " tokens and at the ends of prompts and answers, " + std::to_string(plan.num_state_snapshots) + " in " + gib +
+         " GiB)";
 }
 
 int64_t CheckpointBytes(const LoadedModel& loaded) {
@@ -103,6 +111,11 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
 
 LLMEngine::~LLMEngine() = default;
 
+int64_t LLMEngine::SnapshotBudget(int64_t slot_bytes, int64_t cache_budget) const {
+  if (slot_bytes == 0 || !config_.enable_prefix_caching.value_or(true)) return 0;
+  return config_.state_snapshot_memory > 0 ? config_.state_snapshot_memory : cache_budget / 8;
+}
+
 void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype) {
   const int64_t bs = config_.block_size;
   if (bs < 1) throw std::invalid_argument("--block-size must be >= 1, got " + std::to_string(bs));
@@ -133,6 +146,7 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
                             .max_num_seqs = config_.max_num_seqs,
                             .model_len = model_len,
                             .num_padding_slots = padding_slots,
+                            .snapshot_budget_bytes = SnapshotBudget(slot_bytes, budget),
                             .num_gpu_blocks_override = config_.num_gpu_blocks_override},
                            config_.device);
   const int64_t capacity = cache_plan_.num_tokens();
@@ -151,13 +165,20 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
 void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
                             bool use_graphs, int64_t padding_slots) {
   const int64_t bs = config_.block_size;
-  const bool prefix_caching = config_.enable_prefix_caching.value_or(attention_only) && attention_only;
-  prefix_caching_reason_ = PrefixCachingReason(config_.enable_prefix_caching, attention_only);
-  if (!attention_only && config_.enable_prefix_caching.value_or(false)) Log("prefix caching is " + prefix_caching_reason_);
+  const bool prefix_caching =
+      config_.enable_prefix_caching.value_or(true) && (attention_only || cache_plan_.num_state_snapshots > 0);
+  const int64_t interval = config_.state_checkpoint_interval;
+  prefix_caching_reason_ = PrefixCachingReason(config_.enable_prefix_caching, attention_only, cache_plan_, interval);
+  if (!prefix_caching && config_.enable_prefix_caching.value_or(false)) Log("prefix caching is " + prefix_caching_reason_);
+  if (interval < 1 || interval > std::numeric_limits<int32_t>::max()) {
+    throw std::invalid_argument("--state-checkpoint-interval must be in [1, 2^31), got " + std::to_string(interval));
+  }
   cache_config_ = {.block_size = static_cast<int32_t>(bs),
                    .num_blocks = static_cast<int32_t>(cache_plan_.num_blocks),
                    .num_state_slots = static_cast<int32_t>(cache_plan_.num_state_slots),
-                   .enable_prefix_caching = prefix_caching};
+                   .enable_prefix_caching = prefix_caching,
+                   .num_state_snapshots = static_cast<int32_t>(prefix_caching ? cache_plan_.num_state_snapshots : 0),
+                   .state_checkpoint_interval = static_cast<int32_t>(interval)};
   SchedulerConfig sched{.max_num_batched_tokens = config_.max_num_batched_tokens,
                         .max_num_seqs = config_.max_num_seqs,
                         .max_model_len = max_model_len_,
@@ -170,7 +191,7 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
                                 .padding_state_slot = static_cast<int32_t>(cache_plan_.num_state_slots)};
   }
   ModelCaches caches = AllocateCaches(spec, cache_plan_.num_blocks, bs, cache_plan_.num_state_slots + padding_slots,
-                                      cache_dtype, config_.device);
+                                      cache_dtype, config_.device, cache_config_.num_state_snapshots);
   runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 }
@@ -264,6 +285,9 @@ EngineStats LLMEngine::stats() const {
           .max_model_len = max_model_len_,
           .prefix_cache_queries = scheduler_->kv_cache_manager().prefix_cache_queries(),
           .prefix_cache_hits = scheduler_->kv_cache_manager().prefix_cache_hits(),
+          .num_state_snapshots = cache_config_.num_state_snapshots,
+          .num_state_snapshots_used = scheduler_->kv_cache_manager().num_state_snapshots_used(),
+          .num_tokens_computed = runner_->num_tokens_computed(),
           .prefix_caching = cache_config_.enable_prefix_caching,
           .block_size = config_.block_size};
 }

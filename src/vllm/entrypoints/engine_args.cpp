@@ -17,7 +17,15 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddOption("gpu-memory-utilization", "share of GPU memory the engine may use", "0.9");
   cli.AddOption("kv-cache-memory", "CPU: bytes for KV pages and recurrent state (default: min(4 GiB, 40% of free RAM))",
                 "0");
-  cli.AddFlag("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default: on for attention-only models)");
+  cli.AddFlag("enable-prefix-caching",
+              "reuse KV blocks (and, for hybrid models, recurrent-state snapshots) of shared prompt prefixes "
+              "(default: on)");
+  cli.AddOption("state-checkpoint-interval",
+                "hybrid models: tokens between recurrent-state checkpoints (a multiple of --block-size)", "512");
+  cli.AddOption("state-snapshot-memory",
+                "hybrid models: bytes of recurrent-state snapshots for prefix caching, taken from the KV cache "
+                "memory (default: an eighth of it)",
+                "0");
   cli.AddFlag("enforce-eager", "GPU: run decode steps op by op instead of replaying captured device graphs");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads", "CPU threads (0 = all)", "0");
@@ -38,6 +46,8 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.gpu_memory_utilization = cli.GetDouble("gpu-memory-utilization");
   c.cpu_kv_cache_bytes = cli.GetInt("kv-cache-memory");
   if (cli.WasGiven("enable-prefix-caching")) c.enable_prefix_caching = cli.GetFlag("enable-prefix-caching");
+  c.state_checkpoint_interval = cli.GetInt("state-checkpoint-interval");
+  c.state_snapshot_memory = cli.GetInt("state-snapshot-memory");
   c.enforce_eager = cli.GetFlag("enforce-eager");
   c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   c.num_threads = static_cast<int>(cli.GetInt("threads"));

@@ -108,7 +108,8 @@ std::string EngineSummary(const LLMEngine& engine) {
                 c.device.ToString().c_str(),
                 vt::DTypeName(ResolveActivationDtype(c.dtype, engine.model_config(), c.device)),
                 WeightFormat(engine.loaded_model()).c_str(), static_cast<long long>(plan.num_tokens()),
-                static_cast<double>(plan.kv_bytes + plan.state_bytes) / (1 << 30), plan.max_concurrency(stats.max_model_len),
+                static_cast<double>(plan.kv_bytes + plan.state_bytes + plan.snapshot_bytes) / (1 << 30),
+                plan.max_concurrency(stats.max_model_len),
                 static_cast<long long>(stats.max_model_len), engine.prefix_caching_reason().c_str());
   return line;
 }

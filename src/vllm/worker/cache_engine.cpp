@@ -26,11 +26,23 @@ int64_t StateSlotBytes(const std::vector<LayerCacheSpec>& spec) {
 
 bool HasRecurrentLayers(const std::vector<LayerCacheSpec>& spec) { return StateSlotBytes(spec) > 0; }
 
+namespace {
+
+LayerGdnState ZeroedStates(const LayerCacheSpec& s, int64_t num, vt::Device device) {
+  return {.conv_states = vt::Tensor::Zeros({num, s.conv_dim, s.conv_kernel - 1}, vt::DType::kF32, device),
+          .ssm_states = vt::Tensor::Zeros({num, s.num_value_heads, s.key_head_dim, s.value_head_dim},
+                                          vt::DType::kF32, device)};
+}
+
+}  // namespace
+
 ModelCaches AllocateCaches(const std::vector<LayerCacheSpec>& spec, int64_t num_blocks, int64_t block_size,
-                           int64_t num_state_slots, vt::DType cache_dtype, vt::Device device) {
+                           int64_t num_state_slots, vt::DType cache_dtype, vt::Device device,
+                           int64_t num_state_snapshots) {
   ModelCaches caches;
   caches.kv.resize(spec.size());
   caches.gdn.resize(spec.size());
+  caches.gdn_snapshots.resize(spec.size());
   for (size_t i = 0; i < spec.size(); ++i) {
     const LayerCacheSpec& s = spec[i];
     if (s.kind == LayerCacheSpec::Kind::kFullAttention) {
@@ -39,10 +51,8 @@ ModelCaches AllocateCaches(const std::vector<LayerCacheSpec>& spec, int64_t num_
     } else {
       // Zeroed so a slot's first use starts from a clean state even before the
       // runner's per-sequence reset.
-      caches.gdn[i].conv_states =
-          vt::Tensor::Zeros({num_state_slots, s.conv_dim, s.conv_kernel - 1}, vt::DType::kF32, device);
-      caches.gdn[i].ssm_states = vt::Tensor::Zeros(
-          {num_state_slots, s.num_value_heads, s.key_head_dim, s.value_head_dim}, vt::DType::kF32, device);
+      caches.gdn[i] = ZeroedStates(s, num_state_slots, device);
+      if (num_state_snapshots > 0) caches.gdn_snapshots[i] = ZeroedStates(s, num_state_snapshots, device);
     }
   }
   return caches;

@@ -150,6 +150,8 @@ InputBatch ModelRunner::UpdateStates(const SchedulerOutput& output) {
   while (batch.num_decodes < batch.size() && batch.requests[batch.num_decodes].num_scheduled_tokens == 1) {
     ++batch.num_decodes;
   }
+  batch.state_snapshot_loads = output.state_snapshot_loads;
+  batch.state_snapshot_saves = output.state_snapshot_saves;
   return batch;
 }
 
@@ -215,9 +217,25 @@ ForwardBatch ModelRunner::PrepareBatch(const InputBatch& input, const std::vecto
   return batch;
 }
 
+void ModelRunner::CopyStates(const std::vector<LayerGdnState>& from, int32_t from_index,
+                             const std::vector<LayerGdnState>& to, int32_t to_index) const {
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!from[i].conv_states.defined()) continue;
+    vt::Copy({.src = from[i].conv_states.Select(0, from_index), .dst = to[i].conv_states.Select(0, to_index)});
+    vt::Copy({.src = from[i].ssm_states.Select(0, from_index), .dst = to[i].ssm_states.Select(0, to_index)});
+  }
+}
+
 void ModelRunner::ResetStateSlots(const InputBatch& batch) const {
   for (const BatchRequest& s : batch.requests) {
     if (!s.is_new_sequence || s.state_slot() < 0) continue;
+    const auto load = std::find_if(batch.state_snapshot_loads.begin(), batch.state_snapshot_loads.end(),
+                                   [&](const StateSnapshotCopy& c) { return c.state_slot == s.state_slot(); });
+    if (load != batch.state_snapshot_loads.end()) {
+      // A prefix hit: the state after the hit's tokens, from its snapshot.
+      CopyStates(caches_.gdn_snapshots, load->snapshot, caches_.gdn, s.state_slot());
+      continue;
+    }
     for (const LayerGdnState& state : caches_.gdn) {
       if (!state.conv_states.defined()) continue;
       vt::Fill({.dst = state.conv_states.Select(0, s.state_slot()), .value = 0.0});
@@ -226,10 +244,19 @@ void ModelRunner::ResetStateSlots(const InputBatch& batch) const {
   }
 }
 
+void ModelRunner::SaveStateSnapshots(const InputBatch& batch) const {
+  for (const StateSnapshotCopy& c : batch.state_snapshot_saves) {
+    CopyStates(caches_.gdn, c.state_slot, caches_.gdn_snapshots, c.snapshot);
+  }
+}
+
 vt::Tensor ModelRunner::Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows) {
   ResetStateSlots(batch);
   const ForwardBatch forward = PrepareBatch(batch, rows);
-  return ModelRegistry::Forward(model_, forward, caches_);  // [N, V] f32 on the model's device
+  num_tokens_computed_ += forward.attn.num_tokens;
+  const vt::Tensor logits = ModelRegistry::Forward(model_, forward, caches_);  // [N, V] f32 on the model's device
+  SaveStateSnapshots(batch);
+  return logits;
 }
 
 StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) { return RunModel(UpdateStates(output)); }
@@ -273,6 +300,8 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const InputBatch& ba
   const std::optional<std::vector<int32_t>> tokens = decode_graphs_->RunGreedy(batch);
   if (!tokens) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
+  num_tokens_computed_ += batch.size();
+  SaveStateSnapshots(batch);
   RunnerOutput result;
   for (size_t b = 0; b < batch.requests.size(); ++b) result.sampled[batch.requests[b].req_id()].token_id = (*tokens)[b];
   return result;

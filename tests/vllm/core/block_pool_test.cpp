@@ -106,22 +106,22 @@ TEST(KVCacheManagerTest, CollidingHashesNeverShareAnotherPromptsBlocks) {
   KVCacheManager kv({.block_size = 4, .num_blocks = 16, .num_state_slots = 0, .enable_prefix_caching = true},
                     CollidingHash);
   auto a = MakeRequest("a", {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  EXPECT_EQ(kv.get_computed_blocks(*a).second, 0);
+  EXPECT_EQ(kv.get_computed_blocks(*a).num_tokens, 0);
   EXPECT_EQ(kv.allocate_slots(*a, 9), (Ids{1, 2, 3}));  // blocks 1 and 2 are full: cached
   kv.free(*a);
   auto b = MakeRequest("b", {11, 12, 13, 14, 15, 16, 17, 18, 19});
-  const auto [b_hits, b_tokens] = kv.get_computed_blocks(*b);
+  const auto [b_hits, b_tokens, b_snapshot] = kv.get_computed_blocks(*b);
   EXPECT_TRUE(b_hits.empty());
   EXPECT_EQ(b_tokens, 0);
   EXPECT_EQ(kv.allocate_slots(*b, 9), (Ids{4, 5, 6}));
   kv.free(*b);
   auto c = MakeRequest("c", {11, 12, 13, 14, 15, 16, 17, 18, 20, 21});
-  const auto [c_hits, c_tokens] = kv.get_computed_blocks(*c);
+  const auto [c_hits, c_tokens, c_snapshot] = kv.get_computed_blocks(*c);
   EXPECT_EQ(c_hits, (Ids{4, 5}));
   EXPECT_EQ(c_tokens, 8);
   // a's first block, then the tokens of b's second block: only the first is a's.
   auto d = MakeRequest("d", {1, 2, 3, 4, 15, 16, 17, 18, 0});
-  EXPECT_EQ(kv.get_computed_blocks(*d).first, (Ids{1}));
+  EXPECT_EQ(kv.get_computed_blocks(*d).block_ids, (Ids{1}));
 }
 
 TEST(KVCacheManagerTest, StateSlotsAreTakenAtAdmissionAndFreedWithTheRequest) {
@@ -141,13 +141,13 @@ TEST(KVCacheManagerTest, StateSlotsAreTakenAtAdmissionAndFreedWithTheRequest) {
 TEST(KVCacheManagerTest, PrefixCacheHitsShareFullBlocksAndLeaveOneTokenToCompute) {
   KVCacheManager kv({.block_size = 2, .num_blocks = 8, .num_state_slots = 0, .enable_prefix_caching = true});
   auto a = MakeRequest("a", {1, 2, 3, 4, 5});
-  auto [hits_a, tokens_a] = kv.get_computed_blocks(*a);
+  auto [hits_a, tokens_a, snapshot_a] = kv.get_computed_blocks(*a);
   EXPECT_TRUE(hits_a.empty());
   ASSERT_TRUE(kv.allocate_slots(*a, 5));
   EXPECT_EQ(kv.get_block_ids("a"), (Ids{1, 2, 3}));
 
   auto b = MakeRequest("b", {1, 2, 3, 4, 9, 9});
-  auto [hits_b, tokens_b] = kv.get_computed_blocks(*b);
+  auto [hits_b, tokens_b, snapshot_b] = kv.get_computed_blocks(*b);
   EXPECT_EQ(hits_b, (Ids{1, 2}));
   EXPECT_EQ(tokens_b, 4);
   ASSERT_TRUE(kv.allocate_slots(*b, 2, hits_b, tokens_b));
@@ -156,7 +156,7 @@ TEST(KVCacheManagerTest, PrefixCacheHitsShareFullBlocksAndLeaveOneTokenToCompute
 
   // A prompt that is entirely cached still computes its last token.
   auto c = MakeRequest("c", {1, 2, 3, 4});
-  auto [hits_c, tokens_c] = kv.get_computed_blocks(*c);
+  auto [hits_c, tokens_c, snapshot_c] = kv.get_computed_blocks(*c);
   EXPECT_EQ(hits_c, (Ids{1}));
   EXPECT_EQ(tokens_c, 2);
 
@@ -166,7 +166,7 @@ TEST(KVCacheManagerTest, PrefixCacheHitsShareFullBlocksAndLeaveOneTokenToCompute
   EXPECT_EQ(kv.get_num_free_blocks(), 7);
   // Freed blocks stay cached: a later identical prefix hits again.
   auto d = MakeRequest("d", {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(kv.get_computed_blocks(*d).first, (Ids{1, 2}));
+  EXPECT_EQ(kv.get_computed_blocks(*d).block_ids, (Ids{1, 2}));
 }
 
 }  // namespace

@@ -71,32 +71,46 @@ std::unique_ptr<Model> CreateModel(const LoadedModel& loaded, const HarnessOptio
   return ModelRegistry::Create(loaded, ModelOptions{options.device, options.activation_dtype});
 }
 
-GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                              int64_t max_tokens, const HarnessOptions& options) {
-  const int64_t vocab = model.vocab_size(), bs = options.block_size;
-  const std::vector<LayerCacheSpec> spec = model.cache_spec();
-  int64_t num_blocks = options.num_blocks, longest = 0;
-  if (num_blocks == 0) {
-    num_blocks = 1;
-    for (const auto& p : prompts) num_blocks += CeilDiv(static_cast<int64_t>(p.size()) + max_tokens, bs);
-  }
-  for (const auto& p : prompts) longest = std::max(longest, static_cast<int64_t>(p.size()));
-  const int64_t max_running = std::min(options.max_num_seqs, static_cast<int64_t>(prompts.size()));
-  const int64_t num_slots = HasRecurrentLayers(spec) ? max_running : 0;
-  Scheduler scheduler({.max_num_batched_tokens = options.max_num_batched_tokens,
-                       .max_num_seqs = options.max_num_seqs,
-                       .max_model_len = longest + max_tokens + 1,
-                       .enable_chunked_prefill = true},
-                      {.block_size = static_cast<int32_t>(bs),
-                       .num_blocks = static_cast<int32_t>(num_blocks),
-                       .num_state_slots = static_cast<int32_t>(num_slots),
-                       .enable_prefix_caching = options.enable_prefix_caching},
-                      options.block_hash);
-  ModelRunner runner(model, AllocateCaches(spec, num_blocks, bs, num_slots, options.activation_dtype, options.device),
-                     bs, /*seed=*/0);
+namespace {
 
+int64_t SessionBlocks(const HarnessOptions& options, int64_t max_model_len) {
+  if (options.num_blocks > 0) return options.num_blocks;
+  return 1 + options.max_num_seqs * CeilDiv(max_model_len, options.block_size);
+}
+
+int64_t SessionSlots(const Model& model, const HarnessOptions& options) {
+  return HasRecurrentLayers(model.cache_spec()) ? options.max_num_seqs : 0;
+}
+
+}  // namespace
+
+GreedySession::GreedySession(const Model& model, const HarnessOptions& options, int64_t max_model_len)
+    : model_(model),
+      options_(options),
+      scheduler_({.max_num_batched_tokens = options.max_num_batched_tokens,
+                  .max_num_seqs = options.max_num_seqs,
+                  .max_model_len = max_model_len,
+                  .enable_chunked_prefill = true},
+                 {.block_size = static_cast<int32_t>(options.block_size),
+                  .num_blocks = static_cast<int32_t>(SessionBlocks(options, max_model_len)),
+                  .num_state_slots = static_cast<int32_t>(SessionSlots(model, options)),
+                  .enable_prefix_caching = options.enable_prefix_caching,
+                  .num_state_snapshots = options.num_state_snapshots,
+                  .state_checkpoint_interval = options.state_checkpoint_interval},
+                 options.block_hash),
+      runner_(model,
+              AllocateCaches(model.cache_spec(), SessionBlocks(options, max_model_len), options.block_size,
+                             SessionSlots(model, options), options.activation_dtype, options.device,
+                             options.num_state_snapshots),
+              options.block_size, /*seed=*/0) {}
+
+GenerateResult GreedySession::Run(const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens) {
+  const int64_t vocab = model_.vocab_size();
+  const int64_t computed_before = runner_.num_tokens_computed();
+  const int64_t hits_before = scheduler_.kv_cache_manager().prefix_cache_hits();
   GenerateResult result;
   std::unordered_map<std::string, size_t> index;
+  std::vector<std::string> ids;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (size_t i = 0; i < prompts.size(); ++i) {
     RequestTrace trace;
@@ -104,29 +118,48 @@ GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<
     trace.prompt_logits.assign(prompts[i].size() * vocab, nan);
     trace.decode_logits.assign(max_tokens * vocab, nan);
     result.requests.push_back(std::move(trace));
-    index["req" + std::to_string(i)] = i;
+    ids.push_back("req" + std::to_string(next_request_++));
+    index[ids.back()] = i;
   }
+  const int64_t preemptions_before = scheduler_.num_preemptions();
   size_t num_submitted = 0;
-  for (int64_t step = 0; num_submitted < prompts.size() || scheduler.has_unfinished_requests(); ++step) {
+  for (int64_t step = 0; num_submitted < prompts.size() || scheduler_.has_unfinished_requests(); ++step) {
     for (size_t i = 0; i < prompts.size(); ++i) {
-      const int64_t arrival = options.arrival_steps.empty() ? 0 : options.arrival_steps.at(i);
+      const int64_t arrival = options_.arrival_steps.empty() ? 0 : options_.arrival_steps.at(i);
       if (arrival != step) continue;
       SamplingParams params;
       params.temperature = 0;
       params.max_tokens = max_tokens;
       params.ignore_eos = true;
-      if (options.prompt_logits) params.prompt_logprobs = 0;
-      scheduler.add_request(std::make_unique<Request>("req" + std::to_string(i), prompts[i], params,
-                                                      std::vector<int32_t>{}, static_cast<int64_t>(i)));
+      if (options_.prompt_logits) params.prompt_logprobs = 0;
+      scheduler_.add_request(
+          std::make_unique<Request>(ids[i], prompts[i], params, std::vector<int32_t>{}, static_cast<int64_t>(i)));
       ++num_submitted;
     }
-    if (!scheduler.has_unfinished_requests()) continue;  // waiting for a later arrival
-    const SchedulerOutput output = scheduler.schedule();
+    if (!scheduler_.has_unfinished_requests()) continue;  // waiting for a later arrival
+    const SchedulerOutput output = scheduler_.schedule();
     if (output.empty()) throw std::logic_error("GenerateGreedy: the scheduler scheduled nothing");
-    RunStep(runner, scheduler, output, vocab, index, result);
+    RunStep(runner_, scheduler_, output, vocab, index, result);
   }
-  result.stats.num_preemptions = scheduler.num_preemptions();
+  result.stats.num_preemptions = scheduler_.num_preemptions() - preemptions_before;
+  result.stats.num_tokens_computed = runner_.num_tokens_computed() - computed_before;
+  result.stats.prefix_cache_hits = scheduler_.kv_cache_manager().prefix_cache_hits() - hits_before;
   return result;
+}
+
+GenerateResult GenerateGreedy(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                              int64_t max_tokens, const HarnessOptions& options) {
+  int64_t longest = 0, num_blocks = options.num_blocks;
+  if (num_blocks == 0) {
+    num_blocks = 1;
+    for (const auto& p : prompts) num_blocks += CeilDiv(static_cast<int64_t>(p.size()) + max_tokens, options.block_size);
+  }
+  for (const auto& p : prompts) longest = std::max(longest, static_cast<int64_t>(p.size()));
+  HarnessOptions sized = options;
+  sized.num_blocks = num_blocks;
+  sized.max_num_seqs = std::min(options.max_num_seqs, static_cast<int64_t>(prompts.size()));
+  GreedySession session(model, sized, longest + max_tokens + 1);
+  return session.Run(prompts, max_tokens);
 }
 
 }  // namespace vllm::testing

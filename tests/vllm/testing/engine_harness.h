@@ -13,6 +13,9 @@
 #include <memory>
 #include <vector>
 
+#include "vllm/core/scheduler.h"
+#include "vllm/worker/model_runner.h"
+
 #include "vllm/core/block_pool.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/model_loader/model_loader.h"
@@ -33,6 +36,9 @@ struct HarnessOptions {
   bool prompt_logits = true;
   bool enable_prefix_caching = false;
   BlockHashFn block_hash = HashBlockTokens;  // the prefix cache's block hash (tests inject colliding ones)
+  // Hybrid models with prefix caching: recurrent-state snapshots and their interval.
+  int32_t num_state_snapshots = 0;
+  int32_t state_checkpoint_interval = 512;
   // Per prompt, the step before which it is submitted (empty: all before step 0).
   // A request that arrives later can hit the prefix cache of earlier ones.
   std::vector<int64_t> arrival_steps;
@@ -58,11 +64,31 @@ struct GenerateStats {
   int64_t num_mixed_steps = 0;  // steps holding decodes and prompt chunks together
   int64_t max_seqs_in_step = 0;
   int64_t num_preemptions = 0;
+  int64_t num_tokens_computed = 0;  // tokens the model runner forwarded (prefix hits are not)
+  int64_t prefix_cache_hits = 0;    // tokens found in the prefix cache
 };
 
 struct GenerateResult {
   std::vector<RequestTrace> requests;  // in prompt order
   GenerateStats stats;
+};
+
+// A scheduler and a model runner kept across runs, so that a later run finds the
+// prefix cache of earlier ones (the next turn of a chat). Pages: options.num_blocks,
+// or enough for max_num_seqs sequences of max_model_len tokens.
+class GreedySession {
+ public:
+  GreedySession(const Model& model, const HarnessOptions& options, int64_t max_model_len);
+  // GenerateGreedy's run in this session (request ids continue across runs).
+  GenerateResult Run(const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens);
+  const Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  const Model& model_;
+  HarnessOptions options_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  int64_t next_request_ = 0;
 };
 
 // Greedy generation of max_tokens tokens (EOS ignored) for every prompt, submitted
