@@ -55,6 +55,12 @@ struct SchedulerOutput {
   int64_t total_num_scheduled_tokens = 0;
   std::vector<std::string> preempted_req_ids;  // preempted during this schedule()
   std::vector<std::string> finished_req_ids;   // finished since the previous schedule()
+  // Constrained decoding (structured_output_manager.h): row i of grammar_bitmask
+  // ([rows, grammar_bitmask_words] uint32, token_bitmask layout) holds the tokens the
+  // request structured_output_request_ids maps to i may sample this step.
+  std::unordered_map<std::string, int32_t> structured_output_request_ids;
+  std::vector<uint32_t> grammar_bitmask;
+  int32_t grammar_bitmask_words = 0;
 
   bool empty() const { return num_scheduled_tokens.empty(); }
   // The scheduled requests' ids in batch order (views into this output).
