@@ -83,6 +83,13 @@ class StructuredOutputManager {
   std::deque<std::string> cache_order_;
 };
 
+// Whitespace characters allowed between two JSON tokens (json, json_object) unless
+// disable_any_whitespace: bounded, as llama.cpp's JSON grammars bound it (a space, or
+// a newline and 20 characters of indentation), because a model that starts repeating
+// whitespace in an unbounded gap would never get out (xgrammar's any_whitespace
+// allows unbounded gaps; a known cause of endless JSON outputs in vLLM).
+inline constexpr int32_t kMaxJsonWhitespace = 20;
+
 // The grammar of a spec without a vocabulary (what MakeRequest compiles). Throws
 // StructuredOutputError naming the construct.
 structured_output::Grammar GrammarOfSpec(const StructuredOutputsParams& spec);

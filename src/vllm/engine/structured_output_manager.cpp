@@ -28,7 +28,7 @@ std::string KeyOf(const StructuredOutputsParams& spec) {
 
 so::Grammar GrammarOfSpec(const StructuredOutputsParams& spec) {
   so::JsonSchemaOptions options;
-  if (spec.disable_any_whitespace) options.max_whitespace = 0;
+  options.max_whitespace = spec.disable_any_whitespace ? 0 : kMaxJsonWhitespace;
   if (spec.json) return so::GrammarFromJsonSchema(std::string_view(*spec.json), options);
   if (spec.json_object) return so::GrammarFromJsonObject(options);
   if (spec.regex) return so::GrammarFromRegex(*spec.regex);
