@@ -1,8 +1,10 @@
 // `vllm-cpp serve` driven by the official `openai` npm client: models, completions and
 // chat (plain and streamed; streamed deltas concatenate to the plain result for greedy
 // requests), usage, stop strings, logprobs, errors as the client's typed exceptions,
-// concurrent streams, and a client that aborts mid-stream (its request is aborted and
-// its KV pages returned, seen through /metrics).
+// concurrent streams, a client that aborts mid-stream (its request is aborted and
+// its KV pages returned, seen through /metrics), response_format json_schema read
+// back by the client's parse(), and tools with tool_choice required and a named
+// function, plain and through the client's stream helper.
 //
 //   node openai_client_test.mjs VLLM_CPP MODEL_DIR TOKENIZER_DIR
 //
@@ -30,7 +32,8 @@ let client;
 // Starts the server on a free port; resolves with its address once it listens.
 function startServer() {
   const args = ['serve', modelDir, '--tokenizer', tokenizerDir, '--port', '0', '--served-model-name', MODEL,
-                '--api-key', API_KEY, '--max-model-len', '512', '--num-gpu-blocks-override', '512', '--threads', '1'];
+                '--api-key', API_KEY, '--max-model-len', '512', '--num-gpu-blocks-override', '512', '--threads', '1',
+                '--enable-auto-tool-choice', '--tool-call-parser', 'hermes'];
   server = spawn(vllmCpp, args, { stdio: ['ignore', 'inherit', 'pipe'] });
   process.on('exit', () => server.kill());  // never leave a server behind, whatever ends this process
   return new Promise((resolve, reject) => {
@@ -214,4 +217,54 @@ test('a client that aborts mid-stream frees its request', async () => {
   await waitUntilIdle();
   assert.equal(await metric('vllm:kv_cache_usage_perc'), 0);
   assert.equal(await metric('vllm:request_success_total', 'finished_reason="abort"'), abortsBefore + 1);
+});
+
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 8 }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+      required: ['city', 'unit'],
+      additionalProperties: false,
+    },
+  },
+};
+
+test('response_format json_schema: parse() gives the object', async () => {
+  const schema = { type: 'object', properties: { answer: { type: 'string', maxLength: 6 }, n: { type: 'integer' } },
+                   required: ['answer', 'n'], additionalProperties: false };
+  const completion = await client.chat.completions.parse({
+    model: MODEL, messages, max_tokens: 400, temperature: 0,
+    response_format: { type: 'json_schema', json_schema: { name: 'reply', schema, strict: true } },
+    // vLLM's extra field: greedy decoding of a random-weight model would fill every gap with whitespace.
+    structured_outputs: { disable_any_whitespace: true },
+  });
+  const parsed = completion.choices[0].message.parsed;
+  assert.equal(typeof parsed.answer, 'string');
+  assert.ok(parsed.answer.length <= 6);
+  assert.ok(Number.isInteger(parsed.n));
+  assert.deepEqual(Object.keys(parsed), ['answer', 'n']);
+});
+
+test('tools: required and named calls, plain and streamed', async () => {
+  for (const toolChoice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+    const request = { model: MODEL, messages, tools: [weather], tool_choice: toolChoice, max_tokens: 200, temperature: 0 };
+    const whole = await client.chat.completions.create(request);
+    const choice = whole.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls');
+    assert.ok(choice.message.tool_calls.length >= 1);
+    for (const call of choice.message.tool_calls) {
+      assert.equal(call.function.name, 'get_weather');
+      const args = JSON.parse(call.function.arguments);
+      assert.ok(['celsius', 'fahrenheit'].includes(args.unit));
+      assert.ok(typeof args.city === 'string' && args.city.length <= 8);
+    }
+    const stream = client.chat.completions.stream(request);
+    const final = await stream.finalChatCompletion();
+    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    assert.deepEqual(final.choices[0].message.tool_calls.map((c) => c.function),
+                     choice.message.tool_calls.map((c) => c.function));
+  }
 });

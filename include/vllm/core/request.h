@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ const char* FinishReason(RequestStatus status);
 
 using BlockHash = uint64_t;
 
+struct StructuredOutputRequest;  // engine/structured_output_manager.h
+
 class Request {
  public:
   Request(std::string req_id, std::vector<int32_t> prompt_token_ids, SamplingParams sampling_params,
@@ -53,6 +56,9 @@ class Request {
   int64_t num_sent_tokens = 0;
   // Hashes of the request's full blocks (prefix caching), extended as tokens arrive.
   std::vector<BlockHash> block_hashes;
+  // Its grammar matcher when sampling_params.structured_outputs is set (the engine's;
+  // the worker's copy of the request has none).
+  std::shared_ptr<StructuredOutputRequest> structured_output_request;
 
   const std::vector<int32_t>& all_token_ids() const { return all_token_ids_; }
   const std::vector<int32_t>& output_token_ids() const { return output_token_ids_; }

@@ -68,6 +68,12 @@ struct SchedulerOutput {
   std::vector<std::string> finished_req_ids;   // finished since the previous schedule()
   std::vector<StateSnapshotCopy> state_snapshot_loads;  // snapshot -> slot, before the forward
   std::vector<StateSnapshotCopy> state_snapshot_saves;  // slot -> snapshot, after the forward
+  // Constrained decoding (structured_output_manager.h): row i of grammar_bitmask
+  // ([rows, grammar_bitmask_words] uint32, token_bitmask layout) holds the tokens the
+  // request structured_output_request_ids maps to i may sample this step.
+  std::unordered_map<std::string, int32_t> structured_output_request_ids;
+  std::vector<uint32_t> grammar_bitmask;
+  int32_t grammar_bitmask_words = 0;
 
   bool empty() const { return num_scheduled_tokens.empty(); }
   // The scheduled requests' ids in batch order (views into this output).

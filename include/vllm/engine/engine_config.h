@@ -39,6 +39,9 @@ struct EngineConfig {
   // vLLM's name: run every step op by op; otherwise decode batches of up to
   // max_num_seqs (at most kMaxGraphBatch) replay device graphs where the device has them.
   bool enforce_eager = false;
+  // vLLM's --reasoning-parser ("" or "qwen3"): structured outputs apply after the
+  // reasoning (structured_output_manager.h).
+  std::string reasoning_parser;
   LoadOptions load_options;
   // Where the engine's startup lines go (the cache sizing, cache_sizing.h); empty:
   // stderr, prefixed "vllm-cpp: ".

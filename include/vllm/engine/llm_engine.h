@@ -30,6 +30,7 @@
 namespace vllm {
 
 class OutputProcessor;
+class StructuredOutputManager;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -59,8 +60,9 @@ class LLMEngine {
   ~LLMEngine();
 
   // Throws std::invalid_argument for bad parameters, unknown or out-of-range token
-  // ids, prompts too long for max_model_len, a duplicate id, or stop strings
-  // without a tokenizer; nothing else is affected.
+  // ids, prompts too long for max_model_len, a duplicate id, stop strings without a
+  // tokenizer, or a structured output that does not compile (StructuredOutputError,
+  // naming the construct); nothing else is affected.
   void AddRequest(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
                   const SamplingParams& params);
   // Ends a request; returns its final output (finish_reason "abort", what it generated
@@ -101,6 +103,10 @@ class LLMEngine {
   void BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
                    bool use_graphs, int64_t padding_slots);
   void Log(const std::string& line) const;
+  // Advances the request's grammar by the step's tokens. The status to finish it with
+  // when the grammar has terminated (its stop token accepted under ignore_eos) or
+  // refused a token; nullopt while it goes on.
+  std::optional<RequestStatus> AdvanceGrammar(const RequestUpdate& update);
 
   EngineConfig config_;
   LoadedModel loaded_;
@@ -109,6 +115,7 @@ class LLMEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;
+  std::unique_ptr<StructuredOutputManager> structured_outputs_;
   std::vector<int32_t> eos_token_ids_;
   CachePlan cache_plan_;
   KVCacheConfig cache_config_;

@@ -41,7 +41,8 @@ class Sampler {
   // request.all_token_ids(). Creates the request's generator on first use.
   SampleResult Sample(const float* logits, int64_t vocab, const Request& request);
   // Whether Sample would return the argmax of the raw logits (first on ties) and
-  // nothing else: greedy, no logprobs, no penalties, min_tokens reached.
+  // nothing else: greedy, no logprobs, no penalties, min_tokens reached, no grammar
+  // (whose mask the runner applies to host logits).
   static bool IsPlainGreedy(const Request& request);
   // Forgets a finished request's generator.
   void Release(const std::string& req_id) { request_rngs_.erase(req_id); }

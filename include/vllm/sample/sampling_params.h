@@ -2,12 +2,38 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace vllm {
+
+namespace structured_output {
+struct Grammar;
+}
+
+// vLLM's StructuredOutputsParams: the output is constrained to a language
+// (docs/structured_output.md). Exactly one of the constraints is set.
+struct StructuredOutputsParams {
+  std::optional<std::string> json;                  // a JSON schema, as JSON text
+  std::optional<std::string> regex;                 // the whole output matches it
+  std::optional<std::vector<std::string>> choice;   // the output is one of these strings
+  std::optional<std::string> grammar;               // llama.cpp's GBNF
+  bool json_object = false;                         // any JSON object
+  // A grammar made by the server itself (the tool calls of tool_choice "required" or
+  // a named function), cached by the engine under `prebuilt_key`. Not a request field.
+  std::shared_ptr<const structured_output::Grammar> prebuilt;
+  std::string prebuilt_key;
+  // vLLM's disable_any_whitespace: no whitespace between JSON tokens (json, json_object).
+  bool disable_any_whitespace = false;
+
+  int NumConstraints() const {
+    return json.has_value() + regex.has_value() + choice.has_value() + grammar.has_value() + json_object +
+           (prebuilt != nullptr);
+  }
+};
 
 // What the engine's outputs of a request hold (vLLM's RequestOutputKind):
 //   kCumulative  everything so far, every step;
@@ -47,6 +73,9 @@ struct SamplingParams {
   std::vector<int32_t> allowed_token_ids;
   std::vector<std::vector<int32_t>> bad_words_token_ids;
   RequestOutputKind output_kind = RequestOutputKind::kCumulative;
+  // Constrained decoding: a token bitmask from the request's grammar is applied to its
+  // logits before everything above (after the reasoning, with a reasoning parser).
+  std::optional<StructuredOutputsParams> structured_outputs;
 
   bool IsGreedy() const { return temperature < 1e-5; }
   // Whether any of the logits processors above is set.

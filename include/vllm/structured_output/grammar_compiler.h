@@ -28,6 +28,10 @@ struct JsonSchemaOptions {
 Grammar GrammarFromJsonSchema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
 // The schema as JSON text; a syntax error is a StructuredOutputError.
 Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options = {});
+// Adds the rules of `schema` to `builder` and returns the expression of one document
+// of it, for grammars that embed JSON (a tool call's arguments). Errors as above.
+Expr JsonSchemaExpr(GrammarBuilder& builder, const nlohmann::ordered_json& schema,
+                    const JsonSchemaOptions& options = {});
 // Any JSON object (response_format {"type": "json_object"}).
 Grammar GrammarFromJsonObject(const JsonSchemaOptions& options = {});
 // The whole output matches `pattern` (regex.h lists the syntax).

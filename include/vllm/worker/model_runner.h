@@ -48,10 +48,18 @@ struct LogitsRows {
   int64_t first_position = 0;
 };
 
+// Token bitmask rows of the requests with a grammar (SchedulerOutput's fields).
+struct GrammarBitmask {
+  std::unordered_map<std::string, int32_t> request_rows;  // req_id -> row
+  std::vector<uint32_t> words;                            // [rows, words_per_row]
+  int32_t words_per_row = 0;
+};
+
 struct StepLogits {
   InputBatch batch;              // the step's requests, valid until the runner's next step
   vt::Tensor logits;             // [N, vocab] f32 on the CPU
   std::vector<LogitsRows> rows;  // one per batch.requests entry, same order
+  GrammarBitmask grammar;        // applied to the sampled rows before the sampler
 };
 
 class ModelRunner {
@@ -72,7 +80,9 @@ class ModelRunner {
   // Updates the states, zeroes the state slots of new sequences, builds the batch
   // and runs the model.
   StepLogits ExecuteModel(const SchedulerOutput& output);
-  // Samples (and scores prompt tokens) from ExecuteModel's logits.
+  // Samples (and scores prompt tokens) from ExecuteModel's logits. A request with a
+  // row in logits.grammar samples from its logits masked by it (tokens outside the
+  // grammar at -inf; the other requests' rows are untouched).
   RunnerOutput SampleTokens(const StepLogits& logits);
 
   // Applies the output to the per-request states (finished ids freed first, then
@@ -96,7 +106,7 @@ class ModelRunner {
  private:
   void AddNewRequest(const NewRequestData& data);
   void ApplyCachedRequest(const CachedRequestData& data);
-  StepLogits RunModel(InputBatch batch);
+  StepLogits RunModel(InputBatch batch, const SchedulerOutput& output);
   // Zeroes the state slots of new sequences, or fills them from their prefix hit's
   // snapshot (batch.state_snapshot_loads).
   void ResetStateSlots(const InputBatch& batch) const;

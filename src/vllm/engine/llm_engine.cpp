@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "output_processor.h"
+#include "vllm/engine/structured_output_manager.h"
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
@@ -105,6 +106,9 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
       std::find(eos_token_ids_.begin(), eos_token_ids_.end(), *tokenizer_->eos_token_id()) == eos_token_ids_.end()) {
     eos_token_ids_.push_back(*tokenizer_->eos_token_id());
   }
+  structured_outputs_ = std::make_unique<StructuredOutputManager>(
+      tokenizer_ ? &*tokenizer_ : nullptr, eos_token_ids_, static_cast<int32_t>(loaded_.config.vocab_size),
+      config.reasoning_parser);
   SizeCaches(model_->cache_spec(), options.activation_dtype);
   if (on_progress) on_progress(3, 3);
 }
@@ -231,6 +235,9 @@ void LLMEngine::AddRequest(const std::string& request_id, std::vector<int32_t> p
   auto request = std::make_unique<Request>(request_id, prompt_token_ids, params,
                                            params.ignore_eos ? std::vector<int32_t>{} : eos_token_ids_,
                                            next_arrival_++);
+  if (params.structured_outputs) {
+    request->structured_output_request = structured_outputs_->MakeRequest(params, prompt_token_ids);
+  }
   scheduler_->add_request(std::move(request));  // validates lengths and id uniqueness
   outputs_->AddRequest(request_id, prompt_token_ids, params);
 }
@@ -247,6 +254,7 @@ std::optional<RequestOutput> LLMEngine::AbortRequest(const std::string& request_
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
+  structured_outputs_->FillBitmask(scheduled, *scheduler_);
   last_step_new_req_ids_.clear();
   for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
   last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
@@ -260,7 +268,11 @@ std::vector<RequestOutput> LLMEngine::Step() {
     std::optional<std::string> stop =
         outputs_->AddTokens(update.req_id, update.new_token_ids, result.logprobs.empty() ? nullptr : &result.logprobs);
     std::string finish_reason = FinishReason(update.status);
-    if (stop && !update.finished()) {
+    const std::optional<RequestStatus> grammar_end = stop || update.finished() ? std::nullopt : AdvanceGrammar(update);
+    if (grammar_end) {
+      scheduler_->finish_requests({update.req_id}, *grammar_end);
+      finish_reason = FinishReason(*grammar_end);
+    } else if (stop && !update.finished()) {
       scheduler_->finish_requests({update.req_id}, RequestStatus::kFinishedStopped);
       finish_reason = "stop";
     } else if (stop) {
@@ -273,6 +285,17 @@ std::vector<RequestOutput> LLMEngine::Step() {
     }
   }
   return results;
+}
+
+std::optional<RequestStatus> LLMEngine::AdvanceGrammar(const RequestUpdate& update) {
+  const Request* request = scheduler_->get_request(update.req_id);
+  if (request == nullptr || !request->structured_output_request) return std::nullopt;
+  StructuredOutputRequest& so = *request->structured_output_request;
+  // A refused token means the mask allowed none (no token spells the next byte); the
+  // request cannot go on inside its grammar.
+  if (!structured_outputs_->AcceptTokens(so, update.new_token_ids)) return RequestStatus::kFinishedAborted;
+  if (so.matcher.IsTerminated()) return RequestStatus::kFinishedStopped;
+  return std::nullopt;
 }
 
 EngineStats LLMEngine::stats() const {

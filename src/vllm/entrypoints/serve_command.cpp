@@ -141,7 +141,9 @@ int RunServeCommand(const CommandArgs& args) {
   server_config.sampling_defaults = SamplingDefaultsFromArgs(
       cli, model, [](const std::string& line) { std::fprintf(stderr, "vllm-cpp serve: %s\n", line.c_str()); });
 
-  auto engine = std::make_unique<LLMEngine>(EngineConfigFromArgs(cli, model), LoadProgress(model));
+  EngineConfig engine_config = EngineConfigFromArgs(cli, model);
+  engine_config.reasoning_parser = openai::ReasoningParserFromArgs(cli);
+  auto engine = std::make_unique<LLMEngine>(engine_config, LoadProgress(model));
   const std::string summary = EngineSummary(*engine);  // before the engine loop runs
   openai::ApiServer server(std::move(engine), server_config);
   const int port = server.Bind();

@@ -143,7 +143,8 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors() &&
+         !p.structured_outputs;
 }
 
 SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {

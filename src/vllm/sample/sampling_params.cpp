@@ -57,6 +57,13 @@ void SamplingParams::Validate(int64_t vocab_size) const {
   };
   check_k("logprobs", logprobs);
   check_k("prompt_logprobs", prompt_logprobs);
+  if (structured_outputs && structured_outputs->NumConstraints() != 1) {
+    Bad("structured_outputs", std::to_string(structured_outputs->NumConstraints()) + " constraints",
+        "exactly one of json, regex, choice, grammar, json_object");
+  }
+  if (structured_outputs && structured_outputs->choice && structured_outputs->choice->empty()) {
+    Bad("structured_outputs", "an empty choice list", "a choice list of at least one string");
+  }
 }
 
 }  // namespace vllm

@@ -69,12 +69,15 @@ bool JsonHasType(const json& v, const std::string& type) {
 
 class JsonSchemaCompiler {
  public:
-  JsonSchemaCompiler(const json& root, const JsonSchemaOptions& options) : root_(root), options_(options) {}
+  JsonSchemaCompiler(GrammarBuilder& builder, const json& root, const JsonSchemaOptions& options)
+      : b_(builder), root_(root), options_(options) {}
 
   Grammar CompileSchema() {
     const int32_t root = b_.AddRule("root", Schema(root_, ""));
     return b_.Build(root, "json_schema");
   }
+
+  Expr Document() { return Schema(root_, ""); }
 
   Grammar CompileAnyObject() {
     AnyValue();
@@ -438,7 +441,7 @@ class JsonSchemaCompiler {
     return Expr::Seq({open, min == 0 ? Expr::Optional(body) : body, close});
   }
 
-  GrammarBuilder b_;
+  GrammarBuilder& b_;
   const json& root_;
   JsonSchemaOptions options_;
   std::map<std::string, int32_t> refs_;
@@ -452,7 +455,12 @@ class JsonSchemaCompiler {
 }  // namespace
 
 Grammar GrammarFromJsonSchema(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
-  return JsonSchemaCompiler(schema, options).CompileSchema();
+  GrammarBuilder builder;
+  return JsonSchemaCompiler(builder, schema, options).CompileSchema();
+}
+
+Expr JsonSchemaExpr(GrammarBuilder& builder, const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+  return JsonSchemaCompiler(builder, schema, options).Document();
 }
 
 Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options) {
@@ -467,7 +475,8 @@ Grammar GrammarFromJsonSchema(std::string_view schema_json, const JsonSchemaOpti
 
 Grammar GrammarFromJsonObject(const JsonSchemaOptions& options) {
   const nlohmann::ordered_json none;
-  return JsonSchemaCompiler(none, options).CompileAnyObject();
+  GrammarBuilder builder;
+  return JsonSchemaCompiler(builder, none, options).CompileAnyObject();
 }
 
 }  // namespace vllm::structured_output

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "vllm/model_executor/models/model_registry.h"
+#include "vllm/structured_output/tokenizer_info.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
 
@@ -259,11 +260,12 @@ vt::Tensor ModelRunner::Forward(const InputBatch& batch, const std::vector<Logit
   return logits;
 }
 
-StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) { return RunModel(UpdateStates(output)); }
+StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) { return RunModel(UpdateStates(output), output); }
 
-StepLogits ModelRunner::RunModel(InputBatch batch) {
+StepLogits ModelRunner::RunModel(InputBatch batch, const SchedulerOutput& output) {
   StepLogits step;
   step.batch = std::move(batch);
+  step.grammar = {output.structured_output_request_ids, output.grammar_bitmask, output.grammar_bitmask_words};
   step.rows = PlanLogitsRows(step.batch);
   if (step.batch.empty()) {
     step.logits = vt::Tensor::Empty({0, model_.vocab_size()}, vt::DType::kF32, vt::kCpu);
@@ -333,7 +335,18 @@ RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
       }
       result.prompt_logprobs[s.req_id()] = std::move(chunk);
     }
-    if (s.samples()) result.sampled[s.req_id()] = sampler_.Sample(last, V, r);
+    if (!s.samples()) continue;
+    const auto grammar_row = step.grammar.request_rows.find(s.req_id());
+    if (grammar_row == step.grammar.request_rows.end()) {
+      result.sampled[s.req_id()] = sampler_.Sample(last, V, r);
+      continue;
+    }
+    vt::reach::Hit("ModelRunner::GrammarBitmask");
+    const size_t words = static_cast<size_t>(step.grammar.words_per_row);
+    std::vector<float> masked(last, last + V);
+    structured_output::ApplyTokenBitmask(
+        masked, std::span<const uint32_t>(step.grammar.words).subspan(grammar_row->second * words, words));
+    result.sampled[s.req_id()] = sampler_.Sample(masked.data(), V, r);
   }
   return result;
 }
@@ -349,7 +362,7 @@ RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
     return ExecuteGreedy(batch);
   }
   vt::reach::Hit("ModelRunner::HostSampler");
-  return SampleTokens(RunModel(std::move(batch)));
+  return SampleTokens(RunModel(std::move(batch), output));
 }
 
 }  // namespace vllm

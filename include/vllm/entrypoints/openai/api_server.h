@@ -58,6 +58,13 @@ struct ServerConfig {
   // Defaults of the sampling fields a request leaves out (--generation-config,
   // LoadSamplingDefaults); empty: SamplingParams'.
   SamplingDefaults sampling_defaults;
+  // Tool calling (vLLM's --enable-auto-tool-choice, --tool-call-parser): the parser
+  // ("hermes" or "qwen3_coder"; empty: tool calls stay content) reads calls out of
+  // the output for tool_choice "auto" (which needs enable_auto_tool_choice),
+  // "required" and named functions. The reasoning parser is the engine's
+  // (EngineConfig::reasoning_parser).
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
 };
 
 class ApiServer {

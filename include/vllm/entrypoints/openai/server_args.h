@@ -3,6 +3,8 @@
 // are engine_args.h.
 #pragma once
 
+#include <string>
+
 #include "vllm/entrypoints/cli_args.h"
 #include "vllm/entrypoints/openai/api_server.h"
 
@@ -11,5 +13,8 @@ namespace vllm::openai {
 void AddServerArgs(CliArgs& cli);
 // Throws CliError naming the flag whose value is out of range.
 ServerConfig ServerConfigFromArgs(const CliArgs& cli);
+// --reasoning-parser ("" or "qwen3"), an engine setting (EngineConfig::reasoning_parser)
+// that the chat endpoint reads back from the engine.
+std::string ReasoningParserFromArgs(const CliArgs& cli);
 
 }  // namespace vllm::openai

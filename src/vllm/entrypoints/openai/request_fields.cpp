@@ -24,7 +24,6 @@ bool IsFalse(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool IsTrue(const json& v) { return v.is_boolean() && v.get<bool>(); }
 bool IsEmptyString(const json& v) { return v.is_string() && v.get<std::string>().empty(); }
 bool IsTextOnly(const json& v) { return v == json::array({"text"}); }
-bool IsTextFormat(const json& v) { return v.is_object() && v.size() == 1 && v.value("type", json()) == "text"; }
 
 struct Field {
   const char* name;
@@ -35,8 +34,9 @@ struct Field {
   const char* refusal;
 };
 
-constexpr char kGuided[] =
-    "structured outputs (guided decoding) are not implemented yet; the output is not constrained";
+constexpr char kGuidedOther[] =
+    "only json, regex, choice, grammar and json_object constrain the output here (structured_outputs, "
+    "response_format or the guided_* fields); there is one grammar engine";
 
 // In the order of vLLM's classes: OpenAI's fields, then vLLM's sampling and extra fields.
 constexpr Field kFields[] = {
@@ -57,7 +57,7 @@ constexpr Field kFields[] = {
     {"n", kBoth, IsOne,
      "vllm-cpp returns one choice per prompt: send n 1 (or the request several times, with different seeds)"},
     {"presence_penalty", kBoth, nullptr, ""},
-    {"response_format", kBoth, IsTextFormat, kGuided},
+    {"response_format", kBoth, nullptr, ""},
     {"seed", kBoth, nullptr, ""},
     {"stop", kBoth, nullptr, ""},
     {"stream", kBoth, nullptr, ""},
@@ -69,8 +69,10 @@ constexpr Field kFields[] = {
     {"tool_choice", kChatOnly, nullptr, ""},
     {"reasoning_effort", kChatOnly, nullptr, ""},
     {"thinking_token_budget", kChatOnly, Never, "reasoning is not bounded separately; use max_tokens"},
-    {"include_reasoning", kChatOnly, IsTrue, "no reasoning parser runs, so the reasoning cannot be left out"},
-    {"parallel_tool_calls", kChatOnly, Never, "tool calls are not parsed out of the output"},
+    {"include_reasoning", kChatOnly, nullptr, ""},
+    {"parallel_tool_calls", kChatOnly, IsTrue,
+     "several tool calls may always come in one turn (tool_choice \"required\" constrains to one or more; a named "
+     "function to exactly one)"},
     {"user", kBoth, nullptr, ""},
     {"use_beam_search", kBoth, IsFalse, "beam search is not implemented"},
     {"top_k", kBoth, nullptr, ""},
@@ -94,14 +96,14 @@ constexpr Field kFields[] = {
     {"chat_template", kChatOnly, nullptr, ""},
     {"chat_template_kwargs", kChatOnly, nullptr, ""},
     {"mm_processor_kwargs", kChatOnly, Never, "the served models take text only"},
-    {"structured_outputs", kBoth, Never, kGuided},
-    {"guided_json", kBoth, Never, kGuided},
-    {"guided_regex", kBoth, Never, kGuided},
-    {"guided_choice", kBoth, Never, kGuided},
-    {"guided_grammar", kBoth, Never, kGuided},
-    {"structural_tag", kBoth, Never, kGuided},
-    {"guided_decoding_backend", kBoth, Never, kGuided},
-    {"guided_whitespace_pattern", kBoth, Never, kGuided},
+    {"structured_outputs", kBoth, nullptr, ""},
+    {"guided_json", kBoth, nullptr, ""},
+    {"guided_regex", kBoth, nullptr, ""},
+    {"guided_choice", kBoth, nullptr, ""},
+    {"guided_grammar", kBoth, nullptr, ""},
+    {"structural_tag", kBoth, Never, kGuidedOther},
+    {"guided_decoding_backend", kBoth, Never, kGuidedOther},
+    {"guided_whitespace_pattern", kBoth, Never, kGuidedOther},
     {"priority", kBoth, IsZero, "requests are scheduled first come, first served (no priority scheduling)"},
     {"request_id", kBoth, nullptr, ""},
     {"logits_processors", kBoth, Never, "custom logits processors cannot be loaded"},

@@ -52,6 +52,16 @@ void AddServerArgs(CliArgs& cli) {
                 "seconds that SIGINT / SIGTERM let running requests finish before they are aborted; a second signal "
                 "exits at once",
                 "5");
+  cli.AddFlag("enable-auto-tool-choice",
+              "tool_choice \"auto\": the model decides to call tools, read out of its output by --tool-call-parser");
+  cli.AddOption("tool-call-parser",
+                "how tool calls are written: hermes (Qwen3) or qwen3_coder (Qwen3.5); tool_choice \"required\" and a "
+                "named function constrain the output to that format",
+                "");
+  cli.AddOption("reasoning-parser",
+                "qwen3: the text before </think> is returned as reasoning_content, and structured outputs apply "
+                "after it",
+                "");
   cli.AddOption("max-prompt-bytes",
                 "longest prompt text tokenized, in bytes; a longer one gets a 400 (default: 2 x max-model-len x the "
                 "tokenizer's longest token)");
@@ -72,12 +82,27 @@ ServerConfig ServerConfigFromArgs(const CliArgs& cli) {
   config.log_stats = !cli.GetFlag("disable-log-stats");
   config.limit_concurrency = PositiveOrDefault(cli, "limit-concurrency", 0);
   config.max_prompt_bytes = PositiveOrDefault(cli, "max-prompt-bytes", 0);
+  config.enable_auto_tool_choice = cli.GetFlag("enable-auto-tool-choice");
+  config.tool_call_parser = cli.GetString("tool-call-parser");
+  if (!config.tool_call_parser.empty() && config.tool_call_parser != "hermes" &&
+      config.tool_call_parser != "qwen3_coder") {
+    throw CliError("serve: --tool-call-parser must be hermes or qwen3_coder, got '" + config.tool_call_parser + "'");
+  }
+  if (config.enable_auto_tool_choice && config.tool_call_parser.empty()) {
+    throw CliError("serve: --enable-auto-tool-choice needs --tool-call-parser (hermes or qwen3_coder)");
+  }
   const double shutdown_timeout = cli.GetDouble("shutdown-timeout");
   if (shutdown_timeout < 0 || shutdown_timeout > 86400) {
     throw CliError("serve: --shutdown-timeout must be seconds in [0, 86400], got " + cli.GetString("shutdown-timeout"));
   }
   config.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(shutdown_timeout * 1000));
   return config;
+}
+
+std::string ReasoningParserFromArgs(const CliArgs& cli) {
+  const std::string parser = cli.GetString("reasoning-parser");
+  if (!parser.empty() && parser != "qwen3") throw CliError("serve: --reasoning-parser must be qwen3, got '" + parser + "'");
+  return parser;
 }
 
 }  // namespace vllm::openai

@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "chat_output.h"
 #include "request_fields.h"
+#include "structured_outputs_request.h"
 #include "vllm/entrypoints/sampling_params_json.h"
 
 namespace vllm::openai {
@@ -24,27 +26,28 @@ struct ChatRequest {
   std::optional<int> prompt_logprobs;  // vLLM's extra field
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
+  ChatTools tools;
+  std::string reasoning_parser;       // the server's ("" or "qwen3")
+  bool starts_in_reasoning = false;   // the rendered prompt left <think> open
+  bool include_reasoning = true;      // vLLM's: false leaves reasoning_content out
+
+  ChatOutputParser MakeParser() const {
+    return ChatOutputParser(reasoning_parser, starts_in_reasoning, tools, request_id.substr(request_id.find('-') + 1));
+  }
 };
 
-// Tool calls are rendered into the prompt but not parsed out of the output, so only
-// tool_choice "none" is served. Tools without a tool_choice mean "auto" (OpenAI's and
-// vLLM's default), which vLLM too refuses without --enable-auto-tool-choice.
-void CheckToolChoice(const json& body) {
-  if (!JsonFieldPresent(body, "tool_choice")) {
-    if (JsonFieldPresent(body, "tools")) {
-      BadRequest("tools without tool_choice mean tool_choice \"auto\", which needs tool-call parsing; vllm-cpp does "
-                 "not parse tool calls: send tool_choice \"none\" (the tools are still shown to the model through the "
-                 "chat template)",
-                 "tool_choice");
-    }
-    return;
+// The output constraint: tool_choice required / named, or the structured-output
+// fields, not both.
+std::optional<StructuredOutputsParams> ReadConstraint(const nlohmann::ordered_json& body, const ChatTools& tools) {
+  RequestStructuredOutputs fields = ReadStructuredOutputs(body);
+  std::optional<StructuredOutputsParams> calls = ToolCallConstraint(tools);
+  if (!calls) return fields.params;
+  if (fields.params) {
+    BadRequest("'" + fields.field + "' and tool_choice " + body["tool_choice"].dump() +
+                   " both constrain the output; send one of them",
+               fields.field);
   }
-  const json& choice = body["tool_choice"];
-  if (choice.is_string() && choice.get<std::string>() == "none") return;
-  BadRequest("tool_choice " + DumpJson(choice) +
-                 " needs tool-call parsing, which vllm-cpp does not do; send \"none\" (tools are still shown to the "
-                 "model through the chat template)",
-             "tool_choice");
+  return calls;
 }
 
 // vLLM's chat echo: the answer's role is the assistant's after a generation prompt,
@@ -68,7 +71,15 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.created = UnixTimeSeconds();
   request.stream = ReadStreamOptions(body);
   request.user = OptionalString(body, "user").value_or("");
-  CheckToolChoice(body);
+  const nlohmann::ordered_json ordered = ParseOrderedBody(text);
+  request.tools = ReadChatTools(ordered, context);
+  request.reasoning_parser = context.reasoning_parser();
+  request.include_reasoning = OptionalBool(body, "include_reasoning").value_or(true);
+  if (!request.include_reasoning && request.reasoning_parser.empty()) {
+    BadRequest("include_reasoning false needs the server started with --reasoning-parser: without one the reasoning "
+               "is not told apart from the content",
+               "include_reasoning");
+  }
   request.return_token_ids = OptionalBool(body, "return_token_ids").value_or(false);
   const bool logprobs = OptionalBool(body, "logprobs").value_or(false);
   const std::optional<int64_t> top_logprobs = OptionalInt(body, "top_logprobs");
@@ -82,7 +93,9 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.params.bad_words_token_ids = context.BadWordsTokenIds(sampling.bad_words);
   request.return_tokens_as_token_ids = sampling.return_tokens_as_token_ids;
   request.prompt_logprobs = request.params.prompt_logprobs;
-  const std::string prompt = context.RenderChat(ParseOrderedBody(text));
+  request.params.structured_outputs = ReadConstraint(ordered, request.tools);
+  const std::string prompt = context.RenderChat(ordered);
+  request.starts_in_reasoning = PromptOpensReasoning(prompt);
   ReadRoleAndEcho(body, request);  // after RenderChat, which checked the messages
   const bool add_special_tokens = OptionalBool(body, "add_special_tokens").value_or(false);
   request.prompt_ids = context.Encode(prompt, add_special_tokens, "messages");
@@ -121,6 +134,34 @@ json ChunkBase(const ChatRequest& request, const char* object) {
   return {{"id", request.request_id}, {"object", object}, {"created", request.created}, {"model", request.model}};
 }
 
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& call : calls) {
+    out.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return out;
+}
+
+// vLLM's finish_reason "tool_calls" for an answer that called tools and stopped.
+std::string FinishReasonOf(const std::string& finish_reason, bool called_tools) {
+  return called_tools && finish_reason == "stop" ? "tool_calls" : finish_reason;
+}
+
+json MessageJson(const ChatRequest& request, const std::string& text) {
+  ChatOutputParser parser = request.MakeParser();
+  ChatMessage message;
+  AppendDelta(message, parser.Feed(text));
+  AppendDelta(message, parser.Finish());
+  const std::string content = request.echo + message.content;
+  json out = {{"role", request.role},
+              {"content", content.empty() && !message.tool_calls.empty() ? json(nullptr) : json(content)},
+              {"tool_calls", ToolCallsJson(message.tool_calls)}};
+  if (!request.reasoning_parser.empty() && request.include_reasoning) {
+    out["reasoning_content"] = message.reasoning.empty() ? json(nullptr) : json(message.reasoning);
+  }
+  return out;
+}
+
 json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
   json response = ChunkBase(request, "chat.completion");
   json logprobs = nullptr;
@@ -128,12 +169,12 @@ json ResponseJson(const ChatRequest& request, const RequestOutput& out, const To
     const Tokenizer* names = request.return_tokens_as_token_ids ? nullptr : tokenizer;
     logprobs = {{"content", LogprobsContent(names, out, *request.top_logprobs)}};
   }
-  response["choices"] =
-      json::array({{{"index", 0},
-                    {"message",
-                     {{"role", request.role}, {"content", request.echo + out.text}, {"tool_calls", json::array()}}},
-                    {"logprobs", std::move(logprobs)},
-                    {"finish_reason", out.finish_reason},
+  json message = MessageJson(request, out.text);
+  const bool called_tools = !message["tool_calls"].empty();
+  response["choices"] = json::array({{{"index", 0},
+                                      {"message", std::move(message)},
+                                      {"logprobs", std::move(logprobs)},
+                                      {"finish_reason", FinishReasonOf(out.finish_reason, called_tools)},
                     {"stop_reason", StopReasonJson(out, request.params)}}});
   response["usage"] =
       UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()), static_cast<int64_t>(out.token_ids.size()));
@@ -153,7 +194,8 @@ class ChatStream : public EventStream {
   ChatStream(ChatRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
       : request_(std::move(request)),
         group_(std::move(group)),
-        tokenizer_(request_.return_tokens_as_token_ids ? nullptr : tokenizer) {}
+        tokenizer_(request_.return_tokens_as_token_ids ? nullptr : tokenizer),
+        parser_(request_.MakeParser()) {}
 
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
     if (done_) return false;
@@ -210,17 +252,49 @@ class ChatStream : public EventStream {
       logprobs = {{"content", LogprobsContent(tokenizer_, output, *request_.top_logprobs)}};
     }
     num_tokens_sent_ += output.token_ids.size();
+    ChatDelta parsed = parser_.Feed(output.new_text);
+    if (output.finished) {
+      const ChatDelta rest = parser_.Finish();
+      parsed.reasoning += rest.reasoning;
+      parsed.content += rest.content;
+      parsed.tool_calls.insert(parsed.tool_calls.end(), rest.tool_calls.begin(), rest.tool_calls.end());
+    }
+    if (!request_.include_reasoning) parsed.reasoning.clear();
+    called_tools_ = called_tools_ || !parsed.tool_calls.empty();
     const bool tokens_wanted = request_.top_logprobs || request_.return_token_ids;
-    if (output.new_text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
-    json delta = output.new_text.empty() ? json::object() : json{{"content", output.new_text}};
-    events += SseEvent(Chunk(std::move(delta), std::move(logprobs),
-                             output.finished ? json(output.finish_reason) : json(nullptr),
+    if (parsed.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
+    events += SseEvent(Chunk(DeltaJson(parsed), std::move(logprobs),
+                             output.finished ? json(FinishReasonOf(output.finish_reason, called_tools_)) : json(nullptr),
                              request_.return_token_ids ? &new_ids : nullptr));
+  }
+
+  // vLLM's delta: reasoning_content, content and tool_calls, each when it has something;
+  // a call's first delta carries its id, type and name, later ones argument pieces.
+  static json DeltaJson(const ChatDelta& parsed) {
+    json delta = json::object();
+    if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
+    if (!parsed.content.empty()) delta["content"] = parsed.content;
+    if (parsed.tool_calls.empty()) return delta;
+    json calls = json::array();
+    for (const ToolCallDelta& call : parsed.tool_calls) {
+      json item = {{"index", call.index}};
+      json function = json::object();
+      if (call.id) item["id"] = *call.id;
+      if (call.id) item["type"] = "function";
+      if (call.name) function["name"] = *call.name;
+      if (!call.arguments.empty() || call.name) function["arguments"] = call.arguments;
+      item["function"] = std::move(function);
+      calls.push_back(std::move(item));
+    }
+    delta["tool_calls"] = std::move(calls);
+    return delta;
   }
 
   ChatRequest request_;
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
+  ChatOutputParser parser_;
+  bool called_tools_ = false;
   size_t num_tokens_sent_ = 0;
   bool role_sent_ = false;
   bool done_ = false;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "request_fields.h"
+#include "structured_outputs_request.h"
 
 namespace vllm::openai {
 namespace {
@@ -120,6 +121,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
     sampling.params.prompt_logprobs = std::max(request.logprobs.value(), request.prompt_logprobs.value_or(0));
   }
   sampling.params.logprobs = request.logprobs;
+  sampling.params.structured_outputs = ReadStructuredOutputs(ParseOrderedBody(text)).params;
   request.prompts = ReadPrompts(body, context, OptionalBool(body, "add_special_tokens").value_or(true),
                                 sampling.truncate_prompt_tokens);
   // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).

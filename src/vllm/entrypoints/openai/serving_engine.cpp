@@ -151,7 +151,9 @@ ServingContext::ServingContext(AsyncLLMEngine& engine, const ServerConfig& confi
     : engine_(engine),
       served_model_names_(config.served_model_names),
       trust_request_chat_template_(config.trust_request_chat_template),
-      sampling_defaults_(config.sampling_defaults) {
+      sampling_defaults_(config.sampling_defaults),
+      enable_auto_tool_choice_(config.enable_auto_tool_choice),
+      tool_call_parser_(config.tool_call_parser) {
   if (served_model_names_.empty()) throw std::invalid_argument("ServingContext: no served model name");
   SetMaxPromptBytes(config.max_prompt_bytes);
   const Tokenizer* tokenizer = engine.tokenizer();

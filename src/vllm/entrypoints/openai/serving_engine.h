@@ -91,6 +91,10 @@ class ServingContext {
   AsyncLLMEngine& engine() const { return engine_; }
   const std::vector<std::string>& served_model_names() const { return served_model_names_; }
   const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
+  bool enable_auto_tool_choice() const { return enable_auto_tool_choice_; }
+  const std::string& tool_call_parser() const { return tool_call_parser_; }
+  // The engine's --reasoning-parser ("" or "qwen3").
+  const std::string& reasoning_parser() const { return engine_.config().reasoning_parser; }
   // The model a request names, checked against the served names (absent: the first); a 404 otherwise.
   std::string CheckModel(const nlohmann::json& body) const;
   // The tokenizer, or a 400 saying that `what` needs one.
@@ -129,6 +133,8 @@ class ServingContext {
   int64_t max_prompt_bytes_ = 0;
   std::string max_prompt_bytes_origin_;  // how the bound came about, for the 400
   SamplingDefaults sampling_defaults_;
+  bool enable_auto_tool_choice_ = false;
+  std::string tool_call_parser_;
 };
 
 // A token's text for logprobs: the token decoded alone (vLLM's), "" for ids past the

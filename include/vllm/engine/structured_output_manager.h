@@ -1,0 +1,97 @@
+// Constrained decoding in the engine (vLLM v1's StructuredOutputManager): a request
+// with SamplingParams::structured_outputs gets a grammar matcher at admission, a row
+// of token bitmask in each step where it samples, and its matcher advanced by each
+// token it is given (docs/structured_output.md §6).
+//
+//   AddRequest      MakeRequest: compile (or find in the cache) the grammar; a bad
+//                   grammar throws StructuredOutputError before the request is queued
+//   Step            schedule -> FillBitmask(output): rows for the requests that sample
+//                   -> runner: the row applied to the request's logits, then the sampler
+//                   -> update_from_output -> AcceptTokens: the matcher advanced;
+//                   the engine finishes a request whose matcher terminated
+//
+// The matcher lives with the scheduler's request, whose token history survives
+// preemption (the request is recomputed from its tokens), so preemption leaves the
+// matcher as it is. With a reasoning parser, a prompt that leaves a `<think>` open
+// (Qwen3.5's template with thinking on) gets its grammar only from the token after
+// the `</think>` the model writes; any other prompt (thinking off renders
+// "<think>\n\n</think>") from the first output token.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vllm/core/request.h"
+#include "vllm/core/scheduler.h"
+#include "vllm/core/scheduler_output.h"
+#include "vllm/structured_output/matcher.h"
+
+namespace vllm {
+
+class Tokenizer;
+
+// One request's structured-output state (vLLM's StructuredOutputRequest).
+struct StructuredOutputRequest {
+  explicit StructuredOutputRequest(std::shared_ptr<const structured_output::CompiledGrammar> grammar)
+      : matcher(std::move(grammar)) {}
+  structured_output::GrammarMatcher matcher;
+  // False while the model is still reasoning: no mask, the matcher waits.
+  bool reasoning_ended = true;
+};
+
+class StructuredOutputManager {
+ public:
+  // `tokenizer` null: every structured-output request is refused. `eos_token_ids`
+  // end a grammar (allowed only where it can end). `reasoning_parser` is "" or
+  // "qwen3" (its `<think>` / `</think>` tokens must be in the vocabulary).
+  StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids, int32_t vocab_size,
+                          const std::string& reasoning_parser);
+
+  // The state of a new request with params.structured_outputs. Throws
+  // StructuredOutputError (an std::invalid_argument) naming what cannot be compiled.
+  std::shared_ptr<StructuredOutputRequest> MakeRequest(const SamplingParams& params,
+                                                       const std::vector<int32_t>& prompt_token_ids);
+  // Sets output.grammar_bitmask and structured_output_request_ids for the scheduled
+  // requests that sample this step with an active grammar.
+  void FillBitmask(SchedulerOutput& output, const Scheduler& scheduler);
+  // Advances the request's matcher by the tokens it was just given (those after
+  // `</think>` when reasoning ends among them). Returns false when the matcher
+  // refused one (the mask allowed no token, or a stop string cut the output).
+  bool AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids);
+
+  int64_t num_cached_grammars() const { return static_cast<int64_t>(cache_.size()); }
+
+ private:
+  std::shared_ptr<const structured_output::CompiledGrammar> Compile(const StructuredOutputsParams& spec);
+  bool OpensReasoning(const std::vector<int32_t>& prompt_token_ids) const;
+
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_token_ids_;
+  int32_t vocab_size_;
+  // The vocabulary as the matchers see it, prepared on the first structured request.
+  std::shared_ptr<const structured_output::TokenizerInfo> info_;
+  std::optional<int32_t> think_start_id_, think_end_id_;  // set with a reasoning parser
+  // Compiled grammars by their spec, the oldest evicted first past kMaxCachedGrammars:
+  // a grammar's token mask cache fills as requests use it, so reuse pays.
+  static constexpr size_t kMaxCachedGrammars = 64;
+  std::unordered_map<std::string, std::shared_ptr<const structured_output::CompiledGrammar>> cache_;
+  std::deque<std::string> cache_order_;
+};
+
+// Whitespace characters allowed between two JSON tokens (json, json_object) unless
+// disable_any_whitespace: bounded, as llama.cpp's JSON grammars bound it (a space, or
+// a newline and 20 characters of indentation), because a model that starts repeating
+// whitespace in an unbounded gap would never get out (xgrammar's any_whitespace
+// allows unbounded gaps; a known cause of endless JSON outputs in vLLM).
+inline constexpr int32_t kMaxJsonWhitespace = 20;
+
+// The grammar of a spec without a vocabulary (what MakeRequest compiles). Throws
+// StructuredOutputError naming the construct.
+structured_output::Grammar GrammarOfSpec(const StructuredOutputsParams& spec);
+
+}  // namespace vllm

@@ -1,0 +1,123 @@
+#include "vllm/engine/structured_output_manager.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "vllm/structured_output/grammar_compiler.h"
+#include "vllm/tokenizer/tokenizer.h"
+
+namespace vllm {
+namespace {
+
+namespace so = structured_output;
+
+// The cache key of a spec: its kind, then its text (choices joined by NUL bytes).
+std::string KeyOf(const StructuredOutputsParams& spec) {
+  const std::string ws = spec.disable_any_whitespace ? "compact:" : "any:";
+  if (spec.json) return "json:" + ws + *spec.json;
+  if (spec.json_object) return "json_object:" + ws;
+  if (spec.regex) return "regex:" + *spec.regex;
+  if (spec.grammar) return "grammar:" + *spec.grammar;
+  if (spec.prebuilt) return "prebuilt:" + spec.prebuilt_key;
+  std::string key = "choice:";
+  for (const std::string& choice : *spec.choice) key += choice + '\0';
+  return key;
+}
+
+}  // namespace
+
+so::Grammar GrammarOfSpec(const StructuredOutputsParams& spec) {
+  so::JsonSchemaOptions options;
+  options.max_whitespace = spec.disable_any_whitespace ? 0 : kMaxJsonWhitespace;
+  if (spec.json) return so::GrammarFromJsonSchema(std::string_view(*spec.json), options);
+  if (spec.json_object) return so::GrammarFromJsonObject(options);
+  if (spec.regex) return so::GrammarFromRegex(*spec.regex);
+  if (spec.grammar) return so::GrammarFromGbnf(*spec.grammar);
+  if (spec.prebuilt) return *spec.prebuilt;
+  if (spec.choice) return so::GrammarFromChoices(*spec.choice);
+  throw so::StructuredOutputError("structured_outputs: no constraint is set");
+}
+
+StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
+                                                 int32_t vocab_size, const std::string& reasoning_parser)
+    : tokenizer_(tokenizer), eos_token_ids_(std::move(eos_token_ids)), vocab_size_(vocab_size) {
+  if (reasoning_parser.empty()) return;
+  if (tokenizer == nullptr) throw std::invalid_argument("--reasoning-parser needs a tokenizer, and the model has none");
+  if (reasoning_parser != "qwen3") {
+    throw std::invalid_argument("unknown reasoning parser '" + reasoning_parser + "' (known: qwen3)");
+  }
+  think_start_id_ = tokenizer->TokenToId("<think>");
+  think_end_id_ = tokenizer->TokenToId("</think>");
+  if (!think_start_id_ || !think_end_id_) {
+    throw std::invalid_argument("--reasoning-parser qwen3 needs the tokens <think> and </think>, which the tokenizer (" +
+                                tokenizer->source() + ") does not have");
+  }
+}
+
+std::shared_ptr<const so::CompiledGrammar> StructuredOutputManager::Compile(const StructuredOutputsParams& spec) {
+  const std::string key = KeyOf(spec);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  auto compiled = std::make_shared<const so::CompiledGrammar>(GrammarOfSpec(spec), info_);
+  if (cache_.size() >= kMaxCachedGrammars) {
+    cache_.erase(cache_order_.front());
+    cache_order_.pop_front();
+  }
+  cache_.emplace(key, compiled);
+  cache_order_.push_back(key);
+  return compiled;
+}
+
+// qwen3: the prompt leaves the model reasoning when its last <think> comes after its
+// last </think> (Qwen3.5's template with thinking on ends the prompt with "<think>\n").
+// Otherwise the output is content from its start, as the server's reasoning parser
+// reads it when the output does not open with <think>.
+bool StructuredOutputManager::OpensReasoning(const std::vector<int32_t>& prompt_token_ids) const {
+  const auto last_start = std::find(prompt_token_ids.rbegin(), prompt_token_ids.rend(), *think_start_id_);
+  const auto last_end = std::find(prompt_token_ids.rbegin(), prompt_token_ids.rend(), *think_end_id_);
+  return last_start != prompt_token_ids.rend() && last_start < last_end;
+}
+
+std::shared_ptr<StructuredOutputRequest> StructuredOutputManager::MakeRequest(
+    const SamplingParams& params, const std::vector<int32_t>& prompt_token_ids) {
+  if (tokenizer_ == nullptr) {
+    throw so::StructuredOutputError("structured outputs need a tokenizer, and the model has none");
+  }
+  if (!info_) info_ = so::TokenizerInfo::FromTokenizer(*tokenizer_, eos_token_ids_, vocab_size_);
+  auto request = std::make_shared<StructuredOutputRequest>(Compile(*params.structured_outputs));
+  if (think_end_id_) request->reasoning_ended = !OpensReasoning(prompt_token_ids);
+  return request;
+}
+
+void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Scheduler& scheduler) {
+  output.structured_output_request_ids.clear();
+  output.grammar_bitmask.clear();
+  if (!info_) return;
+  output.grammar_bitmask_words = info_->bitmask_words();
+  const size_t words = static_cast<size_t>(info_->bitmask_words());
+  for (const auto& [req_id, num_scheduled] : output.num_scheduled_tokens) {
+    const Request* r = scheduler.get_request(req_id);
+    if (r == nullptr || !r->structured_output_request || !r->structured_output_request->reasoning_ended) continue;
+    if (r->num_computed_tokens + num_scheduled != r->num_tokens()) continue;  // a prompt chunk: nothing sampled
+    const int32_t row = static_cast<int32_t>(output.structured_output_request_ids.size());
+    output.structured_output_request_ids.emplace(req_id, row);
+    output.grammar_bitmask.resize((row + 1) * words);
+    r->structured_output_request->matcher.FillNextTokenBitmask(
+        std::span<uint32_t>(output.grammar_bitmask).subspan(row * words, words));
+  }
+}
+
+bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {
+  auto first = new_token_ids.begin();
+  if (!request.reasoning_ended) {
+    first = std::find(new_token_ids.begin(), new_token_ids.end(), *think_end_id_);
+    if (first == new_token_ids.end()) return true;
+    request.reasoning_ended = true;
+    ++first;
+  }
+  for (auto it = first; it != new_token_ids.end(); ++it) {
+    if (request.matcher.IsTerminated() || !request.matcher.AcceptToken(*it)) return false;
+  }
+  return true;
+}
+
+}  // namespace vllm
