@@ -175,7 +175,8 @@ TEST(ApiServerFieldsTest, LogitBiasAllowedTokenIdsAndBadWordsSteerTheTokens) {
   // Banning "a" leaves the next best; allowing only b gives b.
   json banned = biased;
   banned["bad_words"] = {"a"};
-  for (const json& id : server.PostOk("/v1/completions", banned)["choices"][0]["token_ids"]) EXPECT_NE(id, a);
+  const json banned_response = server.PostOk("/v1/completions", banned);  // kept alive: the loop reads into it
+  for (const json& id : banned_response["choices"][0]["token_ids"]) EXPECT_NE(id, a);
   json allowed = biased;
   allowed["allowed_token_ids"] = {b};
   EXPECT_EQ(server.PostOk("/v1/completions", allowed)["choices"][0]["token_ids"], std::vector<int32_t>(8, b));
