@@ -356,16 +356,17 @@ BadIndexRecord* BadIndexRecordFor(Device device) { return g_backend->BadIndexRec
 
 int MultiprocessorCount(Device device) { return g_backend->State(device.index).multiprocessors; }
 
-int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device) {
+int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device, size_t dynamic_shared_bytes) {
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, threads, device) -> blocks
-  const auto key = std::make_tuple(kernel, threads, device.index);
+  // (kernel, threads, device, dynamic shared bytes) -> blocks
+  static std::map<std::tuple<const void*, int, int, size_t>, int> known;
+  const auto key = std::make_tuple(kernel, threads, device.index, dynamic_shared_bytes);
   std::lock_guard<std::mutex> lock(mutex);
   auto found = known.find(key);
   if (found != known.end()) return found->second;
   PrepareDevice(device);
   int blocks = 0;
-  CheckGpu(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0),
+  CheckGpu(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_shared_bytes),
            "asking how many blocks of a kernel a multiprocessor holds");
   return known[key] = blocks > 0 ? blocks : 1;
 }

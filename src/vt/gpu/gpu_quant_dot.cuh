@@ -41,6 +41,56 @@ struct XBlock {
   int32_t qs[8];   // the 32 q, four per int (value 4i + j in byte j of qs[i])
 };
 
+// Rows of x ([rows, blocks_per_row * 32] floats, row stride x_row_stride) quantized
+// to out[row * blocks_per_row + b], num_blocks = rows * blocks_per_row XBlocks in all.
+// Thread `thread` of `threads` (both multiples of the warp width, numbered so that a
+// warp's lanes are consecutive) takes 8 consecutive values of a block, four threads
+// a block: every load of a pass is issued before its shuffles, and a warp loops while
+// its first block exists, so every shuffle sees all its lanes. Exact whatever the
+// thread count: max|x| and the integer sums do not depend on the order.
+inline constexpr int kXQuantThreadsPerBlock = 4, kXQuantValuesPerThread = kXBlockValues / kXQuantThreadsPerBlock;
+
+template <typename X>
+__device__ inline void QuantizeXRows(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks,
+                                     XBlock* out, int64_t thread, int64_t threads) {
+  const int part = static_cast<int>(thread % kXQuantThreadsPerBlock);
+  const int64_t quad_in_warp = (thread % kWarpSize) / kXQuantThreadsPerBlock;
+  for (int64_t g = thread / kXQuantThreadsPerBlock; g - quad_in_warp < num_blocks; g += threads / kXQuantThreadsPerBlock) {
+    const bool live = g < num_blocks;
+    const int64_t row = live ? g / blocks_per_row : 0, block = live ? g % blocks_per_row : 0;
+    const X* src = x + row * x_row_stride + block * kXBlockValues + part * kXQuantValuesPerThread;
+    float v[kXQuantValuesPerThread];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kXQuantValuesPerThread; ++j) {
+      v[j] = live ? ToFloat(src[j]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[j]));
+    }
+    amax = fmaxf(amax, ShuffleXor(amax, 1));
+    amax = fmaxf(amax, ShuffleXor(amax, 2));
+    const float d = amax / 127.0f;
+    int sum = 0;
+    uint32_t packed[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < kXQuantValuesPerThread; ++j) {
+      const int q = amax > 0.0f ? __float2int_rn(v[j] / d) : 0;
+      sum += q;
+      packed[j / 4] |= (static_cast<uint32_t>(q) & 0xffu) << (8 * (j % 4));
+    }
+    sum += ShuffleXor(sum, 1);
+    sum += ShuffleXor(sum, 2);
+    if (live) {
+      XBlock& b = out[g];
+      b.qs[2 * part] = static_cast<int32_t>(packed[0]);
+      b.qs[2 * part + 1] = static_cast<int32_t>(packed[1]);
+      if (part == 0) {
+        b.d = d;
+        b.s = d * static_cast<float>(sum);
+      }
+    }
+  }
+}
+
 // sum_j a.byte[j] * b.byte[j] + c over the four signed bytes of a and b.
 __device__ inline int Dp4a(int a, int b, int c) {
 #if VT_GPU_HIP

@@ -3,6 +3,7 @@
 // produce an empty grid or block.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -21,9 +22,10 @@ int MultiprocessorCount(Device device);
 
 // Blocks of `threads` threads of `kernel` (a __global__ function's address) that one
 // multiprocessor of `device` holds at once, as its registers and shared memory
-// allow; asked of the runtime once per kernel and device. Grids meant to be one
+// allow (with `dynamic_shared_bytes` of dynamic shared memory each); asked of the
+// runtime once per kernel, device and size. Grids meant to be one
 // wave of resident blocks are sized by it (a second, partial wave is a tail).
-int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device);
+int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device device, size_t dynamic_shared_bytes = 0);
 
 // The device's warp width as the runtime reports it (32 or 64). Host code that
 // maps work to warps uses this; device code uses the compile-time kWarpSize of the

@@ -1,8 +1,10 @@
 // MatMul with GGUF block weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): out[M, N] =
 // x[M, K] . w[N, K]^T for the decode and small-batch shapes (M <= kQuantGemvMaxRows).
 //
-//   1. QuantizeActivations: x -> XBlock [M, K / 32] (gpu_quant_dot.cuh), one group of
-//      32 threads per block of 32 values; a few KB, read by every warp afterwards.
+//   1. x -> XBlock [M, K / 32] (gpu_quant_dot.cuh's QuantizeXRows, four threads per
+//      block of 32 values): a few KB, read by every warp afterwards; quantized by each
+//      GEMV block into its shared memory when it fits (kGemvSharedXMaxBytes), else
+//      by QuantizeActivations before the GEMV.
 //   2. QuantGemv: each warp owns output columns; for a column it streams the weight
 //      row once, kWarpSize / kLanes blocks per step, decoding each lane's word in
 //      registers and dotting it with the row's x words for all M rows at once
@@ -31,27 +33,13 @@ namespace {
 
 constexpr int kQuantizeThreads = 256;
 
-// Thread i of a group of 32 holds value i of one x block (M * K / 32 groups).
+// Four threads a block of 32 values (QuantizeXRows), the grid striding over them.
 template <typename X>
 __global__ void __launch_bounds__(kQuantizeThreads)
     QuantizeRowsKernel(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks, XBlock* out) {
-  const int64_t group = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kXBlockValues;
-  const int i = static_cast<int>(threadIdx.x % kXBlockValues);
-  if (group >= num_blocks) return;  // whole groups leave together
-  const int64_t row = group / blocks_per_row, block = group % blocks_per_row;
-  const float v = ToFloat(x[row * x_row_stride + block * kXBlockValues + i]);
-  float amax = fabsf(v);
-  for (int offset = kXBlockValues / 2; offset > 0; offset >>= 1) amax = fmaxf(amax, ShuffleXor(amax, offset));
-  const float d = amax / 127.0f;
-  const int q = amax > 0.0f ? __float2int_rn(v / d) : 0;
-  int sum = q;
-  for (int offset = kXBlockValues / 2; offset > 0; offset >>= 1) sum += ShuffleXor(sum, offset);
-  XBlock& b = out[group];
-  reinterpret_cast<int8_t*>(b.qs)[i] = static_cast<int8_t>(q);
-  if (i == 0) {
-    b.d = d;
-    b.s = d * static_cast<float>(sum);
-  }
+  QuantizeXRows(x, x_row_stride, blocks_per_row, num_blocks, out,
+                static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 
 // ---- 2. the GEMV -----------------------------------------------------------------
@@ -60,7 +48,9 @@ template <typename X>
 struct QuantGemvParams {
   const uint8_t* w;
   int64_t w_row_bytes;   // bytes from one weight row to the next
-  const XBlock* xq;      // [m, blocks_per_row * kValues / 32]
+  const XBlock* xq;      // [m, blocks_per_row * kValues / 32], or null: quantized by each block (kXShared)
+  const X* x;            // [m, K] with rows x_row_stride apart, read when xq is null
+  int64_t x_row_stride;
   int64_t x_blocks_per_row;
   X* out;
   int64_t out_row_stride;
@@ -74,8 +64,25 @@ constexpr int kGemvThreads = 256;
 template <int kRows>
 inline constexpr int kGemvDepth = 2;
 
-template <typename Lane, typename X, int kRows>
+// x's XBlocks of all rows in shared memory up to this size: each block then quantizes
+// x itself (a few KB read from L2 by every block) instead of a separate launch
+// before the GEMV, which in a decode step costs more than the reads (one launch per
+// block-weight MatMul). At 24 KB an SM still holds 9 blocks (its 228 KB), more than
+// the GEMV's registers allow; it covers one row up to K = 19,660, four rows up to
+// 4,915, eight up to 2,457; larger x takes the separate launch.
+constexpr int64_t kGemvSharedXMaxBytes = 24 * 1024;
+
+// kXShared: x quantized by the block into dynamic shared memory (p.xq unused).
+template <typename Lane, typename X, int kRows, bool kXShared>
 __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
+  extern __shared__ uint4 gemv_shared[];
+  const XBlock* xq = p.xq;
+  if constexpr (kXShared) {
+    auto* shared_x = reinterpret_cast<XBlock*>(gemv_shared);
+    QuantizeXRows(p.x, p.x_row_stride, p.x_blocks_per_row, p.m * p.x_blocks_per_row, shared_x, threadIdx.x, blockDim.x);
+    __syncthreads();
+    xq = shared_x;
+  }
   constexpr int kBlocksPerStep = kWarpSize / Lane::kLanes;
   constexpr int kXPerBlock = Lane::kValues / kXBlockValues;
   constexpr int kDepth = kGemvDepth<kRows>;
@@ -99,7 +106,7 @@ __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKer
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           if (r < p.m && b < p.blocks_per_row) {
-            acc[r] += lanes[u].Dot(p.xq + r * p.x_blocks_per_row + static_cast<int64_t>(b) * kXPerBlock, t);
+            acc[r] += lanes[u].Dot(xq + r * p.x_blocks_per_row + static_cast<int64_t>(b) * kXPerBlock, t);
           }
         }
       }
@@ -115,28 +122,30 @@ __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKer
 }
 
 // One wave of the blocks the device holds, columns spread evenly over its warps.
-template <typename Lane, typename X, int kRows>
+template <typename Lane, typename X, int kRows, bool kXShared>
 void LaunchQuantGemvRows(const QuantGemvParams<X>& p, Device device, gpuStream_t stream) {
-  const auto kernel = &QuantGemvKernel<Lane, X, kRows>;
+  const auto kernel = &QuantGemvKernel<Lane, X, kRows, kXShared>;
+  const size_t shared_bytes = kXShared ? static_cast<size_t>(p.m * p.x_blocks_per_row) * sizeof(XBlock) : 0;
   const int warps_per_block = kGemvThreads / WarpSize(device);
-  const int64_t resident = static_cast<int64_t>(MultiprocessorCount(device)) *
-                           ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kGemvThreads, device);
+  const int64_t resident =
+      static_cast<int64_t>(MultiprocessorCount(device)) *
+      ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kGemvThreads, device, shared_bytes);
   const int64_t needed = GridFor(p.n, warps_per_block, "MatMul");
   const int64_t rounds = (needed + resident - 1) / resident;
-  kernel<<<static_cast<unsigned>((needed + rounds - 1) / rounds), kGemvThreads, 0, stream>>>(p);
+  kernel<<<static_cast<unsigned>((needed + rounds - 1) / rounds), kGemvThreads, shared_bytes, stream>>>(p);
 }
 
-template <typename Lane, typename X>
+template <typename Lane, typename X, bool kXShared>
 void LaunchQuantGemv(const QuantGemvParams<X>& p, Device device, gpuStream_t stream) {
   if (p.m == 1) {
-    LaunchQuantGemvRows<Lane, X, 1>(p, device, stream);
+    LaunchQuantGemvRows<Lane, X, 1, kXShared>(p, device, stream);
   } else if (p.m <= 2) {
-    LaunchQuantGemvRows<Lane, X, 2>(p, device, stream);
+    LaunchQuantGemvRows<Lane, X, 2, kXShared>(p, device, stream);
   } else if (p.m <= 4) {
-    LaunchQuantGemvRows<Lane, X, 4>(p, device, stream);
+    LaunchQuantGemvRows<Lane, X, 4, kXShared>(p, device, stream);
   } else {
     static_assert(kQuantGemvMaxRows == 8, "the row templates cover 1 to kQuantGemvMaxRows");
-    LaunchQuantGemvRows<Lane, X, 8>(p, device, stream);
+    LaunchQuantGemvRows<Lane, X, 8, kXShared>(p, device, stream);
   }
 }
 
@@ -206,8 +215,8 @@ Tensor QuantizeActivations(const Tensor& x) {
   DispatchFloat(x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
     const int64_t num_blocks = m * blocks_per_row;
-    QuantizeRowsKernel<X><<<GridFor(num_blocks * kXBlockValues, kQuantizeThreads, "MatMul"), kQuantizeThreads, 0,
-                            stream>>>(static_cast<const X*>(x.data()), x.stride(0), blocks_per_row, num_blocks,
+    QuantizeRowsKernel<X><<<GridFor(num_blocks * kXQuantThreadsPerBlock, kQuantizeThreads, "MatMul"),
+                            kQuantizeThreads, 0, stream>>>(static_cast<const X*>(x.data()), x.stride(0), blocks_per_row, num_blocks,
                                       static_cast<XBlock*>(out.data()));
   });
   CheckLaunch("MatMul");
@@ -215,22 +224,31 @@ Tensor QuantizeActivations(const Tensor& x) {
 }
 
 void RunQuantGemv(const MatMulArgs& a) {
-  reach::Hit("MatMulGpu.quant_gemv");
-  const Tensor xq = QuantizeActivations(a.x);
+  const int64_t k = a.x.size(1);
+  const bool x_shared = a.x.size(0) * (k / kXBlockValues) * static_cast<int64_t>(sizeof(XBlock)) <= kGemvSharedXMaxBytes;
+  reach::Hit(x_shared ? "MatMulGpu.quant_gemv.x_shared" : "MatMulGpu.quant_gemv.x_separate");
+  const Tensor xq = x_shared ? Tensor() : QuantizeActivations(a.x);
   gpuStream_t stream = PrepareDevice(a.out.device());
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
-    const int64_t k = a.x.size(1);
     QuantGemvParams<X> p{static_cast<const uint8_t*>(a.w.data()),
                          BytesFor(a.w.dtype(), a.w.stride(0)),
-                         static_cast<const XBlock*>(xq.data()),
+                         x_shared ? nullptr : static_cast<const XBlock*>(xq.data()),
+                         static_cast<const X*>(a.x.data()),
+                         a.x.stride(0),
                          k / kXBlockValues,
                          static_cast<X*>(a.out.data()),
                          a.out.stride(0),
                          static_cast<int>(a.w.size(0)),
                          static_cast<int>(k / Info(a.w.dtype()).block_elems),
                          static_cast<int>(a.x.size(0))};
-    DispatchQuantLane(a.w.dtype(), [&](auto lane) { LaunchQuantGemv<decltype(lane), X>(p, a.out.device(), stream); });
+    DispatchQuantLane(a.w.dtype(), [&](auto lane) {
+      if (x_shared) {
+        LaunchQuantGemv<decltype(lane), X, true>(p, a.out.device(), stream);
+      } else {
+        LaunchQuantGemv<decltype(lane), X, false>(p, a.out.device(), stream);
+      }
+    });
   });
   CheckLaunch("MatMul");
 }

@@ -97,6 +97,48 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   }
 }
 
+// The int8 GEMV of block weights (M <= 8) quantizes x inside each block when x's
+// 32-value blocks fit in its shared memory (24 KB: one row up to K = 19,660, eight up
+// to 2,457) and in a launch before the GEMV otherwise; both read strided x rows.
+TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t m, k;
+    const char* route;
+  };
+  const Case cases[] = {{1, 512, "x_shared"},    {3, 768, "x_shared"},      {8, 2304, "x_shared"},
+                        {8, 2560, "x_separate"}, {1, 20480, "x_separate"}, {5, 4608, "x_separate"}};
+  std::mt19937 rng(13);
+  for (Device device : gpus) {
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+      for (DType x_dtype : {DType::kBF16, DType::kF32}) {
+        for (const Case& c : cases) {
+          SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
+                       " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k));
+          const int64_t n = 67;
+          const Tensor values = RandomTensor({n, c.k}, DType::kF32, kCpu, rng);
+          Tensor w_cpu = Tensor::Empty({n, c.k}, w_dtype);
+          for (int64_t r = 0; r < n; ++r) {
+            QuantizeRow(values.data_ptr<float>() + r * c.k, c.k,
+                        static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, c.k), w_dtype);
+          }
+          const Tensor w = w_cpu.To(device);
+          // x rows 32 values apart more than K: a strided view of a wider matrix.
+          const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
+          const Tensor x = wide.AsStrided({c.m, c.k}, {c.k + 32, 1}, wide.offset() + 32);
+          Tensor out = Tensor::Empty({c.m, n}, x_dtype, device);
+          testing::Poison(out);
+          reach::Reset();
+          MatMul({.x = x, .w = w, .out = out});
+          EXPECT_EQ(reach::Count(std::string("MatMulGpu.quant_gemv.") + c.route), 1u) << c.route;
+          EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
+        }
+      }
+    }
+  }
+}
+
 // One sequence of `context` tokens whose last `q_len` are queries, caches
 // contiguous with block size 16 and blocks in order.
 struct AttentionCase {
