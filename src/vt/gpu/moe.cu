@@ -15,7 +15,8 @@
 // workspace [T, k, I]; ExpertDown: one warp per (token, hidden row) sums
 // w_j * (down_j . h_j) over the token's k choices. Block-format weights that the
 // int8 dot lanes read (gpu_quant_dot.cuh: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are dotted
-// with x and h quantized to 8 bits per 32 values, as MatMul's GEMV does; other
+// with x and h quantized to 8 bits per 32 values, as MatMul's GEMV does (x by each
+// ExpertHidden block into its shared memory when the row fits, so no launch before); other
 // weights are decoded from their dtype element by element (gpu_dot.cuh). An expert id outside [0, E) is skipped
 // and recorded for the host (gpu_runtime.h: reported at the device's next wait for
 // its queue), so the ids are never read back here. Many tokens (pairs >= 32 x experts)
@@ -143,7 +144,8 @@ __device__ inline const void* ExpertRow(const WeightMatrix& w, int64_t expert_st
 // gate . x and up . x of hidden row i of an expert: decoded element by element
 // (Lane = void) or by the int8 lanes against the quantized x row.
 template <typename Lane, typename X>
-__device__ inline void GateUp(const ExpertParams<X>& p, int64_t token, int64_t expert, int64_t i, float* g, float* u) {
+__device__ inline void GateUp(const ExpertParams<X>& p, int64_t token, const XBlock* x_row_blocks, int64_t expert,
+                              int64_t i, float* g, float* u) {
   const void* gate_row = ExpertRow(p.gate, p.gate_expert_stride, expert, i);
   const void* up_row = ExpertRow(p.up, p.up_expert_stride, expert, i);
   if constexpr (std::is_void_v<Lane>) {
@@ -152,16 +154,35 @@ __device__ inline void GateUp(const ExpertParams<X>& p, int64_t token, int64_t e
     *u = WarpDotRow(up_row, p.up.dtype, x, p.hidden_size);
   } else {
     const int blocks = static_cast<int>(p.hidden_size / Lane::kValues);
-    const XBlock* x = p.x_blocks + token * (p.hidden_size / kXBlockValues);
-    *g = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(gate_row), blocks, x);
-    *u = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(up_row), blocks, x);
+    *g = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(gate_row), blocks, x_row_blocks);
+    *u = WarpQuantDotRow<Lane>(static_cast<const uint8_t*>(up_row), blocks, x_row_blocks);
   }
 }
 
-// grid: (T * k, ceil(I / warps)); each warp computes hidden row i of one pair.
+// x's row of XBlocks in a block's shared memory up to this size (H <= 19,660): each
+// block quantizes its token's row (a few KB from L2) instead of a launch before.
+constexpr int64_t kExpertSharedXMaxBytes = 24 * 1024;
+
+// grid: (T * k, ceil(I / warps)); each warp computes hidden row i of one pair. With
+// the int8 lanes and p.x_blocks null, the block first quantizes its token's x row
+// into dynamic shared memory.
 template <typename Lane, typename X>
 __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p) {
   const int64_t pair = blockIdx.x, token = pair / p.k;
+  const XBlock* x_row_blocks = nullptr;
+  if constexpr (!std::is_void_v<Lane>) {
+    const int64_t blocks_per_row = p.hidden_size / kXBlockValues;
+    if (p.x_blocks != nullptr) {
+      x_row_blocks = p.x_blocks + token * blocks_per_row;
+    } else {
+      extern __shared__ uint4 expert_shared[];
+      auto* shared_x = reinterpret_cast<XBlock*>(expert_shared);
+      QuantizeXRows(p.x + token * p.x_row_stride, p.x_row_stride, blocks_per_row, blocks_per_row, shared_x,
+                    threadIdx.x, blockDim.x);
+      __syncthreads();
+      x_row_blocks = shared_x;
+    }
+  }
   const int64_t warps = blockDim.x / kWarpSize;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / kWarpSize;
   if (i >= p.inter_size) return;
@@ -169,7 +190,7 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p
   float h = 0.0f;
   if (expert >= 0 && expert < p.experts) {
     float g, u;
-    GateUp<Lane>(p, token, expert, i, &g, &u);
+    GateUp<Lane>(p, token, x_row_blocks, expert, i, &g, &u);
     h = Silu(g) * u;
   } else if (i == 0 && threadIdx.x % kWarpSize == 0) {
     RecordBadIndex(p.bad_index, CheckedIndexOp::kMoeExperts, pair, expert, p.experts, p.k);
@@ -250,7 +271,10 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
   Tensor hidden = Tensor::Empty({tokens, k, inter_size}, DType::kF32, a.x.device());  // [T, k, I]
   const int warps = kExpertThreads / WarpSize(a.x.device());
   const bool quantized_gate_up = QuantLanesRead(a.w_gate) && QuantLanesRead(a.w_up);
-  const Tensor x_blocks = quantized_gate_up ? QuantizeActivations(a.x) : Tensor();
+  const size_t x_row_bytes = static_cast<size_t>(hidden_size / kXBlockValues) * sizeof(XBlock);
+  const bool x_shared = quantized_gate_up && static_cast<int64_t>(x_row_bytes) <= kExpertSharedXMaxBytes;
+  if (quantized_gate_up) reach::Hit(x_shared ? "MoeExpertsGpu.per_pair.x_shared" : "MoeExpertsGpu.per_pair.x_separate");
+  const Tensor x_blocks = quantized_gate_up && !x_shared ? QuantizeActivations(a.x) : Tensor();
   DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
     using X = decltype(tag);
     ExpertParams<X> p{static_cast<const X*>(a.x.data()),
@@ -264,7 +288,7 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       a.topk_weights.data_ptr<float>(),
                       static_cast<const int32_t*>(a.topk_ids.data()),
                       hidden.data_ptr<float>(),
-                      quantized_gate_up ? static_cast<const XBlock*>(x_blocks.data()) : nullptr,
+                      x_blocks.defined() ? static_cast<const XBlock*>(x_blocks.data()) : nullptr,
                       nullptr,
                       tokens,
                       k,
@@ -276,7 +300,7 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       BadIndexRecordFor(a.x.device())};
     const dim3 hidden_grid(GridFor(tokens * k, 1, "MoeExperts"), GridFor(inter_size, warps, "MoeExperts"));
     const auto launch_hidden = [&](auto lane) {
-      ExpertHidden<LaneOf<decltype(lane)>, X><<<hidden_grid, kExpertThreads, 0, stream>>>(p);
+      ExpertHidden<LaneOf<decltype(lane)>, X><<<hidden_grid, kExpertThreads, x_shared ? x_row_bytes : 0, stream>>>(p);
     };
     LaunchWithLane(quantized_gate_up, a.w_gate.dtype(), launch_hidden);
     const bool quantized_down = QuantLanesRead(a.w_down);

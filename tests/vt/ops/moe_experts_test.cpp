@@ -113,25 +113,27 @@ struct Experts {
 };
 
 // Scales keep gate/up outputs O(1) so the SiLU sees both signs and its curve.
-Experts RandomExpertSet(DType dtype, bool fused_gate_up, std::mt19937& rng) {
+Experts RandomExpertSet(DType dtype, bool fused_gate_up, std::mt19937& rng, int64_t hidden = kHidden,
+                        int64_t inter = kInter) {
   Experts e;
   if (fused_gate_up) {
-    e.fused = RandomExperts(kExperts, 2 * kInter, kHidden, dtype, 0.12f, rng);
-    e.w_gate = e.fused.Slice(1, 0, kInter);
-    e.w_up = e.fused.Slice(1, kInter, 2 * kInter);
+    e.fused = RandomExperts(kExperts, 2 * inter, hidden, dtype, 0.12f, rng);
+    e.w_gate = e.fused.Slice(1, 0, inter);
+    e.w_up = e.fused.Slice(1, inter, 2 * inter);
   } else {
-    e.w_gate = RandomExperts(kExperts, kInter, kHidden, dtype, 0.12f, rng);
-    e.w_up = RandomExperts(kExperts, kInter, kHidden, dtype, 0.12f, rng);
+    e.w_gate = RandomExperts(kExperts, inter, hidden, dtype, 0.12f, rng);
+    e.w_up = RandomExperts(kExperts, inter, hidden, dtype, 0.12f, rng);
   }
-  e.w_down = RandomExperts(kExperts, kHidden, kInter, dtype, 0.12f, rng);
+  e.w_down = RandomExperts(kExperts, hidden, inter, dtype, 0.12f, rng);
   return e;
 }
 
 void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, std::mt19937& rng) {
   const DType w_dtype = experts.w_down.dtype();
+  const int64_t hidden = experts.w_down.size(1), inter = experts.w_down.size(2);
   SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " T=" + std::to_string(tokens) +
-               " k=" + std::to_string(k) + (experts.fused.defined() ? " fused" : ""));
-  const Tensor x = testing::WithPaddedRows(testing::RandomTensor({tokens, kHidden}, x_dtype, kCpu, rng), 4);
+               " k=" + std::to_string(k) + " H=" + std::to_string(hidden) + (experts.fused.defined() ? " fused" : ""));
+  const Tensor x = testing::WithPaddedRows(testing::RandomTensor({tokens, hidden}, x_dtype, kCpu, rng), 4);
   // Experts 2 and 5 never receive a token.
   const Routing routing = RandomRouting(tokens, k, {0, 1, 3, 4, 6, 7}, rng);
   const std::vector<double> ref = Reference(x, experts.w_gate, experts.w_up, experts.w_down, routing);
@@ -139,9 +141,9 @@ void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, 
     auto on = [&](const Tensor& t) { return OnDevice(t, device); };
     // The fused layout moves to the device as one tensor, then is sliced there.
     const bool fused = experts.fused.defined();
-    const Tensor gate = fused ? on(experts.fused).Slice(1, 0, kInter) : on(experts.w_gate);
-    const Tensor up = fused ? on(experts.fused).Slice(1, kInter, 2 * kInter) : on(experts.w_up);
-    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({tokens, kHidden}, x_dtype, device), 3);
+    const Tensor gate = fused ? on(experts.fused).Slice(1, 0, inter) : on(experts.w_gate);
+    const Tensor up = fused ? on(experts.fused).Slice(1, inter, 2 * inter) : on(experts.w_up);
+    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({tokens, hidden}, x_dtype, device), 3);
     testing::Poison(out);
     MoeExperts({.x = on(x),
                 .w_gate = gate,
@@ -221,6 +223,25 @@ TEST(MoeExpertsTest, GroupedAndPerPairKernelsMatchTheReference) {
   if (cuda) {
     EXPECT_EQ(reach::Count("MoeExpertsGpu.grouped"), 0u);
     EXPECT_GT(reach::Count("MoeExpertsGpu.per_pair"), 0u);
+  }
+}
+
+// The per-pair kernels with int8 lanes quantize each token's x row inside the
+// hidden kernel's blocks when it fits in 24 KB of shared memory (H <= 19,660) and
+// in a launch before otherwise (moe.cu); both routes, f32 and bf16 x.
+TEST(MoeExpertsTest, PerPairQuantizesXInSharedMemoryOrBefore) {
+  std::mt19937 rng(6);
+  bool cuda_or_rocm = !testing::GpuTestDevices().empty();
+  for (int64_t hidden : {int64_t{256}, int64_t{20480}}) {
+    const Experts experts = RandomExpertSet(DType::kQ8_0, true, rng, hidden, 32);
+    for (DType x_dtype : {DType::kF32, DType::kBF16}) {
+      reach::Reset();
+      CheckMoe(x_dtype, experts, 3, 2, rng);
+      if (cuda_or_rocm) {
+        const char* route = hidden == 256 ? "MoeExpertsGpu.per_pair.x_shared" : "MoeExpertsGpu.per_pair.x_separate";
+        EXPECT_GT(reach::Count(route), 0u) << route;
+      }
+    }
   }
 }
 
