@@ -103,6 +103,35 @@ void DequantCublasMatMul(const MatMulArgs& a) {
   reach::Hit("MatMulGpu.dequant_cublas");
 }
 
+// Float operands of two dtypes (one of them f32): the 16-bit one widened to f32
+// (x whole; w chunk by chunk, as the block route decodes it), cuBLAS in true f32
+// into out, or into an f32 scratch narrowed to out's dtype afterwards.
+void CastCublasMatMul(const MatMulArgs& a) {
+  const Device device = a.out.device();
+  const int64_t m = a.x.size(0), n = a.w.size(0), k = a.x.size(1);
+  Tensor x = a.x;
+  if (x.dtype() != DType::kF32) {
+    x = Tensor::Empty({m, k}, DType::kF32, device);
+    Copy({.src = a.x, .dst = x});
+  }
+  const bool out_f32 = a.out.dtype() == DType::kF32;
+  const Tensor out = out_f32 ? a.out : Tensor::Empty({m, n}, DType::kF32, device);
+  if (a.w.dtype() == DType::kF32) {
+    CublasMatMul({.x = x, .w = a.w, .out = out});
+  } else {
+    const int64_t chunk_rows = std::max<int64_t>(1, std::min(n, kDequantChunkBytes / (k * 4)));
+    const Tensor wide = Tensor::Empty({chunk_rows, k}, DType::kF32, device);
+    for (int64_t row0 = 0; row0 < n; row0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, n - row0);
+      const Tensor part = wide.Slice(0, 0, rows);
+      Copy({.src = a.w.Slice(0, row0, row0 + rows), .dst = part});
+      CublasMatMul({.x = x, .w = part, .out = out.Slice(1, row0, row0 + rows)});
+    }
+  }
+  if (!out_f32) Copy({.src = out, .dst = a.out});
+  reach::Hit("MatMulGpu.cast_cublas");
+}
+
 void MatMulCuda(const MatMulArgs& a) {
   const MatMulShape shape = DescribeMatMul(a, CublasAccepts(a));
   const MatMulKernel kernel = ApplyBlockVariant(
@@ -112,6 +141,8 @@ void MatMulCuda(const MatMulArgs& a) {
     CublasMatMul(a);
   } else if (kernel == MatMulKernel::kDequantVendorBlas) {
     DequantCublasMatMul(a);
+  } else if (kernel == MatMulKernel::kCastVendorBlas) {
+    CastCublasMatMul(a);
   } else {
     RunOwnMatMul(a, kernel);
   }

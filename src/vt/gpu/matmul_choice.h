@@ -31,6 +31,12 @@
 //   kDequantVendorBlas    CUDA only: block weights at larger M, decoded chunk by
 //                         chunk into x's dtype and multiplied by cuBLAS (the tiled
 //                         kernel decodes every element 64 times over).
+//   kCastVendorBlas       CUDA only: float weights of another dtype than x (the f32
+//                         router and shared-expert gate of a GGUF with bf16
+//                         activations) above the decode rows: the 16-bit operand
+//                         widened to f32, cuBLAS in true f32, the f32 result
+//                         narrowed to out's dtype (the same f32 products as the
+//                         tiled kernel, without its K-long walk per block).
 // Every kernel accepts every shape, dtype pair and stride the MatMul contract allows,
 // so the choice is about speed only; ROCm (no BLAS packaged) never gets kVendorBlas.
 // Unit-tested at its boundaries in tests/vt/gpu/matmul_choice_test.cpp.
@@ -53,6 +59,7 @@ enum class MatMulKernel {
   kVendorBlas,
   kDequantVendorBlas,
   kQuantMma,
+  kCastVendorBlas,
 };
 
 struct MatMulShape {
@@ -82,8 +89,14 @@ inline constexpr int64_t kQuantMmaMaxRows = 16;
 // Up to here the tiles are 16 rows (one warp row), above 64 (matmul_quant_mma.cu).
 inline constexpr int64_t kQuantMmaSmallTileRows = 16;
 // Below this many multiply-adds our tiled kernel is as fast as a library call, and
-// keeping it on the route keeps it exercised on CUDA too.
+// keeping it on the route keeps it exercised on CUDA too...
 inline constexpr int64_t kVendorBlasMinMacs = int64_t{1} << 24;
+// ...unless K is this long: a tiled block walks all of K in 16-deep slices, so few
+// output tiles with a long K are latency-bound. Measured on the H200 (ncu, the
+// 35B-A3B router N 256, K 2048, and its shared-expert gate N 1): 502 us at 16 rows
+// (8.4M multiply-adds, 4 blocks), 253 us for N 1; cuBLAS takes such shapes in
+// microseconds.
+inline constexpr int64_t kTiledSharedMaxK = 1024;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.weight_is_block) {
@@ -98,8 +111,8 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
     // GEMVs 0.37 -> 0.72 of the copy bandwidth (bench/gpu_notes.md, final run).
     return s.weight_is_16_bit ? MatMulKernel::kSkinnyLoadsInFlight : MatMulKernel::kSkinnyVectorLoads;
   }
-  if (s.vendor_blas_available && !s.weight_is_block && s.weight_matches_x && s.m * s.n * s.k >= kVendorBlasMinMacs) {
-    return MatMulKernel::kVendorBlas;
+  if (s.vendor_blas_available && (s.m * s.n * s.k >= kVendorBlasMinMacs || s.k >= kTiledSharedMaxK)) {
+    return s.weight_matches_x ? MatMulKernel::kVendorBlas : MatMulKernel::kCastVendorBlas;
   }
   return MatMulKernel::kTiledShared;
 }

@@ -58,6 +58,40 @@ TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
   }
 }
 
+// Float weights of another dtype than x above the decode rows: CUDA widens to f32
+// for cuBLAS (x bf16 with the f32 weights of a GGUF router and shared-expert gate;
+// x f32 with bf16 weights, widened chunk by chunk), ROCm runs the tiled kernel.
+// Tolerance: f32 products, out rounded once to its dtype.
+TEST(GpuKernelRoutesTest, MixedFloatDtypesMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t m, n, k;
+    DType x_dtype, w_dtype;
+  };
+  const Case cases[] = {{16, 256, 2048, DType::kBF16, DType::kF32},
+                        {33, 1, 2048, DType::kBF16, DType::kF32},
+                        {9, 70, 1024, DType::kF32, DType::kBF16},
+                        {300, 130, 1536, DType::kF16, DType::kF32}};
+  std::mt19937 rng(14);
+  for (Device device : gpus) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(device.ToString() + " x " + DTypeName(c.x_dtype) + " w " + DTypeName(c.w_dtype) +
+                   " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n));
+      const Tensor wide = RandomTensor({c.m, c.k + 8}, c.x_dtype, device, rng);
+      const Tensor x = wide.Slice(1, 8, c.k + 8);  // strided rows
+      const Tensor w = RandomTensor({c.n, c.k}, c.w_dtype, device, rng);
+      Tensor out = Tensor::Empty({c.m, c.n}, c.x_dtype, device);
+      testing::Poison(out);
+      reach::Reset();
+      MatMul({.x = x, .w = w, .out = out});
+      const char* route = device.type == DeviceType::kCUDA ? "cast_cublas" : "tiled_shared";
+      EXPECT_EQ(reach::Count(std::string("MatMulGpu.") + route), 1u) << route;
+      EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-5 + testing::DefaultTolerance(c.x_dtype)));
+    }
+  }
+}
+
 // Block weights above the decode rows (matmul_choice.h): CUDA runs the int8
 // tensor-core tiles up to kQuantMmaMaxRows (16) and decodes for cuBLAS above, and
 // forced (gpu.matmul_block = quant_mma) the 64-row tiles at 17 and 257 rows; ROCm

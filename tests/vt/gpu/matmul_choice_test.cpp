@@ -36,7 +36,22 @@ TEST(MatMulChoiceTest, VendorBlasOnlyForLargeDenseSameDtypeProducts) {
   EXPECT_EQ(ChooseMatMul(Dense(m, n, k_at_threshold - 1, true)), MatMulKernel::kTiledShared);
   EXPECT_EQ(ChooseMatMul(Dense(m, n, k_at_threshold, false)), MatMulKernel::kTiledShared);  // ROCm
   EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, true, false, true}), MatMulKernel::kDequantVendorBlas);  // block weights
-  EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, false, false, true}), MatMulKernel::kTiledShared);  // x f32, w bf16
+  // Float weights of another dtype than x (x f32 with w bf16, or the f32 router of a
+  // GGUF with bf16 x): widened to f32 for cuBLAS; the tiled kernel without a library.
+  EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, false, false, true}), MatMulKernel::kCastVendorBlas);
+  EXPECT_EQ(ChooseMatMul(MatMulShape{m, n, 4096, false, false, false}), MatMulKernel::kTiledShared);
+}
+
+// A long K sends even small products to the library: the tiled kernel's blocks walk
+// all of K (the 35B-A3B router, 16 x 256 x 2048, took 502 us on it).
+TEST(MatMulChoiceTest, LongKSkipsTheTiledKernelWhereALibraryIsAvailable) {
+  const int64_t m = kSkinnyMaxRows + 1;
+  ASSERT_LT(m * 256 * kTiledSharedMaxK, kVendorBlasMinMacs);
+  EXPECT_EQ(ChooseMatMul(Dense(m, 256, kTiledSharedMaxK, true)), MatMulKernel::kVendorBlas);
+  EXPECT_EQ(ChooseMatMul(Dense(m, 256, kTiledSharedMaxK - 1, true)), MatMulKernel::kTiledShared);
+  EXPECT_EQ(ChooseMatMul(Dense(m, 256, kTiledSharedMaxK, false)), MatMulKernel::kTiledShared);
+  EXPECT_EQ(ChooseMatMul(MatMulShape{m, 1, kTiledSharedMaxK, false, false, true}), MatMulKernel::kCastVendorBlas);
+  EXPECT_EQ(ChooseMatMul(MatMulShape{m, 256, kTiledSharedMaxK - 1, false, false, true}), MatMulKernel::kTiledShared);
 }
 
 TEST(MatMulChoiceTest, WithoutAVendorLibraryNothingRoutesToIt) {
