@@ -1,8 +1,20 @@
 #include "vllm/engine/engine_config.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace vllm {
+
+int64_t ResolveCheckpointInterval(const EngineConfig& config) {
+  if (config.state_checkpoint_interval != 0) return config.state_checkpoint_interval;
+  constexpr int64_t kCpuInterval = 512;
+  const int64_t bs = std::max<int64_t>(config.block_size, 1);
+  int64_t interval = kCpuInterval;
+  if (config.device.type != vt::DeviceType::kCPU) {
+    interval = std::max(interval, config.max_num_batched_tokens / bs * bs);
+  }
+  return (interval + bs - 1) / bs * bs;
+}
 
 vt::DType ResolveActivationDtype(const std::string& dtype, const ModelConfig& model, vt::Device device) {
   if (dtype == "auto") {

@@ -171,7 +171,7 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
   const int64_t bs = config_.block_size;
   const bool prefix_caching =
       config_.enable_prefix_caching.value_or(true) && (attention_only || cache_plan_.num_state_snapshots > 0);
-  const int64_t interval = config_.state_checkpoint_interval;
+  const int64_t interval = ResolveCheckpointInterval(config_);
   prefix_caching_reason_ = PrefixCachingReason(config_.enable_prefix_caching, attention_only, cache_plan_, interval);
   if (!prefix_caching && config_.enable_prefix_caching.value_or(false)) Log("prefix caching is " + prefix_caching_reason_);
   if (interval < 1 || interval > std::numeric_limits<int32_t>::max()) {

@@ -21,7 +21,9 @@ void AddEngineArgs(CliArgs& cli) {
               "reuse KV blocks (and, for hybrid models, recurrent-state snapshots) of shared prompt prefixes "
               "(default: on)");
   cli.AddOption("state-checkpoint-interval",
-                "hybrid models: tokens between recurrent-state checkpoints (a multiple of --block-size)", "512");
+                "hybrid models: tokens between recurrent-state checkpoints, a multiple of --block-size (0 = 512 "
+                "on the CPU; on a GPU --max-num-batched-tokens rounded down to a block multiple, at least 512)",
+                "0");
   cli.AddOption("state-snapshot-memory",
                 "hybrid models: bytes of recurrent-state snapshots for prefix caching, taken from the KV cache "
                 "memory (default: an eighth of it)",

@@ -100,6 +100,28 @@ class HybridPrefixCacheTest : public ::testing::TestWithParam<std::string> {
 // (12 tokens) plus a new message (9). Turn 1 computed 48 tokens (its last answer
 // token is never fed), and its decode checkpoint at 48 lets turn 2 start there: it
 // computes 10 prompt tokens and 11 decodes instead of 58 and 11.
+// --state-checkpoint-interval 0 (the default): 512 on the CPU, the step's token
+// budget on a GPU (at least 512), rounded up to a block multiple; a given one stays.
+TEST(CheckpointIntervalTest, DefaultIs512OnTheCpuAndTheTokenBudgetOnAGpu) {
+  EngineConfig c;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 512);
+  c.block_size = 48;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 528);
+  c.device = vt::ParseDevice("cuda:0");
+  c.max_num_batched_tokens = 1000;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 960);
+  c.block_size = 16;
+  c.max_num_batched_tokens = 8192;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 8192);
+  c.max_num_batched_tokens = 300;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 512);
+  c.device = vt::ParseDevice("rocm:0");
+  c.max_num_batched_tokens = 2048;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 2048);
+  c.state_checkpoint_interval = 96;
+  EXPECT_EQ(ResolveCheckpointInterval(c), 96);
+}
+
 TEST_P(HybridPrefixCacheTest, MultiTurnChatReusesTheFirstTurnsPromptAndAnswer) {
   const Tokens turn1 = Random(37, 1), message = Random(9, 2);
   std::vector<GenerateResult> runs[2];
