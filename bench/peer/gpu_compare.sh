@@ -22,7 +22,8 @@
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
 #      (with --ncu, for a 35b model, the kernel times of a short latency
-#      run under Nsight Compute, and of a 16-sequence decode step), then llama-bench (pp512, pp2048, tg128, flash
+#      run under Nsight Compute; on the 35B the 90 s cap ends it during the
+#      memory-profiling prefill, whose kernels it then gives), then llama-bench (pp512, pp2048, tg128, flash
 #      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
 #      same file, which is deleted afterwards (the disk holds one large model at a time).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
@@ -196,15 +197,6 @@ for name in ${models//,/ }; do
     python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --all | tee "$out/$name.kernels.txt" | head -25
     python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --last >"$out/$name.kernels_last.txt"
     head -25 "$out/$name.kernels_last.txt"
-    if [ "$(left)" -gt 150 ]; then
-      stage "$name: kernel times of a 16-sequence decode step (Nsight Compute)"
-      timeout 90 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-        "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 8 --output-len 3 --batch-size 16 \
-        --num-iters 1 --num-iters-warmup 0 --temperature 0.5 >"$out/$name.ncu16.csv" 2>"$out/$name.ncu16.err"
-      echo "rc $?"
-      python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu16.csv" --last >"$out/$name.kernels16.txt"
-      head -30 "$out/$name.kernels16.txt"
-    fi
   fi
 
   stage "$name: llama.cpp"
