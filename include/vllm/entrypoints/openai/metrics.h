@@ -1,7 +1,8 @@
 // GET /metrics: the engine's statistics in Prometheus' text format, under vLLM's metric
 // names, each labelled with model_name:
 //   gauges      vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (0..1),
-//               vllm:cache_config_info (1, the cache configuration as labels)
+//               vllm:state_snapshot_usage_perc (0..1: a hybrid model's pool of recurrent-state
+//               snapshots; not a vLLM metric), vllm:cache_config_info (1, the cache configuration as labels)
 //   counters    vllm:num_preemptions_total, vllm:prompt_tokens_total, vllm:generation_tokens_total,
 //               vllm:request_success_total{finished_reason="stop|length|abort|error"},
 //               vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total (tokens)

@@ -138,6 +138,14 @@ std::string PrometheusStatLogger::Render() const {
   Sample(out, "vllm:num_requests_waiting", labels_, static_cast<double>(scheduler_stats_.num_waiting));
   Header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
   Sample(out, "vllm:kv_cache_usage_perc", labels_, scheduler_stats_.kv_cache_usage);
+  // Not in vLLM (its hybrid prefix caching keeps states in enlarged KV blocks): the
+  // pool of recurrent-state snapshots of a hybrid model (0 when it has none).
+  const int64_t snapshots = scheduler_stats_.num_state_snapshots;
+  Header(out, "vllm:state_snapshot_usage_perc", "gauge",
+         "Recurrent-state snapshot pool usage of a hybrid model's prefix cache. 1 means 100 percent usage.");
+  Sample(out, "vllm:state_snapshot_usage_perc", labels_,
+         snapshots > 0 ? static_cast<double>(scheduler_stats_.num_state_snapshots_used) / static_cast<double>(snapshots)
+                       : 0.0);
   Header(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
   Sample(out, "vllm:cache_config_info", cache_config_labels_ + "," + labels_, 1);
   Header(out, "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.");
