@@ -3,7 +3,9 @@
 # the ratio table of bench/README.md.
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--ncu] [--no-kernel-bench] [--budget S]
+#                             [--ncu] [--nsys] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
+# (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
+# a call that only profiles)
 #
 # Stages, each under the call's deadline (--budget seconds from the start, 560 by
 # default: the device tool gives a call 600 s), later ones skipped when time runs out:
@@ -14,7 +16,9 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
 #      copy bandwidth) when time allows.
-#   3. With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#   3. With --nsys (Nsight Systems), for each model after its benches: per-kernel
+#      totals of a batch-1 and a batch-16 latency run (graph-replayed kernels too).
+#      With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
 #      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
 #      --profile-prefill that prefill and 2048-context decode timed under every
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
@@ -44,7 +48,10 @@ models=9b-q8_0,9b-bf16
 run_tests=0
 profile_prefill=0
 ncu_profiles=0
+nsys_profiles=0
 kernel_bench=1
+with_peer=1
+with_bench=1
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
@@ -52,6 +59,9 @@ while [ $# -gt 0 ]; do
     --tests) run_tests=1; shift ;;
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
+    --nsys) nsys_profiles=1; shift ;;
+    --no-peer) with_peer=0; shift ;;
+    --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -75,7 +85,10 @@ echo "cores: $jobs, models: $models"
 
 stage "llama.cpp v0.5.0: CUDA build in the background"
 llama_bin=$llama_build/bin
-if [ -x "$llama_bin/llama-bench" ] && [ -x "$llama_bin/llama-batched-bench" ]; then
+if [ $with_peer = 0 ]; then
+  echo "skipped (--no-peer)"
+  llama_pid=
+elif [ -x "$llama_bin/llama-bench" ] && [ -x "$llama_bin/llama-batched-bench" ]; then
   echo "already built (warm machine)"
   llama_pid=
 else
@@ -123,6 +136,9 @@ if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ];
 fi
 
 ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+nsys_bin=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+  /usr/local/cuda*/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+[ $nsys_profiles = 1 ] && echo "nsys: ${nsys_bin:-not found}"
 if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
   stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
   timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
@@ -175,18 +191,41 @@ ours() {  # name, suffix, seconds at most, bench args...
 for name in ${models//,/ }; do
   stage "$name: write the GGUF"
   file=/tmp/peer_$name.gguf
-  if [ "$(left)" -lt 120 ]; then echo "skipped: $(left) s left"; break; fi
+  if [ "$(left)" -lt 90 ]; then echo "skipped: $(left) s left"; break; fi
   timeout $(( $(left) - 60 )) "$bin/random_gguf" --shape "$(model_shape "$name")" --outtype "$(model_type "$name")" \
     --threads "$jobs" --out "$file" >"$out/$name.write.log" 2>&1
   echo "rc $?: $(tail -1 "$out/$name.write.log")"; ls -la "$file" 2>/dev/null || continue
 
   stage "$name: vllm-cpp bench"
+  if [ $with_bench = 1 ]; then
   ours "$name" latency 120 latency --model "$file" --input-len 512 --output-len 128 --batch-size 1 --num-iters 3 \
     --num-iters-warmup 1 --print-kernels
   ours "$name" prefill2048 60 latency --model "$file" --input-len 2048 --output-len 2 --batch-size 1 --num-iters 3 \
     --num-iters-warmup 1
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
+  fi
+
+  if [ $nsys_profiles = 1 ] && [ -n "$nsys_bin" ]; then
+    # Nsight Systems traces every kernel of a run, the graph-replayed ones too, at
+    # little cost (Nsight Compute replays each launch and ran out of time on the
+    # 35B): per-kernel totals of a 512-token prompt and 64 decode steps, at batch 1
+    # and 16. The process's other work (the memory-profiling prefill, the graph
+    # captures) is in the totals too; divide a decode kernel's count by the steps.
+    for batch in 1 16; do
+      [ "$(left)" -lt 40 ] && { echo "skipped nsys batch $batch: $(left) s left"; continue; }
+      stage "$name: kernel totals of a batch-$batch latency run (Nsight Systems)"
+      t=$(( $(left) - 15 )); [ $t -gt 60 ] && t=60
+      timeout $t "$nsys_bin" profile --cuda-graph-trace=node --force-overwrite true -o "/tmp/$name.b$batch" \
+        "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 512 --output-len 64 \
+        --batch-size $batch --num-iters 1 --num-iters-warmup 0 >"$out/$name.nsys$batch.log" 2>&1
+      echo "rc $?"
+      "$nsys_bin" stats --report cuda_gpu_kern_sum --format csv --output "$out/$name.b$batch" \
+        "/tmp/$name.b$batch.nsys-rep" >>"$out/$name.nsys$batch.log" 2>&1
+      head -c 3000 "$out/$name.b${batch}_cuda_gpu_kern_sum.csv" 2>/dev/null
+      rm -f "/tmp/$name.b$batch.nsys-rep" "/tmp/$name.b$batch.sqlite"
+    done
+  fi
 
   if [ $ncu_profiles = 1 ] && [ "${name#35b}" != "$name" ] && [ -n "$ncu_bin" ] && [ "$(left)" -gt 150 ]; then
     stage "$name: kernel times of a 64-token prefill and 3 decode steps (Nsight Compute)"
@@ -200,7 +239,7 @@ for name in ${models//,/ }; do
   fi
 
   stage "$name: llama.cpp"
-  if wait_for_llama; then
+  if [ $with_peer = 1 ] && wait_for_llama; then
     t=$(( $(left) - 20 )); [ $t -gt 90 ] && t=90
     timeout $t "$llama_bin/llama-bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n 128 -o jsonl \
       >"$out/$name.llama-bench.jsonl" 2>"$out/$name.llama-bench.err"
