@@ -3,7 +3,7 @@
 # the ratio table of bench/README.md.
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--ncu] [--nsys] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
+#                             [--ncu] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -16,18 +16,15 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
 #      copy bandwidth) when time allows.
-#   3. With --nsys (Nsight Systems), for each model after its benches: per-kernel
-#      totals of a batch-1 and a batch-16 latency run (graph-replayed kernels too).
-#      With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#   3. With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
 #      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
 #      --profile-prefill that prefill and 2048-context decode timed under every
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
 #   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
-#      (with --ncu, for a 35b model, the kernel times of a short latency
-#      run under Nsight Compute; on the 35B the 90 s cap ends it during the
-#      memory-profiling prefill, whose kernels it then gives), then llama-bench (pp512, pp2048, tg128, flash
+#      (with --ncu, the kernel times of one decode step at batch 1 and 16 under
+#      Nsight Compute, captured alone by --profile-decode-step), then llama-bench (pp512, pp2048, tg128, flash
 #      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
 #      same file, which is deleted afterwards (the disk holds one large model at a time).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
@@ -48,7 +45,6 @@ models=9b-q8_0,9b-bf16
 run_tests=0
 profile_prefill=0
 ncu_profiles=0
-nsys_profiles=0
 kernel_bench=1
 with_peer=1
 with_bench=1
@@ -59,7 +55,6 @@ while [ $# -gt 0 ]; do
     --tests) run_tests=1; shift ;;
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
-    --nsys) nsys_profiles=1; shift ;;
     --no-peer) with_peer=0; shift ;;
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
@@ -136,9 +131,6 @@ if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ];
 fi
 
 ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-nsys_bin=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
-  /usr/local/cuda*/nsight-systems*/bin/nsys 2>/dev/null | head -1)
-[ $nsys_profiles = 1 ] && echo "nsys: ${nsys_bin:-not found}"
 if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
   stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
   timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
@@ -206,36 +198,22 @@ for name in ${models//,/ }; do
     --max-model-len 512
   fi
 
-  if [ $nsys_profiles = 1 ] && [ -n "$nsys_bin" ]; then
-    # Nsight Systems traces every kernel of a run, the graph-replayed ones too, at
-    # little cost (Nsight Compute replays each launch and ran out of time on the
-    # 35B): per-kernel totals of a 512-token prompt and 64 decode steps, at batch 1
-    # and 16. The process's other work (the memory-profiling prefill, the graph
-    # captures) is in the totals too; divide a decode kernel's count by the steps.
+  if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ]; then
+    # One decode step at batch 1 and at 16 (context ~512), captured alone: the bench
+    # turns the profiler's capture on only around it (--profile-decode-step), so
+    # Nsight Compute replays ~1,000 launches instead of the whole run.
     for batch in 1 16; do
-      [ "$(left)" -lt 40 ] && { echo "skipped nsys batch $batch: $(left) s left"; continue; }
-      stage "$name: kernel totals of a batch-$batch latency run (Nsight Systems)"
-      t=$(( $(left) - 15 )); [ $t -gt 60 ] && t=60
-      timeout $t "$nsys_bin" profile --cuda-graph-trace=node --force-overwrite true -o "/tmp/$name.b$batch" \
-        "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 512 --output-len 64 \
-        --batch-size $batch --num-iters 1 --num-iters-warmup 0 >"$out/$name.nsys$batch.log" 2>&1
+      [ "$(left)" -lt 60 ] && { echo "skipped the batch-$batch capture: $(left) s left"; continue; }
+      stage "$name: kernel times of one batch-$batch decode step (Nsight Compute)"
+      t=$(( $(left) - 20 )); [ $t -gt 120 ] && t=120
+      timeout $t "$ncu_bin" --profile-from-start off --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum --csv "$bin/vllm-cpp" bench latency --model "$file" --device cuda \
+        --input-len 512 --output-len 8 --batch-size $batch --num-iters 1 --num-iters-warmup 0 \
+        --profile-decode-step 4 >"$out/$name.ncu$batch.csv" 2>"$out/$name.ncu$batch.err"
       echo "rc $?"
-      "$nsys_bin" stats --report cuda_gpu_kern_sum --format csv --output "$out/$name.b$batch" \
-        "/tmp/$name.b$batch.nsys-rep" >>"$out/$name.nsys$batch.log" 2>&1
-      head -c 3000 "$out/$name.b${batch}_cuda_gpu_kern_sum.csv" 2>/dev/null
-      rm -f "/tmp/$name.b$batch.nsys-rep" "/tmp/$name.b$batch.sqlite"
+      python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu$batch.csv" --step >"$out/$name.step$batch.txt" 2>&1
+      head -40 "$out/$name.step$batch.txt"
     done
-  fi
-
-  if [ $ncu_profiles = 1 ] && [ "${name#35b}" != "$name" ] && [ -n "$ncu_bin" ] && [ "$(left)" -gt 150 ]; then
-    stage "$name: kernel times of a 64-token prefill and 3 decode steps (Nsight Compute)"
-    timeout 90 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-      "$bin/vllm-cpp" bench latency --model "$file" --device cuda --input-len 64 --output-len 4 --num-iters 1 \
-      --num-iters-warmup 0 --temperature 0.5 >"$out/$name.ncu.csv" 2>"$out/$name.ncu.err"
-    echo "rc $?"
-    python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --all | tee "$out/$name.kernels.txt" | head -25
-    python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu.csv" --last >"$out/$name.kernels_last.txt"
-    head -25 "$out/$name.kernels_last.txt"
   fi
 
   stage "$name: llama.cpp"

@@ -89,7 +89,16 @@ class DeviceBackend {
   // Stops recording; returns the graph ready to replay. Throws (and leaves the
   // queue running as usual) when the recording failed.
   virtual std::unique_ptr<CapturedGraph> EndGraphCapture(int index);
+
+  // Turns the vendor profiler's capture on or off for the process (CUDA's
+  // cudaProfilerStart / Stop, HIP's hipProfilerStart / Stop), so that a profiler
+  // started with capture off (`ncu --profile-from-start off`) records only the work
+  // in between. The default (the CPU's) throws: it has no such profiler.
+  virtual void SetProfilerCapture(bool on, int index);
 };
+
+// SetProfilerCapture of the device's backend; throws for the CPU.
+void SetProfilerCapture(Device device, bool on);
 
 // Installs the backend of a device type (called by the backend itself when loaded).
 void RegisterDeviceBackend(std::unique_ptr<DeviceBackend> backend);

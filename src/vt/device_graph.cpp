@@ -18,6 +18,13 @@ std::shared_ptr<GraphMemory> DeviceBackend::NewGraphMemory(int) { ThrowNoGraphs(
 void DeviceBackend::BeginGraphCapture(const std::shared_ptr<GraphMemory>&, int) { ThrowNoGraphs(type()); }
 std::unique_ptr<CapturedGraph> DeviceBackend::EndGraphCapture(int) { ThrowNoGraphs(type()); }
 
+void DeviceBackend::SetProfilerCapture(bool, int) {
+  throw Error(std::string("vt: device ") + DeviceTypeName(type()) +
+              " has no profiler capture (a GPU profiler's start / stop; CUDA and ROCm have one)");
+}
+
+void SetProfilerCapture(Device device, bool on) { GetDeviceBackend(device.type).SetProfilerCapture(on, device.index); }
+
 bool GraphsSupported(Device device) {
   return IsDeviceAvailable(device) && GetDeviceBackend(device.type).SupportsGraphs();
 }

@@ -13,10 +13,12 @@ step's device time without launch gaps: the decode step (default), or with
 --prefill the prefill forward (the launches from the first GatherRows to the third),
 or with --all every launch of the process (any program: e.g. `vllm-cpp bench latency`),
 or with --last the last forward of the process (from its second-to-last GatherRows to
-the end: the last decode step of `vllm-cpp bench latency`), whose first launches are
-also listed in order (a layer and a half of the model: what one layer launches).
+the end: the last decode step of `vllm-cpp bench latency`), or with --step every launch
+(a capture of one step: `ncu --profile-from-start off ... vllm-cpp bench latency
+--profile-decode-step N`); with --last and --step the first launches are also listed
+in order (a layer and a half of the model: what one layer launches).
 
-Usage: kernel_times.py ncu.csv [--prefill | --all | --last]
+Usage: kernel_times.py ncu.csv [--prefill | --all | --last | --step]
 """
 import csv
 import collections
@@ -57,11 +59,11 @@ def main():
     kernels = list(rows(sys.argv[1]))
     gathers = [i for i, (name, _) in enumerate(kernels) if "GatherRow" in name]
     mode = sys.argv[2] if len(sys.argv) > 2 else ""
-    if mode not in ("", "--prefill", "--all", "--last"):
-        sys.exit(f"kernel_times: unknown option {mode!r} (known: --prefill, --all, --last)")
-    if len(gathers) < 3 and mode != "--all":
+    if mode not in ("", "--prefill", "--all", "--last", "--step"):
+        sys.exit(f"kernel_times: unknown option {mode!r} (known: --prefill, --all, --last, --step)")
+    if len(gathers) < 3 and mode not in ("--all", "--step"):
         sys.exit(f"kernel_times: expected 3+ GatherRows launches, found {len(gathers)} in {len(kernels)} kernels")
-    if mode == "--all":
+    if mode in ("--all", "--step"):
         step = kernels
     elif mode == "--last":
         step = kernels[gathers[-2]:]
@@ -72,12 +74,13 @@ def main():
         count, total = groups.get(short(name), (0, 0.0))
         groups[short(name)] = (count + 1, total + us)
     total = sum(us for _, us in step)
-    what = {"--all": "every launch", "--prefill": "prefill", "--last": "last forward"}.get(mode, "decode step")
+    what = {"--all": "every launch", "--prefill": "prefill", "--last": "last forward", "--step": "the captured step"}.get(
+        mode, "decode step")
     print(f"{what}: {len(step)} kernels, {total:.1f} us of kernel time (no launch gaps)")
     print(f"  {'kernel':44s} {'count':>5s} {'total us':>9s} {'mean us':>8s} {'share':>6s}")
     for name, (count, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {count:5d} {us:9.1f} {us / count:8.2f} {us / total:6.1%}")
-    if mode == "--last":
+    if mode in ("--last", "--step"):
         print("first launches in order (us):")
         for name, us in step[:70]:
             print(f"  {us:8.2f}  {name[:110]}")

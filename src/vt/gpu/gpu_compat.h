@@ -28,6 +28,7 @@
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #define VT_GPU_DEVICE kCUDA
 #endif

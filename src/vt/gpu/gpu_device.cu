@@ -270,6 +270,19 @@ class GpuDeviceBackend final : public DeviceBackend {
                                               device.record_requests != device.record_requests_at_capture);
   }
 
+  void SetProfilerCapture(bool on, int index) override {
+#if VT_GPU_HIP
+    // HIP's hipProfilerStart / Stop are deprecated for roctracer / rocTX, which this
+    // build does not link.
+    (void)on;
+    (void)index;
+    throw Error("vt: profiler capture is not implemented for rocm (hipProfilerStart is deprecated; rocTX is not linked)");
+#else
+    Synchronize(index);  // the work before belongs outside the capture, the work after inside
+    CheckGpu(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "starting the profiler's capture" : "stopping it");
+#endif
+  }
+
   static void AllocateBadIndexRecord(PerDevice& device, int index) {
     std::call_once(device.bad_index_once, [&] {
       void* ptr = nullptr;

@@ -118,6 +118,10 @@ TEST(BenchLatencyTest, BadFlagsAreRefusedByName) {
   EXPECT_NE(error_of({"--model", model, "--batch-size", "8", "--max-num-seqs", "4"}).find("--max-num-seqs"),
             std::string::npos);
   EXPECT_NE(error_of({"--input-len", "4"}).find("--model"), std::string::npos);
+  // The profiler capture needs a GPU and a decode step that exists.
+  EXPECT_NE(error_of({"--model", model, "--profile-decode-step", "1"}).find("needs a GPU"), std::string::npos);
+  EXPECT_NE(error_of({"--model", model, "--output-len", "4", "--profile-decode-step", "4"}).find("--profile-decode-step"),
+            std::string::npos);
   EXPECT_NE(error_of({"--model", model, "--no-such-flag", "1"}).find("--no-such-flag"), std::string::npos);
   try {
     RunBenchCommand({"fastest"});

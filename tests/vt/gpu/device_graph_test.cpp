@@ -29,6 +29,16 @@ TEST(DeviceGraphTest, TheCpuHasNoGraphs) {
   }
 }
 
+// The profiler capture (for `ncu --profile-from-start off`) is a GPU profiler's.
+TEST(DeviceGraphTest, TheCpuHasNoProfilerCapture) {
+  try {
+    SetProfilerCapture(kCpu, true);
+    ADD_FAILURE() << "the CPU turned a profiler capture on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu has no profiler capture"), std::string::npos) << e.what();
+  }
+}
+
 // out = x W^T + x W^T (MatMul then Add), recorded once, replayed on new x.
 TEST(DeviceGraphTest, ReplaysRunTheRecordedOpsOnTheInputsOfTheMoment) {
   const std::vector<Device> gpus = testing::GpuTestDevices();

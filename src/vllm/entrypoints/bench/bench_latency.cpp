@@ -22,6 +22,7 @@
 #include "bench_report.h"
 #include "roofline.h"
 #include "vllm/entrypoints/engine_args.h"
+#include "vt/device.h"
 #include "vt/reach.h"
 
 namespace vllm::bench {
@@ -36,6 +37,10 @@ struct LatencyOptions {
   double temperature = 0;
   uint64_t seed = 0;
   bool print_kernels = false;
+  // --profile-decode-step N: the device's profiler capture is on only around decode
+  // step N (1-based) of the first timed iteration of each batch size; 0 = off.
+  int64_t profile_decode_step = 0;
+  vt::Device device;
 };
 
 struct Iteration {
@@ -52,6 +57,10 @@ void DeclareArgs(CliArgs& cli) {
   cli.AddOption("num-iters-warmup", "untimed iterations first", "2");
   cli.AddOption("temperature", "sampling temperature (0 = greedy, which replays decode graphs on a GPU)", "0");
   cli.AddFlag("print-kernels", "list on stderr the kernel variants the timed iterations reached");
+  cli.AddOption("profile-decode-step",
+                "GPU: turn the profiler's capture on only around decode step N of the first timed iteration of "
+                "each batch size, for a profiler started with it off (ncu --profile-from-start off); 0 = off",
+                "0");
   AddReportArgs(cli);
   AddEngineArgs(cli);
 }
@@ -66,6 +75,15 @@ LatencyOptions ReadOptions(const CliArgs& cli) {
   o.temperature = cli.GetDouble("temperature");
   o.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   o.print_kernels = cli.GetFlag("print-kernels");
+  o.profile_decode_step = cli.GetInt("profile-decode-step");
+  o.device = vt::ParseDevice(cli.GetString("device"));
+  if (o.profile_decode_step < 0 || o.profile_decode_step > o.output_len - 1) {
+    throw CliError("bench latency: --profile-decode-step must be in [0, --output-len - 1 = " +
+                   std::to_string(o.output_len - 1) + "], got " + std::to_string(o.profile_decode_step));
+  }
+  if (o.profile_decode_step > 0 && o.device.type == vt::DeviceType::kCPU) {
+    throw CliError("bench latency: --profile-decode-step needs a GPU --device (the CPU has no profiler capture)");
+  }
   if (o.input_len < 1 || o.output_len < 2) {
     throw CliError("bench latency: --input-len must be >= 1 and --output-len >= 2 (one token from the prefill, "
                    "the rest decode)");
@@ -107,12 +125,16 @@ Iteration RunBatch(LLMEngine& engine, const LatencyOptions& o, int64_t batch, in
   const Clock::time_point start = Clock::now();
   for (int64_t b = 0; b < batch; ++b) engine.AddRequest(prefix + std::to_string(b), prompts[b].prompt_ids, params);
   std::map<std::string, bool> started;
+  int64_t decode_steps = 0;
   while (engine.HasUnfinishedRequests()) {
-    const Clock::time_point step_start = Clock::now();
     const bool decoding = static_cast<int64_t>(started.size()) == batch;
+    const bool profiled = iteration == 0 && decoding && ++decode_steps == o.profile_decode_step;
+    if (profiled) vt::SetProfilerCapture(o.device, true);  // waits for the device first
+    const Clock::time_point step_start = Clock::now();
     for (const RequestOutput& out : engine.Step()) {
       if (!out.new_token_ids.empty()) started[out.request_id] = true;
     }
+    if (profiled) vt::SetProfilerCapture(o.device, false);
     const Clock::time_point step_end = Clock::now();
     if (decoding) {
       it.decode_step_s.push_back(SecondsBetween(step_start, step_end));
