@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "testing/op_testing.h"
+#include "vt/reach.h"
 
 namespace vt {
 namespace {
@@ -55,7 +56,9 @@ TEST(MoeRouterTest, MatchesReference) {
   struct Case {
     int64_t tokens, experts, k;
   };
-  const std::vector<Case> cases = {{1, 4, 1}, {5, 8, 2}, {9, 64, 4}, {6, 256, 8}, {3, 7, 7}};
+  // GPUs: one warp per token up to 8 x warp-width experts (256 on CUDA), one block
+  // per token above (300 and 512 experts on CUDA).
+  const std::vector<Case> cases = {{1, 4, 1}, {5, 8, 2}, {9, 64, 4}, {6, 256, 8}, {3, 7, 7}, {2, 300, 8}, {11, 512, 10}};
   ForEachDeviceAndIsa([&](Device device) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (const Case& c : cases) {
@@ -67,7 +70,13 @@ TEST(MoeRouterTest, MatchesReference) {
           Tensor ids = Tensor::Empty({c.tokens, c.k}, DType::kI32, device);
           Poison(weights);
           Poison(ids);
+          reach::Reset();
           MoeRouter({.logits = logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize});
+          if (device.type == DeviceType::kCUDA) {
+            const bool warp_rows = c.experts <= 256;
+            EXPECT_EQ(reach::Count("MoeRouterGpu.warp_rows"), warp_rows ? 1u : 0u);
+            EXPECT_EQ(reach::Count("MoeRouterGpu.block_rows"), warp_rows ? 0u : 1u);
+          }
           const Routing ref = Reference(logits, c.k, renormalize);
           EXPECT_EQ(ToInts(ids), ref.ids);
           EXPECT_TRUE(AllClose(ref.weights, weights, 1e-6));
