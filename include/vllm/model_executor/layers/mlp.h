@@ -53,7 +53,10 @@ class SparseMoe {
   void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
 
  private:
-  MoeWeights w_;
+  MoeWeights w_;  // router and shared_expert_gate moved into router_
+  // The router [E, H] and, with a shared expert, its gate [1, H]: one MatMul of
+  // [T, E + 1] where the weights concatenate (GPUs), part 0 the router logits.
+  MergedProjection router_;
   std::optional<GatedMlp> shared_;
   int64_t top_k_;
   bool renormalize_;

@@ -39,18 +39,22 @@ SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renor
     throw vt::Error("SparseMoe: router " + w_.router.Describe() + " and experts " + w_.experts_gate.Describe() +
                     " disagree, or top-k " + std::to_string(top_k_) + " is out of range");
   }
+  std::vector<ProjectionPart> router_parts = {{"gate", std::move(w_.router)}};
   if (w_.shared_expert) {
     shared_.emplace(*std::move(w_.shared_expert), placement);
     w_.shared_expert.reset();
     if (!w_.shared_expert_gate.defined()) throw vt::Error("SparseMoe: shared expert without its gate");
+    router_parts.push_back({"shared_expert_gate", std::move(w_.shared_expert_gate)});
   }
+  router_ = MergedProjection("SparseMoe", std::move(router_parts), placement);
 }
 
 void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
-  const int64_t T = x.size(0), E = w_.router.size(0);
+  const int64_t T = x.size(0);
   const vt::Device dev = x.device();
-  vt::Tensor router_logits = vt::Tensor::Empty({T, E}, x.dtype(), dev);
-  vt::MatMul({.x = x, .w = w_.router, .out = router_logits});
+  vt::Tensor logits = vt::Tensor::Empty({T, router_.out_features()}, x.dtype(), dev);  // [T, E | 1]
+  router_.Forward(x, logits);
+  const vt::Tensor router_logits = router_.Columns(logits, 0);  // [T, E], rows strided by E (+ 1)
   vt::Tensor weights = vt::Tensor::Empty({T, top_k_}, vt::DType::kF32, dev);
   vt::Tensor ids = vt::Tensor::Empty({T, top_k_}, vt::DType::kI32, dev);
   vt::MoeRouter({.logits = router_logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize_});
@@ -64,8 +68,7 @@ void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
   if (!shared_) return;
   vt::Tensor shared = vt::Tensor::Empty({T, x.size(1)}, x.dtype(), dev);
   shared_->Forward(x, shared);
-  vt::Tensor gate_logit = vt::Tensor::Empty({T, 1}, x.dtype(), dev);
-  vt::MatMul({.x = x, .w = w_.shared_expert_gate, .out = gate_logit});
+  const vt::Tensor gate_logit = router_.Columns(logits, 1);  // [T, 1]
   vt::SigmoidMul({.x = shared, .gate = gate_logit, .out = shared});
   vt::Add({.a = out, .b = shared, .out = out});
 }
