@@ -65,6 +65,40 @@ TEST(BenchServeTest, EveryStreamedRequestIsCountedAtEachConcurrency) {
   EXPECT_TRUE(server.WaitUntilIdle());
 }
 
+// --num-turns: each turn resends the history with the streamed answers, so its
+// prompt grows, and the server's prefix cache serves the history.
+TEST(BenchServeTest, ConversationsResendTheirHistoryEachTurn) {
+  for (const char* endpoint : {"/v1/chat/completions", "/v1/completions"}) {
+    SCOPED_TRACE(endpoint);
+    TestServer server;
+    const json report = RunServeBench(server.port(), {"--endpoint", endpoint, "--num-prompts", "2", "--num-turns", "3",
+                                                      "--max-concurrency", "2", "--random-input-len", "12",
+                                                      "--random-output-len", "6", "--tokenizer",
+                                                      testing::ServerTokenizerDir()});
+    EXPECT_EQ(report["config"]["num_prompts"], 2);
+    EXPECT_EQ(report["config"]["num_turns"], 3);
+    const json& r = report["results"][0];
+    EXPECT_EQ(r["completed"], 6);
+    EXPECT_EQ(r["failed"], 0);
+    ASSERT_EQ(r["by_turn"].size(), 3u);
+    double previous = 0;
+    for (const json& turn : r["by_turn"]) {
+      EXPECT_EQ(turn["ttft_ms"]["count"], 2);
+      const double tokens = turn["prompt_tokens"]["median"];
+      EXPECT_GT(tokens, previous + 12) << "a turn's prompt holds the history, its answers and a new prompt";
+      previous = tokens;
+    }
+    EXPECT_TRUE(server.WaitUntilIdle());
+    EXPECT_GT(server.Metric("vllm:prefix_cache_hits_total"), 0);
+  }
+  try {
+    RunBenchCommand({"serve", "--model", "m", "--num-turns", "2"});
+    ADD_FAILURE() << "random prompts without a tokenizer ran as conversations";
+  } catch (const CliError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tokenizer"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BenchServeTest, ChatEndpointAndRequestRate) {
   TestServer server;
   const json r = RunServeBench(server.port(), {"--endpoint", "/v1/chat/completions", "--num-prompts", "3",

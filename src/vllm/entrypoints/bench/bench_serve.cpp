@@ -12,6 +12,13 @@
 // latency: mean, median, p99. Throughputs and latencies count successful requests
 // only. Prompts: random token ids (sent as a list of ids to /v1/completions) or a
 // dataset file's text (bench_dataset.h).
+//
+// --num-turns T > 1: --num-prompts conversations of T turns. A conversation's turns
+// run one after another, each resending the whole history (every earlier prompt
+// and the answer streamed back) plus a new prompt, as a chat client does; the
+// conversations run side by side (up to --max-concurrency at once). TTFT is also
+// reported per turn, where prefix caching shows: without it a turn's TTFT grows
+// with its history. The history is text, so random prompts need --tokenizer.
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -39,13 +46,17 @@ struct ServeOptions {
   double request_rate = std::numeric_limits<double>::infinity();
   std::vector<int64_t> max_concurrency;  // 0: unlimited
   double temperature = 0;
+  int64_t num_turns = 1;
 };
 
 void DeclareArgs(CliArgs& cli) {
   cli.AddOption("base-url", "the server, http://HOST[:PORT][/PREFIX]", "http://127.0.0.1:8000");
   cli.AddOption("endpoint", "/v1/completions or /v1/chat/completions", "/v1/completions");
   cli.AddOption("model", "the model name sent in each request (the server's served model name)");
-  cli.AddOption("num-prompts", "requests to send", "1000");
+  cli.AddOption("num-prompts", "requests to send (with --num-turns: conversations)", "1000");
+  cli.AddOption("num-turns",
+                "turns per conversation: each resends the history (prompts and streamed answers) plus a new prompt",
+                "1");
   cli.AddOption("request-rate", "requests per second (a Poisson process), or inf: all at once", "inf");
   cli.AddOption("max-concurrency", "most requests in flight; a comma-separated list sweeps (1,8,64); 0 = no limit", "0");
   cli.AddOption("random-input-len", "prompt tokens of random prompts", "1024");
@@ -95,6 +106,12 @@ ServeOptions ReadOptions(const CliArgs& cli, const Tokenizer* tokenizer) {
                .force_output_len = cli.WasGiven("random-output-len"),
                .vocab_size = tokenizer ? tokenizer->vocab_size() : cli.GetInt("random-vocab-size"),
                .seed = static_cast<uint64_t>(cli.GetInt("seed"))};
+  o.num_turns = cli.GetInt("num-turns");
+  if (o.num_turns < 1) throw CliError("bench serve: --num-turns must be >= 1");
+  if (o.num_turns > 1 && o.dataset.dataset == "random" && tokenizer == nullptr) {
+    throw CliError("bench serve: --num-turns > 1 resends the history as text, so random prompts need --tokenizer");
+  }
+  o.dataset.num_prompts *= o.num_turns;  // a prompt for every turn of every conversation
   if (o.dataset.input_len < 1 || o.dataset.output_len < 1) {
     throw CliError("bench serve: --random-input-len and --random-output-len must be >= 1");
   }
@@ -130,6 +147,91 @@ std::vector<double> ArrivalTimes(int64_t n, double rate, uint64_t seed) {
   double t = 0;
   for (double& a : at) a = t += gap(rng);
   return at;
+}
+
+// The text of a prompt (a random one decoded).
+std::string PromptText(const BenchPrompt& p, const Tokenizer* tokenizer) {
+  if (!p.prompt_text.empty()) return p.prompt_text;
+  if (!tokenizer) throw CliError("bench serve: random prompts as text need --tokenizer");
+  return tokenizer->Decode(p.prompt_ids);
+}
+
+// Turn `turn` of a conversation: the history (earlier prompts and answers) and the
+// new prompt, as messages for a chat endpoint or one concatenated text otherwise.
+json TurnBody(const ServeOptions& o, const std::vector<std::string>& history, const BenchPrompt& p,
+              const Tokenizer* tokenizer) {
+  json body = {{"model", o.model}, {"max_tokens", p.output_len}, {"temperature", o.temperature}, {"ignore_eos", true}};
+  const std::string text = PromptText(p, tokenizer);
+  if (o.chat) {
+    json messages = json::array();
+    for (size_t i = 0; i < history.size(); ++i) {
+      messages.push_back({{"role", i % 2 == 0 ? "user" : "assistant"}, {"content", history[i]}});
+    }
+    messages.push_back({{"role", "user"}, {"content", text}});
+    body["messages"] = messages;
+  } else {
+    std::string prompt;
+    for (const std::string& part : history) prompt += part;
+    body["prompt"] = prompt + text;
+  }
+  return body;
+}
+
+// --num-turns > 1: results[c * turns + t] is turn t of conversation c.
+std::vector<ServeRequestResult> RunConversations(const ServeOptions& o, const std::vector<BenchPrompt>& prompts,
+                                                 const Tokenizer* tokenizer, int64_t concurrency, double* duration_s) {
+  const int64_t turns = o.num_turns, conversations = static_cast<int64_t>(prompts.size()) / turns;
+  const std::vector<double> arrivals = ArrivalTimes(conversations, o.request_rate, o.dataset.seed);
+  std::vector<ServeRequestResult> results(prompts.size());
+  std::atomic<int64_t> next{0}, done{0};
+  ProgressBar bar("serve conversations, concurrency " +
+                      (concurrency ? std::to_string(concurrency) : std::string("unlimited")),
+                  static_cast<int64_t>(prompts.size()));
+  std::mutex bar_mutex;
+  const Clock::time_point start = Clock::now();
+  const auto worker = [&] {
+    for (int64_t c; (c = next++) < conversations;) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(arrivals[c])));
+      std::vector<std::string> history;
+      for (int64_t t = 0; t < turns; ++t) {
+        const BenchPrompt& p = prompts[c * turns + t];
+        ServeRequestResult& r = results[c * turns + t];
+        r = SendStreamingRequest(o.target, TurnBody(o, history, p, tokenizer), p.num_prompt_tokens());
+        r.start_s = SecondsBetween(start, Clock::now()) - r.latency_s;
+        {
+          std::lock_guard<std::mutex> lock(bar_mutex);
+          bar.Update(++done);
+        }
+        if (!r.success) break;  // the conversation ends with its failed turn
+        history.push_back(PromptText(p, tokenizer));
+        history.push_back(r.output_text);
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  const int64_t num_workers = concurrency > 0 ? std::min(concurrency, conversations) : conversations;
+  for (int64_t w = 0; w < num_workers; ++w) workers.emplace_back(worker);
+  for (std::thread& t : workers) t.join();
+  *duration_s = SecondsBetween(start, Clock::now());
+  bar.Finish();
+  return results;
+}
+
+// TTFT and prompt tokens of the successful requests of each turn.
+json ByTurn(const std::vector<ServeRequestResult>& results, int64_t turns) {
+  json by_turn = json::array();
+  for (int64_t t = 0; t < turns; ++t) {
+    std::vector<double> ttft, prompt_tokens;
+    for (size_t i = static_cast<size_t>(t); i < results.size(); i += static_cast<size_t>(turns)) {
+      if (!results[i].success) continue;
+      ttft.push_back(results[i].ttft_s);
+      prompt_tokens.push_back(static_cast<double>(results[i].prompt_tokens));
+    }
+    by_turn.push_back({{"turn", t + 1}, {"ttft_ms", SummaryJson(Summarize(ttft), 1e3)},
+                       {"prompt_tokens", SummaryJson(Summarize(prompt_tokens))}});
+  }
+  return by_turn;
 }
 
 std::vector<ServeRequestResult> RunLoad(const ServeOptions& o, const std::vector<json>& bodies,
@@ -214,6 +316,13 @@ void PrintResult(const json& m) {
     line(("Median " + std::string(title) + " (ms):").c_str(), Fixed(m[key]["median"], 2));
     line(("P99 " + std::string(title) + " (ms):").c_str(), Fixed(m[key]["p99"], 2));
   }
+  if (m.contains("by_turn")) {
+    std::printf("----- TTFT by turn (ms) -----\n");
+    for (const json& t : m["by_turn"]) {
+      line(("Turn " + std::to_string(t["turn"].get<int64_t>()) + " median TTFT (ms), prompt tokens:").c_str(),
+           Fixed(t["ttft_ms"]["median"], 2) + ", " + Fixed(t["prompt_tokens"]["median"], 0));
+    }
+  }
   for (const auto& [error, count] : m["errors"].items()) std::printf("failed x%lld: %s\n", count.get<long long>(), error.c_str());
   std::printf("==================================================\n");
 }
@@ -232,14 +341,17 @@ int RunServe(const CommandArgs& args) {
   const std::vector<BenchPrompt> prompts = LoadPrompts(o.dataset, tok);
   std::vector<json> bodies;
   std::vector<int64_t> prompt_tokens;
-  for (const BenchPrompt& p : prompts) {
-    bodies.push_back(RequestBody(o, p, tok));
-    prompt_tokens.push_back(p.num_prompt_tokens());
+  if (o.num_turns == 1) {  // conversations build each turn's body from the answers before it
+    for (const BenchPrompt& p : prompts) {
+      bodies.push_back(RequestBody(o, p, tok));
+      prompt_tokens.push_back(p.num_prompt_tokens());
+    }
   }
   json report = {{"command", "serve"},
                  {"config",
                   {{"base_url", cli.GetString("base-url")}, {"endpoint", o.target.path}, {"model", o.model},
-                   {"dataset", o.dataset.dataset}, {"num_prompts", o.dataset.num_prompts},
+                   {"dataset", o.dataset.dataset}, {"num_prompts", o.dataset.num_prompts / o.num_turns},
+                   {"num_turns", o.num_turns},
                    {"random_input_len", o.dataset.input_len}, {"random_output_len", o.dataset.output_len},
                    {"max_concurrency", o.max_concurrency}, {"temperature", o.temperature},
                    {"build", BuildJson()}}}};
@@ -247,8 +359,11 @@ int RunServe(const CommandArgs& args) {
   Plot plot{"vllm-cpp bench serve: " + o.model, "max concurrency", "tokens/s", {{"output"}, {"total"}}};
   for (int64_t concurrency : o.max_concurrency) {
     double duration_s = 0;
-    const std::vector<ServeRequestResult> runs = RunLoad(o, bodies, prompt_tokens, concurrency, &duration_s);
+    const std::vector<ServeRequestResult> runs = o.num_turns > 1
+                                                     ? RunConversations(o, prompts, tok, concurrency, &duration_s)
+                                                     : RunLoad(o, bodies, prompt_tokens, concurrency, &duration_s);
     results.push_back(Metrics(runs, duration_s, concurrency, o.request_rate));
+    if (o.num_turns > 1) results.back()["by_turn"] = ByTurn(runs, o.num_turns);
     PrintResult(results.back());
     const double x = concurrency ? static_cast<double>(concurrency) : static_cast<double>(prompts.size());
     plot.AddPoint(x, {results.back()["output_throughput"], results.back()["total_token_throughput"]});

@@ -62,6 +62,14 @@ void ReadEvent(const std::string& payload, double now_s, double& last_s, ServeRe
     }
     last_s = now_s;
     ++r.output_tokens;
+    const json& choice = event["choices"][0];
+    if (choice.is_object()) {
+      if (choice.contains("text") && choice["text"].is_string()) r.output_text += choice["text"].get<std::string>();
+      const json delta = choice.value("delta", json::object());
+      if (delta.is_object() && delta.contains("content") && delta["content"].is_string()) {
+        r.output_text += delta["content"].get<std::string>();
+      }
+    }
   }
   if (event.contains("usage") && event["usage"].is_object()) {
     const json& usage = event["usage"];

@@ -32,6 +32,7 @@ struct ServeRequestResult {
   std::vector<double> itl_s;          // gaps between later events with choices
   int64_t prompt_tokens = 0;          // the usage chunk's, else the ids sent
   int64_t output_tokens = 0;          // the usage chunk's, else events with choices
+  std::string output_text;            // the streamed text (choices[0].text or .delta.content)
 };
 
 // POSTs `body` (stream: true is set here) and reads the event stream to its end.
