@@ -12,8 +12,7 @@
 //   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
 // Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
 // streamed once, in address order, against every row of x in registers), gemm
-// above (prefill: each cached panel of weight rows is reused by all tiles of x);
-// gemm_int16 for block weights on AVX2, whose panels are widened to int16 first.
+// above (prefill: each cached panel of weight rows is reused by all tiles of x).
 //
 // Why it is fast: work is split over weight rows, so each thread streams disjoint
 // weights once; quantized weights are never dequantized (integer dots with one f32
@@ -90,10 +89,8 @@ PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
                         : variant == Variant::kAvx2 ? Avx2XRowOps()
                                                     : PortableXRowOps();
   PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype, a.x.dtype(), m), x_ops, &prepared.problem.x);
-  const char* path = m <= kGemvMaxRows                               ? ".gemv."
-                     : prepared.problem.x.format == XFormat::kI16Row ? ".gemm_int16."
-                                                                     : ".gemm.";
-  reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + path + VariantName(variant));
+  reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= kGemvMaxRows ? ".gemv." : ".gemm.") +
+             VariantName(variant));
   return prepared;
 }
 

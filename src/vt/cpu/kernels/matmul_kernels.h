@@ -121,7 +121,7 @@ struct PreparedMatMul {
 };
 
 // Chooses the variant for ActiveIsa(), prepares x and counts the reach hit
-// "MatMulCpu.<w dtype>.<gemv|gemm|gemm_int16>.<variant>". args must satisfy MatMulArgs (the op
+// "MatMulCpu.<w dtype>.<gemv|gemm>.<variant>". args must satisfy MatMulArgs (the op
 // layer has refused q8_k weights).
 PreparedMatMul PrepareMatMul(const MatMulArgs& args);
 
