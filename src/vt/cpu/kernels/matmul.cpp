@@ -58,7 +58,6 @@ XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
   if (IsQuantized(w_dtype) && variant == Variant::kAvx512 && HasAvx512Bf16() && m >= kBf16PanelMinRows) {
     return XFormat::kBf16;
   }
-  if (IsQuantized(w_dtype) && variant == Variant::kAvx2 && m > kGemvMaxRows) return XFormat::kI16Row;
   if (w_dtype == DType::kQ4_0 || w_dtype == DType::kQ8_0) return XFormat::kQ8x32;
   if (IsQuantized(w_dtype)) return XFormat::kQ8x256;
   // bf16 x against bf16 weights: vdpbf16ps is exact. Wider x stays f32 (see matmul_avx512.cpp).

@@ -2,13 +2,11 @@
 // weight rows (see matmul.cpp for the contract and matmul_tiles.h for the loop).
 //   f32 / f16 / bf16 weights: 8-lane f32 FMA tiles; f16 converts with vcvtph2ps and
 //     bf16 by a 16-bit shift. GEMM converts each weight panel to f32 once.
-//   block weights: GEMV as integer tiles (matmul_int8_x86.h) with maddubs + madd
-//     against x quantized to 8 bits; GEMM on weight panels widened to int16 against x
-//     quantized to int16 per row (matmul_int16_panels_avx2.h).
+//   block weights: integer tiles (matmul_int8_x86.h) with maddubs + madd against x
+//     quantized to 8 bits.
 #include <immintrin.h>
 
 #include "matmul_float_x86.h"
-#include "matmul_int16_panels_avx2.h"
 #include "matmul_int8_x86.h"
 
 namespace vt::cpu::matmul {
@@ -116,30 +114,6 @@ void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* 
   }
 }
 
-// x row -> q = round(x * 32767 / amax) as int16, d = amax / 32767 (one per row), and
-// the f32 sum of each 32 values (k is a multiple of 32: block weights).
-void QuantizeRowI16(const float* x, int64_t k, int16_t* q, float* d, float* block_sums) {
-  __m256 m = _mm256_setzero_ps();
-  for (int64_t i = 0; i < k; i += 8) m = _mm256_max_ps(m, AbsValues(_mm256_loadu_ps(x + i)));
-  const float amax = HorizontalMax(m);
-  *d = amax / 32767.0f;
-  const __m256 scale = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
-  for (int64_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
-    __m256 v[4];
-    __m256i lanes[4];
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 8 * i);
-      lanes[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], scale));
-    }
-    // packs interleaves the 128-bit halves; the permute restores value order.
-    for (int h = 0; h < 2; ++h) {
-      const __m256i packed = _mm256_packs_epi32(lanes[2 * h], lanes[2 * h + 1]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * h), _mm256_permute4x64_epi64(packed, 0xd8));
-    }
-    block_sums[b] = HorizontalSum(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
-  }
-}
-
 // Tile shapes fit the 16 ymm registers: RM x RN accumulators plus the operands.
 constexpr int kFloatRows = 4, kFloatCols = 2;
 struct Int8Shape {
@@ -154,7 +128,7 @@ void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
 }  // namespace
 
 // The AVX2 variant never reads x as bf16 (bf16 weights convert to f32 instead).
-XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRowOps().bf16, QuantizeRowI16}; }
+XRowOps Avx2XRowOps() { return {QuantizeRowQ8x32, QuantizeRowQ8x256, PortableXRowOps().bf16}; }
 
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
   const bool gemv = p.m <= kGemvMaxRows;
@@ -172,12 +146,7 @@ void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
       else
         RunConvertedPanels<Bf16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
-    default:
-      if (p.x.format == XFormat::kI16Row)
-        RunInt16Panels(p, n_begin, n_end);
-      else
-        RunInt8Tiles<Avx2Int8, Int8Shape>(p, n_begin, n_end);
-      return;
+    default: RunInt8Tiles<Avx2Int8, Int8Shape>(p, n_begin, n_end); return;
   }
 }
 

@@ -26,9 +26,7 @@ inline constexpr int64_t kGemvMaxRows = 4;
 //              to bf16 (x rounded to bf16 there: the weights' rounding is coarser)
 //   kQ8x32:    per 32 values int8 q, f32 d and int32 sum(q): Q4_0 / Q8_0 weights
 //   kQ8x256:   per 256 values int8 q, f32 d and int16 sums of 16 q: K-quant weights
-//   kI16Row:   int16 q with one f32 d per row, and the f32 sum of x per 32 values: the
-//              AVX2 GEMM path of block weights (matmul_int16_panels_avx2.h)
-enum class XFormat { kF32, kBf16, kQ8x32, kQ8x256, kI16Row };
+enum class XFormat { kF32, kBf16, kQ8x32, kQ8x256 };
 
 struct PreparedX {
   PreparedX() = default;
@@ -44,8 +42,6 @@ struct PreparedX {
   const float* d = nullptr;        // [M, K / block]
   const int32_t* sums = nullptr;   // kQ8x32: [M, K / 32]
   const int16_t* bsums = nullptr;  // kQ8x256: [M, K / 16]
-  const int16_t* q16 = nullptr;       // kI16Row: [M, K], with d [M]
-  const float* block_sums = nullptr;  // kI16Row: [M, K / 32]
 
   std::vector<float> f32_storage;
   std::vector<uint16_t> bf16_storage;
@@ -53,8 +49,6 @@ struct PreparedX {
   std::vector<float> d_storage;
   std::vector<int32_t> sums_storage;
   std::vector<int16_t> bsums_storage;
-  std::vector<int16_t> q16_storage;
-  std::vector<float> block_sums_storage;
 };
 
 struct Problem {
@@ -73,13 +67,11 @@ struct Problem {
 
 // Converters of one f32 row of x (K values) into the 8-bit and bf16-pair formats;
 // each variant brings its own (vectorised) set. q8x32 also writes sum(q) per block,
-// q8x256 the sums of each 16 q; bf16 rounds to nearest even; i16row writes q16 with
-// one d for the row and the f32 sum of each 32 values (only the AVX2 set has it).
+// q8x256 the sums of each 16 q; bf16 rounds to nearest even.
 struct XRowOps {
   void (*q8x32)(const float* x, int64_t k, int8_t* q, float* d, int32_t* sums);
   void (*q8x256)(const float* x, int64_t k, int8_t* q, float* d, int16_t* bsums);
   void (*bf16)(const float* x, int64_t k, uint16_t* out);
-  void (*i16row)(const float* x, int64_t k, int16_t* q, float* d, float* block_sums) = nullptr;
 };
 XRowOps PortableXRowOps();
 XRowOps Avx2XRowOps();

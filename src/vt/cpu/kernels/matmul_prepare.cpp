@@ -65,10 +65,6 @@ void AllocateStorage(XFormat format, size_t size, PreparedX* out) {
       out->d_storage.resize(size / 256);
       out->bsums_storage.resize(size / 16);
       break;
-    case XFormat::kI16Row:
-      out->q16_storage.resize(size);
-      out->block_sums_storage.resize(size / 32);
-      break;
   }
 }
 
@@ -84,10 +80,6 @@ void PrepareRow(const float* row, int64_t r, int64_t k, XFormat format, const XR
     case XFormat::kQ8x256:
       ops.q8x256(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 256),
                  out->bsums_storage.data() + r * (k / 16));
-      break;
-    case XFormat::kI16Row:
-      ops.i16row(row, k, out->q16_storage.data() + r * k, out->d_storage.data() + r,
-                 out->block_sums_storage.data() + r * (k / 32));
       break;
   }
 }
@@ -106,7 +98,6 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
   }
   const auto size = static_cast<size_t>(m * k);
   AllocateStorage(format, size, out);
-  if (format == XFormat::kI16Row) out->d_storage.resize(static_cast<size_t>(m));  // one scale per row
   const auto* base = static_cast<const char*>(x);
   const int64_t row_bytes = BytesFor(x_dtype, x_stride);
   ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
@@ -128,8 +119,6 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
   out->d = out->d_storage.data();
   out->sums = out->sums_storage.data();
   out->bsums = out->bsums_storage.data();
-  out->q16 = out->q16_storage.data();
-  out->block_sums = out->block_sums_storage.data();
 }
 
 }  // namespace vt::cpu::matmul
