@@ -149,6 +149,14 @@ std::vector<double> ArrivalTimes(int64_t n, double rate, uint64_t seed) {
   return at;
 }
 
+// Runs `worker` on `count` threads and waits for them all.
+template <typename Worker>
+void RunOnThreads(int64_t count, const Worker& worker) {
+  std::vector<std::thread> threads;
+  for (int64_t i = 0; i < count; ++i) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+}
+
 // The text of a prompt (a random one decoded).
 std::string PromptText(const BenchPrompt& p, const Tokenizer* tokenizer) {
   if (!p.prompt_text.empty()) return p.prompt_text;
@@ -209,10 +217,7 @@ std::vector<ServeRequestResult> RunConversations(const ServeOptions& o, const st
       }
     }
   };
-  std::vector<std::thread> workers;
-  const int64_t num_workers = concurrency > 0 ? std::min(concurrency, conversations) : conversations;
-  for (int64_t w = 0; w < num_workers; ++w) workers.emplace_back(worker);
-  for (std::thread& t : workers) t.join();
+  RunOnThreads(concurrency > 0 ? std::min(concurrency, conversations) : conversations, worker);
   *duration_s = SecondsBetween(start, Clock::now());
   bar.Finish();
   return results;
@@ -254,10 +259,7 @@ std::vector<ServeRequestResult> RunLoad(const ServeOptions& o, const std::vector
       bar.Update(++done);
     }
   };
-  std::vector<std::thread> workers;
-  const int64_t num_workers = concurrency > 0 ? std::min(concurrency, n) : n;
-  for (int64_t w = 0; w < num_workers; ++w) workers.emplace_back(worker);
-  for (std::thread& t : workers) t.join();
+  RunOnThreads(concurrency > 0 ? std::min(concurrency, n) : n, worker);
   *duration_s = SecondsBetween(start, Clock::now());
   bar.Finish();
   return results;
