@@ -83,29 +83,34 @@ void CublasMatMul(const MatMulArgs& a) {
   reach::Hit("MatMulGpu.cublas");
 }
 
-// Block weights at prefill sizes: each chunk of weight rows (at most
-// kDequantChunkBytes once decoded) is decoded into x's dtype, then multiplied by
-// cuBLAS into its columns of out. One scratch chunk serves every round: the
-// device's one queue runs them in order.
-constexpr int64_t kDequantChunkBytes = int64_t{64} << 20;
+// Weights cuBLAS cannot read as they are: each chunk of weight rows (at most
+// kDenseChunkBytes once made dense) is written by `fill(row0, part)` into a dense
+// [rows, K] scratch of x's dtype, then multiplied by cuBLAS into its columns of out.
+// One scratch chunk serves every round: the device's one queue runs them in order.
+constexpr int64_t kDenseChunkBytes = int64_t{64} << 20;
 
-void DequantCublasMatMul(const MatMulArgs& a) {
-  const int64_t n = a.w.size(0), k = a.w.size(1);
-  const int64_t row_bytes = k * BytesFor(a.x.dtype(), 1);
-  const int64_t chunk_rows = std::max<int64_t>(1, std::min(n, kDequantChunkBytes / row_bytes));
-  const Tensor dense = Tensor::Empty({chunk_rows, k}, a.x.dtype(), a.out.device());
+template <typename Fill>
+void ChunkedDenseMatMul(const Tensor& x, const Tensor& w, const Tensor& out, Fill&& fill) {
+  const int64_t n = w.size(0), k = w.size(1);
+  const int64_t chunk_rows = std::max<int64_t>(1, std::min(n, kDenseChunkBytes / (k * BytesFor(x.dtype(), 1))));
+  const Tensor dense = Tensor::Empty({chunk_rows, k}, x.dtype(), out.device());
   for (int64_t row0 = 0; row0 < n; row0 += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, n - row0);
     const Tensor part = dense.Slice(0, 0, rows);
-    DequantizeWeightRows(a.w, row0, part);
-    CublasMatMul({.x = a.x, .w = part, .out = a.out.Slice(1, row0, row0 + rows)});
+    fill(row0, part);
+    CublasMatMul({.x = x, .w = part, .out = out.Slice(1, row0, row0 + rows)});
   }
+}
+
+// Block weights at prefill sizes, decoded into x's dtype chunk by chunk.
+void DequantCublasMatMul(const MatMulArgs& a) {
+  ChunkedDenseMatMul(a.x, a.w, a.out, [&](int64_t row0, const Tensor& part) { DequantizeWeightRows(a.w, row0, part); });
   reach::Hit("MatMulGpu.dequant_cublas");
 }
 
 // Float operands of two dtypes (one of them f32): the 16-bit one widened to f32
-// (x whole; w chunk by chunk, as the block route decodes it), cuBLAS in true f32
-// into out, or into an f32 scratch narrowed to out's dtype afterwards.
+// (x whole; w chunk by chunk), cuBLAS in true f32 into out, or into an f32 scratch
+// narrowed to out's dtype afterwards.
 void CastCublasMatMul(const MatMulArgs& a) {
   const Device device = a.out.device();
   const int64_t m = a.x.size(0), n = a.w.size(0), k = a.x.size(1);
@@ -119,14 +124,9 @@ void CastCublasMatMul(const MatMulArgs& a) {
   if (a.w.dtype() == DType::kF32) {
     CublasMatMul({.x = x, .w = a.w, .out = out});
   } else {
-    const int64_t chunk_rows = std::max<int64_t>(1, std::min(n, kDequantChunkBytes / (k * 4)));
-    const Tensor wide = Tensor::Empty({chunk_rows, k}, DType::kF32, device);
-    for (int64_t row0 = 0; row0 < n; row0 += chunk_rows) {
-      const int64_t rows = std::min(chunk_rows, n - row0);
-      const Tensor part = wide.Slice(0, 0, rows);
-      Copy({.src = a.w.Slice(0, row0, row0 + rows), .dst = part});
-      CublasMatMul({.x = x, .w = part, .out = out.Slice(1, row0, row0 + rows)});
-    }
+    ChunkedDenseMatMul(x, a.w, out, [&](int64_t row0, const Tensor& part) {
+      Copy({.src = a.w.Slice(0, row0, row0 + part.size(0)), .dst = part});
+    });
   }
   if (!out_f32) Copy({.src = out, .dst = a.out});
   reach::Hit("MatMulGpu.cast_cublas");
