@@ -7,8 +7,8 @@
 //   ffn_gate_inp_shexp {H} or {H, 1} -> [1, H]
 //   ffn_gate_up_exps (fused, gate first) -> views, when the split tensors are absent
 //   output.weight absent -> tied (config.tie_word_embeddings, no lm_head.weight)
-// Tensors of blk.L and beyond (the MTP block, L = block_count - nextn_predict_layers)
-// are skipped; any other tensor the table does not name is an error.
+// Tensors of blk.L .. blk.(block_count - 1) (the MTP blocks, L = block_count -
+// nextn_predict_layers) are skipped; any other tensor the table does not name is an error.
 #include <cstdlib>
 #include <map>
 
@@ -21,12 +21,13 @@
 namespace vllm {
 namespace {
 
-// blk.N.* with N >= num_layers: the MTP block.
-bool IsBeyondMainLayers(const std::string& name, int64_t num_layers) {
+// blk.N.* with num_layers <= N < block_count: an MTP block (nextn_predict_layers of them
+// follow the main layers). A block at or past block_count is not in the metadata at all.
+bool IsMtpBlock(const std::string& name, int64_t num_layers, int64_t block_count) {
   if (name.rfind("blk.", 0) != 0) return false;
   char* end = nullptr;
   const long long layer = std::strtoll(name.c_str() + 4, &end, 10);
-  return end != name.c_str() + 4 && *end == '.' && layer >= num_layers;
+  return end != name.c_str() + 4 && *end == '.' && layer >= num_layers && layer < block_count;
 }
 
 std::string FusedGateUpName(const WeightSpec& spec) { return "blk." + std::to_string(spec.layer) + ".ffn_gate_up_exps.weight"; }
@@ -88,8 +89,9 @@ void GgufWeightResolver::CheckNoUnknownTensors(const std::vector<WeightSpec>& sp
     known[GgufWeightName(spec, config_.family)] = true;
     if (spec.kind == WeightKind::kExperts) known[FusedGateUpName(spec)] = true;
   }
+  const int64_t block_count = file_.metadata().GetInt(config_.architecture + ".block_count");
   for (const GgufTensorInfo& t : file_.tensors()) {
-    if (known.count(t.name) || IsBeyondMainLayers(t.name, config_.num_hidden_layers)) continue;
+    if (known.count(t.name) || IsMtpBlock(t.name, config_.num_hidden_layers, block_count)) continue;
     throw vt::Error(file_.path() + ": unexpected tensor '" + t.name + "': not a weight of a " +
                     config_.architecture + " model with this metadata");
   }

@@ -87,6 +87,23 @@ TEST(GgufLoaderTest, MtpBlockIsSkipped) {
   EXPECT_FALSE(m.weights.Has("layers.2.input_layernorm.weight"));
 }
 
+// Only the MTP blocks (main layers .. block_count - 1) are skipped: a tensor of a block
+// the metadata does not have is an error, not silently dropped.
+TEST(GgufLoaderTest, TensorOfABlockBeyondBlockCountIsRefused) {
+  testing::TempDir dir;
+  const ModelConfig config = testing::DenseConfig(testing::DenseDims{});
+  std::string path = Edited(dir, config, [](GgufWriter& w) {
+    w.AddTensor("blk.2.attn_norm.weight", vt::Tensor::Zeros({64}, vt::DType::kF32));
+  });
+  EXPECT_TRUE(ThrowsWith([&] { LoadGgufFile(path); }, {"edited.gguf", "unexpected tensor 'blk.2.attn_norm.weight'"}));
+  path = Edited(dir, config, [](GgufWriter& w) {
+    w.metadata().Set("qwen35.block_count", GgufValue::U32(3));
+    w.metadata().Set("qwen35.nextn_predict_layers", GgufValue::U32(1));
+    w.AddTensor("blk.3.attn_norm.weight", vt::Tensor::Zeros({64}, vt::DType::kF32));
+  });
+  EXPECT_TRUE(ThrowsWith([&] { LoadGgufFile(path); }, {"edited.gguf", "unexpected tensor 'blk.3.attn_norm.weight'"}));
+}
+
 TEST(GgufLoaderTest, MissingUnknownAndMisShapedTensors) {
   testing::TempDir dir;
   const ModelConfig config = testing::DenseConfig(testing::DenseDims{});
