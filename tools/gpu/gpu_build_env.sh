@@ -5,11 +5,8 @@
 # carries .gpu_carry (ignored by git), holding googletest's sources
 # (.gpu_carry/googletest) and, unpacked from Debian 12 packages (dpkg -x),
 # nlohmann-json3-dev, libpcre2-dev + libpcre2-8-0, libutf8proc-dev + libutf8proc2
-# and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc). To make it:
-#   mkdir -p .gpu_carry/prefix && cd /tmp && apt-get download nlohmann-json3-dev \
-#     libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 pkgconf libpkgconf3 pkgconf-bin
-#   for d in /tmp/*.deb; do dpkg -x "$d" .gpu_carry/prefix; done
-#   cp -r /usr/src/googletest .gpu_carry/googletest
+# and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc), and the llama.cpp
+# peer's sources; tools/gpu/make_gpu_carry.sh makes it (~20 s, 7 MB).
 # cpp-httplib is not carried: the build leaves the OpenAI server out (VT_BUILD_SERVER=AUTO).
 #
 # Needs: $repo (the checkout), $out (where logs go). Defines gpu_env_setup,
