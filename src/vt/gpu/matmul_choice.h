@@ -153,10 +153,12 @@ inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s
   return s.m <= max_rows && accepted ? forced : chosen;
 }
 
-// The vt::tuning family whose override picks the route of block weights above the
-// skinny rows, for the benchmarks that place kQuantMmaMaxRows:
-//   "quant_mma"     kQuantMma (where quant_mma_accepts)
-//   "dequant_blas"  kDequantVendorBlas (where a vendor library is available)
+// The vt::tuning family whose override picks the route of block weights, for the
+// benchmarks that place kQuantGemvMaxRows and kQuantMmaMaxRows:
+//   "quant_mma"     kQuantMma (where quant_mma_accepts), at any M: its pipelined
+//                   kernel takes the decode rows too
+//   "dequant_blas"  kDequantVendorBlas (where a vendor library is available) above
+//                   the decode rows
 inline constexpr std::string_view kBlockVariantFamily = "gpu.matmul_block";
 
 inline MatMulKernel ApplyBlockVariant(MatMulKernel chosen, const MatMulShape& s, std::string_view variant) {
@@ -173,7 +175,8 @@ inline MatMulKernel ApplyBlockVariant(MatMulKernel chosen, const MatMulShape& s,
     throw Error("vt::MatMul: unknown variant '" + std::string(variant) + "' forced for " +
                 std::string(kBlockVariantFamily) + " (known: quant_mma, dequant_blas)");
   }
-  return s.weight_is_block && s.m > kSkinnyMaxRows && accepted ? forced : chosen;
+  const bool rows_fit = s.m > kSkinnyMaxRows || forced == MatMulKernel::kQuantMma;
+  return s.weight_is_block && rows_fit && accepted ? forced : chosen;
 }
 
 }  // namespace vt::gpu

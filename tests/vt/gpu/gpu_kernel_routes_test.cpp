@@ -131,6 +131,50 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   }
 }
 
+// The int8 tensor-core route at 9..16 rows (CUDA): K a multiple of 256 runs the
+// pipelined kernel (stages of 256 values copied ahead into shared memory; K of 9
+// stages passes through every slot of its 4-stage ring twice), other K the tiles.
+// Odd N leaves the last 32-column block partly empty; x rows are strided.
+TEST(GpuKernelRoutesTest, QuantMmaPipelinesWholeStagesOfK) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t m, k;
+    const char* route;
+  };
+  const Case cases[] = {{9, 256, "pipelined"}, {16, 2304, "pipelined"}, {13, 768, "pipelined"},
+                        {16, 480, "tiles"},    {11, 800, "tiles"}};
+  std::mt19937 rng(14);
+  for (Device device : gpus) {
+    if (device.type != DeviceType::kCUDA) continue;
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
+      for (DType x_dtype : {DType::kBF16, DType::kF32}) {
+        for (const Case& c : cases) {
+          if (c.k % Info(w_dtype).block_elems != 0) continue;
+          SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
+                       " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k));
+          const int64_t n = 77;
+          const Tensor values = RandomTensor({n, c.k}, DType::kF32, kCpu, rng);
+          Tensor w_cpu = Tensor::Empty({n, c.k}, w_dtype);
+          for (int64_t r = 0; r < n; ++r) {
+            QuantizeRow(values.data_ptr<float>() + r * c.k, c.k,
+                        static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, c.k), w_dtype);
+          }
+          const Tensor w = w_cpu.To(device);
+          const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
+          const Tensor x = wide.Slice(1, 32, c.k + 32);
+          Tensor out = Tensor::Empty({c.m, n}, x_dtype, device);
+          testing::Poison(out);
+          reach::Reset();
+          MatMul({.x = x, .w = w, .out = out});
+          EXPECT_EQ(reach::Count(std::string("MatMulGpu.quant_mma.") + c.route), 1u) << c.route;
+          EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
+        }
+      }
+    }
+  }
+}
+
 // The int8 GEMV of block weights (M <= 8) quantizes x inside each block when x's
 // 32-value blocks fit in its shared memory (24 KB: one row up to K = 19,660, eight up
 // to 2,457) and in a launch before the GEMV otherwise; both read strided x rows.

@@ -110,7 +110,7 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRout
 }
 
 // A forced block variant (vt::tuning family gpu.matmul_block) replaces the chosen
-// kernel above the decode rows where it applies.
+// kernel where it applies: dequant_blas above the decode rows, quant_mma at any rows.
 TEST(MatMulChoiceTest, ForcedBlockVariantsApplyOnlyWhereTheyFit) {
   MatMulShape q{2048, 4096, 4096, true, false, true, false};
   q.quant_mma_accepts = true;
@@ -118,8 +118,10 @@ TEST(MatMulChoiceTest, ForcedBlockVariantsApplyOnlyWhereTheyFit) {
   EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), MatMulKernel::kQuantMma);
   q.m = 64;
   EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "dequant_blas"), MatMulKernel::kDequantVendorBlas);
-  q.m = kSkinnyMaxRows;  // decode rows keep their kernel
-  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), ChooseMatMul(q));
+  q.m = kSkinnyMaxRows;  // decode rows keep their kernel under dequant_blas...
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "dequant_blas"), ChooseMatMul(q));
+  q.m = 1;  // ...and take the int8 tiles under quant_mma
+  EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), MatMulKernel::kQuantMma);
   q.m = 64;
   q.quant_mma_accepts = false;  // HIP, or a format the tiles do not decode
   EXPECT_EQ(ApplyBlockVariant(ChooseMatMul(q), q, "quant_mma"), ChooseMatMul(q));
