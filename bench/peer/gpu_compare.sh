@@ -3,7 +3,7 @@
 # the ratio table of bench/README.md.
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--ncu] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
+#                             [--ncu] [--ncu-stalls] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -16,7 +16,10 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
 #      copy bandwidth) when time allows.
-#   3. With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#   3. With --ncu-stalls: Nsight Compute's occupancy, scheduler and warp-stall sections
+#      for one launch each of the int8 kernels of vt_gpu_bench (the pipelined tiles at
+#      16 rows, the GEMV at 1 row; Q8_0 24576 x 4096), summarized in the log.
+#      With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
 #      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
 #      --profile-prefill that prefill and 2048-context decode timed under every
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
@@ -45,6 +48,7 @@ models=9b-q8_0,9b-bf16
 run_tests=0
 profile_prefill=0
 ncu_profiles=0
+ncu_stalls=0
 kernel_bench=1
 with_peer=1
 with_bench=1
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
     --tests) run_tests=1; shift ;;
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
+    --ncu-stalls) ncu_stalls=1; shift ;;
     --no-peer) with_peer=0; shift ;;
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
@@ -131,6 +136,21 @@ if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ];
 fi
 
 ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $ncu_stalls = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 240 ]; then
+  stage "warp stalls of the int8 kernels (Nsight Compute, vt_gpu_bench launches)"
+  # Launch numbers follow vt_gpu_bench's rows: the GEMV's first row is Q8_0 24576 x
+  # 4096 at M = 1; the pipelined tiles run 5 rows of 253 launches before M = 16.
+  for spec in "QuantGemvKernel 100" "QuantMmaPipelinedKernel 1300"; do
+    set -- $spec
+    timeout 120 "$ncu_bin" --clock-control none -k "regex:$1" --launch-skip "$2" -c 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+      --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats \
+      "$bin/vt_gpu_bench" >"$out/ncu_stalls_$1.txt" 2>&1
+    echo "--- $1 (rc $?)"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Issued Ipc|Eligible Warps|No Eligible|Executed Instructions  |stalled|Shared Memory Configuration Size|Dynamic Shared" \
+      "$out/ncu_stalls_$1.txt" | head -40
+  done
+fi
 if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
   stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
   timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \

@@ -41,9 +41,10 @@ inline constexpr int kQmmaStageBlocks = 4;    // 32-value weight blocks of K per
 inline constexpr int kQmmaThreads = 128;
 inline constexpr int kQmmaPitch = kQmmaStageBlocks * 32 + 16;  // bytes per shared row
 
-// c = a b (int32) for a 16 x 32 int8 A and a 32 x 8 int8 B.
+// c = a b (int32) for a 16 x 32 int8 A and a 32 x 8 int8 B. Not volatile: a pure
+// function of its registers, which the compiler may schedule among the loads.
 __device__ inline void MmaInt8(int32_t (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
