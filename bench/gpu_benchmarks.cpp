@@ -268,14 +268,15 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng),
       QuantMatMulRow(device, 1, 4096, 12288, DType::kQ6_K, rng),
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng),
+      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 3, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng),
       // The pipelined int8 tiles at the GEMV's rows (where kQuantGemvMaxRows belongs).
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
       QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "quant_mma"),
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
       // The block route above the GEMV: int8 tiles against decoding for cuBLAS
       // (where kQuantMmaMaxRows belongs).
       QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),

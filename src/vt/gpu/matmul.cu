@@ -320,6 +320,7 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   shape.weight_is_16_bit = a.w.dtype() == DType::kF16 || a.w.dtype() == DType::kBF16;
   shape.quant_gemv_accepts = shape.weight_is_block && QuantGemvAccepts(a);
   shape.quant_mma_accepts = shape.weight_is_block && QuantMmaAccepts(a);
+  shape.quant_mma_pipelined = shape.quant_mma_accepts && QuantMmaPipelinedTakes(a);
   return shape;
 }
 

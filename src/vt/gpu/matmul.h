@@ -22,6 +22,9 @@ bool QuantGemvAccepts(const MatMulArgs& args);
 void RunQuantGemv(const MatMulArgs& args);
 // matmul_quant_mma.cu: whether kQuantMma takes a MatMul (false on HIP); the kernel.
 bool QuantMmaAccepts(const MatMulArgs& args);
+// Whether kQuantMma runs its pipelined kernel for these args (M <= 16, K a multiple
+// of 256, 16-byte aligned weight rows); asked only where QuantMmaAccepts.
+bool QuantMmaPipelinedTakes(const MatMulArgs& args);
 void RunQuantMma(const MatMulArgs& args);
 // x [M, K] float (strided rows, K a multiple of 32) quantized to XBlocks
 // (gpu_quant_dot.cuh), returned as an i32 tensor [M, K / 32, 10] holding them.

@@ -6,7 +6,9 @@
 //                         every x row; weight bytes dominate, so this is the
 //                         bandwidth path of f32 decode.
 //   kQuantGemv            GGUF block weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) at
-//                         M <= kQuantGemvMaxRows: x quantized to 8 bits per 32
+//                         M <= kQuantGemvBeforeTilesRows, and up to kQuantGemvMaxRows
+//                         where the pipelined tiles do not apply (Q6_K, HIP, K not a
+//                         multiple of 256): x quantized to 8 bits per 32
 //                         values, each weight block read once for all M rows and
 //                         dotted on the int8 dot-product units (matmul_quant.cu).
 //   kSkinnyWarpPerColumn  other decode shapes (block formats without a lane type,
@@ -19,7 +21,8 @@
 //                         loads in flight per lane, and a grid of the device's
 //                         resident warps walking the columns.
 //   kQuantMma             CUDA, block weights the int8 tensor-core tiles decode
-//                         (Q8_0, Q4_0, Q4_K, Q5_K) from kQuantGemvMaxRows + 1 to
+//                         (Q8_0, Q4_0, Q4_K, Q5_K) from kQuantGemvBeforeTilesRows + 1
+//                         (pipelined kernel) or kQuantGemvMaxRows + 1 (other shapes) to
 //                         kQuantMmaMaxRows rows: x quantized per 32 values, each
 //                         weight block decoded once per row tile into int8 in shared
 //                         memory, mma.m16n8k32 (matmul_quant_mma.cu, quant_mma.cuh).
@@ -71,6 +74,8 @@ struct MatMulShape {
   bool weight_is_16_bit = false;      // f16 or bf16 weights
   bool quant_gemv_accepts = false;    // a block format kQuantGemv decodes, rows aligned as it reads them
   bool quant_mma_accepts = false;     // a block format kQuantMma decodes, on a device with mma.sync (CUDA)
+  bool quant_mma_pipelined = false;   // ...and its pipelined kernel takes the shape (K a multiple of 256,
+                                      // 16-byte aligned weight rows, M <= 16)
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
@@ -79,6 +84,12 @@ inline constexpr int64_t kSkinnyMaxRows = 8;
 // from 9 to 64 rows; bench/README.md); the GEMV's time grows with the rows (its
 // x loads and dp4a per row), the dense route's hardly.
 inline constexpr int64_t kQuantGemvMaxRows = 8;
+// Up to here the GEMV beats the pipelined int8 tiles, which take 3..16 rows where
+// they apply (matmul_quant_mma.cu). Measured on the H200 (Q8_0 24576 x 4096,
+// vt_gpu_bench): GEMV 44 us at 1 row, 77 at 4, 161 at 8; the tiles' time hardly
+// depends on the rows (70 us at 4, 72 at 16, before their shared-memory traffic was
+// cut: bench/README.md has the later figures).
+inline constexpr int64_t kQuantGemvBeforeTilesRows = 2;
 // From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
 // the weights for cuBLAS: they read each weight block once per row tile and never
 // write a decoded copy. Measured on the H200 (Q8_0 24576 x 4096, vt_gpu_bench):
@@ -100,6 +111,8 @@ inline constexpr int64_t kTiledSharedMaxK = 1024;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.weight_is_block) {
+    if (s.quant_gemv_accepts && s.m <= kQuantGemvBeforeTilesRows) return MatMulKernel::kQuantGemv;
+    if (s.quant_mma_accepts && s.quant_mma_pipelined && s.m <= kQuantMmaMaxRows) return MatMulKernel::kQuantMma;
     if (s.quant_gemv_accepts && s.m <= kQuantGemvMaxRows) return MatMulKernel::kQuantGemv;
     if (s.m <= kSkinnyMaxRows) return MatMulKernel::kSkinnyWarpPerColumn;
     if (s.quant_mma_accepts && s.m <= kQuantMmaMaxRows) return MatMulKernel::kQuantMma;

@@ -208,7 +208,9 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
           Tensor out = Tensor::Empty({c.m, n}, x_dtype, device);
           testing::Poison(out);
           reach::Reset();
+          tuning::SetVariant("gpu.matmul_skinny", "quant_gemv");  // 3..8 rows take the pipelined tiles by default
           MatMul({.x = x, .w = w, .out = out});
+          tuning::SetVariant("gpu.matmul_skinny", "");
           EXPECT_EQ(reach::Count(std::string("MatMulGpu.quant_gemv.") + c.route), 1u) << c.route;
           EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
         }

@@ -88,24 +88,35 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheQuantGemvUpToItsRowLimit) {
   }
 }
 
-// Where the int8 tensor-core tiles decode the format (CUDA): from the GEMV's limit
-// to kQuantMmaMaxRows, then the dense route; never at decode rows.
+// Where the int8 tensor-core tiles decode the format (CUDA): the pipelined kernel
+// from kQuantGemvBeforeTilesRows + 1 rows where it applies, else from the GEMV's limit,
+// to kQuantMmaMaxRows, then the dense route.
 TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRoute) {
   for (bool vendor : {false, true}) {
-    MatMulShape q{1, 4096, 4096, true, false, vendor, false};
-    q.quant_gemv_accepts = true;
-    q.quant_mma_accepts = true;
-    q.m = kQuantGemvMaxRows;
-    EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
-    for (int64_t m : {kQuantGemvMaxRows + 1, kQuantMmaMaxRows}) {
-      q.m = m;
-      EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma) << m;
+    for (bool pipelined : {false, true}) {
+      MatMulShape q{1, 4096, 4096, true, false, vendor, false};
+      q.quant_gemv_accepts = true;
+      q.quant_mma_accepts = true;
+      q.quant_mma_pipelined = pipelined;
+      q.m = kQuantGemvBeforeTilesRows;
+      EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
+      q.m = kQuantGemvBeforeTilesRows + 1;
+      EXPECT_EQ(ChooseMatMul(q), pipelined ? MatMulKernel::kQuantMma : MatMulKernel::kQuantGemv);
+      q.m = kQuantGemvMaxRows;
+      EXPECT_EQ(ChooseMatMul(q), pipelined ? MatMulKernel::kQuantMma : MatMulKernel::kQuantGemv);
+      for (int64_t m : {kQuantGemvMaxRows + 1, kQuantMmaMaxRows}) {
+        q.m = m;
+        EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma) << m;
+      }
+      q.m = kQuantMmaMaxRows + 1;
+      EXPECT_EQ(ChooseMatMul(q), vendor ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared);
+      q.quant_mma_accepts = false;  // HIP, or Q6_K: the GEMV keeps the decode rows
+      q.m = kQuantGemvMaxRows;
+      EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
+      q.quant_gemv_accepts = false;  // a format the GEMV does not read: the element walk at decode
+      q.m = kSkinnyMaxRows;
+      EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kSkinnyWarpPerColumn);
     }
-    q.m = kQuantMmaMaxRows + 1;
-    EXPECT_EQ(ChooseMatMul(q), vendor ? MatMulKernel::kDequantVendorBlas : MatMulKernel::kTiledShared);
-    q.quant_gemv_accepts = false;  // a format the GEMV does not read: the element walk at decode
-    q.m = kSkinnyMaxRows;
-    EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kSkinnyWarpPerColumn);
   }
 }
 

@@ -20,6 +20,8 @@ constexpr DType kXDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 constexpr int64_t kRowCounts[] = {1, 2, 3, 7, 64, 129, 300};
 // Block weights: both sides of each GPU kernel boundary (the int8 GEMV's row
 // templates 1/2/4/8, its limit kQuantGemvMaxRows = 8, which is the skinny limit too;
+// the pipelined int8 tiles from kQuantGemvBeforeTilesRows + 1 = 3 rows where K is a
+// multiple of 256;
 // the int8 tensor-core tiles up to kQuantMmaMaxRows = 16), and rows well inside the
 // dense route.
 constexpr int64_t kBlockRowCounts[] = {1, 2, 3, 5, 8, 9, 16, 17, 64, 300};
