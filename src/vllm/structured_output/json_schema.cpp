@@ -2,10 +2,12 @@
 // inline, so that a string's characters live in a rule of their own referenced from
 // one place, which keeps their token masks context-independent (mask_cache.h).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "integer_range.h"
 #include "regex.h"
 #include "tokenizer/utf8.h"
 #include "vllm/structured_output/grammar_compiler.h"
@@ -22,8 +24,8 @@ const std::set<std::string> kAnnotations = {"title",   "description", "default",
                                             "$defs",   "definitions"};
 const std::map<std::string, std::set<std::string>> kTypeKeywords = {
     {"string", {"minLength", "maxLength", "pattern", "format"}},
-    {"integer", {}},
-    {"number", {}},
+    {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+    {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
     {"boolean", {}},
     {"null", {}},
     {"object", {"properties", "required", "additionalProperties"}},
@@ -236,6 +238,10 @@ class JsonSchemaCompiler {
       if (types.empty()) Fail("an empty \"type\" list admits no value", pointer + "/type");
       return types;
     }
+    // A bound alone says nothing of the type (non-numbers pass it): not guessed.
+    if (const char* bound = FirstBound(s)) {
+      Fail(std::string("\"") + bound + "\" without \"type\": \"integer\" is not supported", pointer + "/" + bound);
+    }
     for (const auto& [type, keywords] : kTypeKeywords) {
       for (const std::string& k : keywords) {
         if (s.contains(k)) return {type};
@@ -289,12 +295,61 @@ class JsonSchemaCompiler {
 
   Expr Typed(const std::string& type, const json& s, const std::string& pointer) {
     if (type == "string") return String(s, pointer);
-    if (type == "integer") return Number(true);
-    if (type == "number") return Number(false);
+    if (type == "integer") return HasBounds(s) ? IntegerBounds(s, pointer) : Number(true);
+    if (type == "number") {
+      if (HasBounds(s)) {
+        Fail(std::string("\"") + FirstBound(s) + "\" on \"type\": \"number\" is not supported (bounds are enforced on "
+             "\"type\": \"integer\" only)",
+             pointer + "/" + FirstBound(s));
+      }
+      return Number(false);
+    }
     if (type == "boolean") return Expr::Alt({Expr::Literal("true"), Expr::Literal("false")});
     if (type == "null") return Expr::Literal("null");
     if (type == "object") return Object(s, pointer);
     return Array(s, pointer);
+  }
+
+  static constexpr const char* kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  static bool HasBounds(const json& s) { return FirstBound(s) != nullptr; }
+  static const char* FirstBound(const json& s) {
+    for (const char* key : kBounds) {
+      if (s.contains(key)) return key;
+    }
+    return nullptr;
+  }
+
+  // minimum / maximum (inclusive) and exclusiveMinimum / exclusiveMaximum (numbers, as
+  // since draft 6) as the integers they allow: [ceil(min), floor(max)], exclusive
+  // bounds one further in.
+  static Expr IntegerBounds(const json& s, const std::string& pointer) {
+    constexpr int64_t kLimit = 1000000000000000000;  // 10^18: magnitudes stay in int64
+    std::optional<int64_t> lo, hi;
+    for (const char* key : kBounds) {
+      if (!s.contains(key)) continue;
+      const json& v = s[key];
+      const std::string where = pointer + "/" + key;
+      if (!v.is_number()) {
+        Fail(std::string(key) + " must be a number" + (v.is_boolean() ? " (draft 4's boolean form is not supported)" : ""),
+             where);
+      }
+      const double value = v.get<double>();
+      if (!(std::abs(value) <= static_cast<double>(kLimit))) Fail(std::string(key) + " must be within +-10^18", where);
+      const std::string name = key;
+      const bool lower = name == "minimum" || name == "exclusiveMinimum", exclusive = name.rfind("exclusive", 0) == 0;
+      int64_t bound;
+      if (v.is_number_integer()) {
+        bound = v.get<int64_t>() + (exclusive ? (lower ? 1 : -1) : 0);
+      } else if (lower) {
+        bound = static_cast<int64_t>(exclusive ? std::floor(value) + 1 : std::ceil(value));
+      } else {
+        bound = static_cast<int64_t>(exclusive ? std::ceil(value) - 1 : std::floor(value));
+      }
+      if (lower) lo = lo ? std::max(*lo, bound) : bound;
+      else hi = hi ? std::min(*hi, bound) : bound;
+    }
+    if (lo && hi && *lo > *hi) Fail("no integer lies within the bounds: nothing can match", pointer);
+    return IntegerRange(lo, hi);
   }
 
   Expr String(const json& s, const std::string& pointer) {

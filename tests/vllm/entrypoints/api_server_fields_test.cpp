@@ -330,3 +330,74 @@ TEST(ApiServerFieldsTest, SpecialTokenSpacingAndToolsWithoutAChoiceAreRefusedWhe
 
 }  // namespace
 }  // namespace vllm
+
+// /tokenize and /detokenize: every field of vLLM's TokenizeCompletionRequest,
+// TokenizeChatRequest and DetokenizeRequest is read or refused by name; a field of
+// another form, of neither, or "prompt" with "messages" is a 400 naming it. The chat
+// form's rendering fields change the tokens as they change a chat request's prompt.
+TEST(ApiServerFieldsTest, TokenizeAndDetokenizeReadOrRefuseEveryField) {
+  using openai::TokenizationForm;
+  openai::ServerConfig config = testing::QuietServerConfig();
+  config.trust_request_chat_template = true;
+  TestServer server(testing::ServerEngineConfig(), config);
+  const std::map<std::string, FieldCase> cases = {
+      {"model", {"test-model", 200}},
+      {"prompt", {"hello", 200}},
+      {"messages", {kUser, 200}},
+      {"add_special_tokens", {false, 200}},
+      {"return_token_strs", {true, 200}},
+      {"add_generation_prompt", {false, 200}},
+      {"chat_template", {"{{ messages[0]['content'] }}", 200}},
+      {"chat_template_kwargs", {{{"enable_thinking", false}}, 200}},
+      {"tools", {json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}}), 200}},
+      {"documents", {json::array({{{"title", "T"}, {"text", "x"}}}), 200}},
+      {"reasoning_effort", {"low", 200}},
+      {"continue_final_message", {true, 400}},
+      {"mm_processor_kwargs", {{{"x", 1}}, 400}},
+      {"tokens", {json::array({1, 2}), 200}},
+  };
+  struct Form {
+    TokenizationForm form;
+    const char* path;
+    json base;
+  };
+  const Form forms[] = {{TokenizationForm::kTokenizePrompt, "/tokenize", {{"prompt", "hello"}}},
+                        {TokenizationForm::kTokenizeChat, "/tokenize", {{"messages", kUser}}},
+                        {TokenizationForm::kDetokenize, "/detokenize", {{"tokens", {1, 2}}}}};
+  for (const Form& f : forms) {
+    const std::vector<std::string> names = openai::TokenizationFieldNames(f.form);
+    for (const auto& [name, c] : cases) {
+      const bool declared = std::find(names.begin(), names.end(), name) != names.end();
+      // "prompt" and "messages" pick the form: sent to the other one they are the pair refused below.
+      if (!declared && f.form != TokenizationForm::kDetokenize && (name == "prompt" || name == "messages")) continue;
+      json body = f.base;
+      body[name] = c.value;
+      httplib::Result res = server.Post(f.path, body);
+      ASSERT_TRUE(res) << name;
+      EXPECT_EQ(res->status, declared ? c.status : 400) << f.path << " " << f.base.dump() << " " << name << ": " << res->body;
+      if (res->status == 400) EXPECT_EQ(json::parse(res->body)["error"]["param"], name) << res->body;
+    }
+    json unknown = f.base;
+    unknown["max_tokens"] = 4;
+    httplib::Result res = server.Post(f.path, unknown);
+    EXPECT_EQ(res->status, 400) << f.path;
+    EXPECT_NE(res->body.find("unknown field 'max_tokens'"), std::string::npos) << res->body;
+  }
+  httplib::Result both = server.Post("/tokenize", {{"prompt", "hello"}, {"messages", kUser}});
+  EXPECT_EQ(both->status, 400);
+  EXPECT_EQ(json::parse(both->body)["error"]["param"], "prompt") << both->body;
+  // The rendering fields reach the template.
+  const json plain = server.PostOk("/tokenize", {{"messages", kUser}})["tokens"];
+  const json no_generation =
+      server.PostOk("/tokenize", {{"messages", kUser}, {"add_generation_prompt", false}})["tokens"];
+  EXPECT_LT(no_generation.size(), plain.size());
+  EXPECT_EQ(server.PostOk("/tokenize", {{"messages", kUser},
+                                        {"chat_template", "{{ messages[0]['content'] }}|{{ documents[0]['title'] }}|{{ reasoning_effort }}"},
+                                        {"documents", {{{"title", "T"}, {"text", "x"}}}},
+                                        {"reasoning_effort", "low"}})["tokens"],
+            server.PostOk("/tokenize", {{"prompt", "hello|T|low"}})["tokens"]);
+  EXPECT_EQ(server.PostOk("/tokenize", {{"messages", kUser},
+                                        {"chat_template", "{{ tools[0]['function']['name'] }}!"},
+                                        {"tools", cases.at("tools").value}})["tokens"],
+            server.PostOk("/tokenize", {{"prompt", "f!"}})["tokens"]);
+}

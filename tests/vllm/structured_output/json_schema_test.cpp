@@ -148,9 +148,78 @@ TEST(JsonSchemaGrammarTest, AcceptsAndRejectsDocuments) {
 }
 
 // The message names the keyword (or what is wrong) and the JSON pointer.
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers: the grammar
+// admits a spelling iff it is JSON's one spelling of an integer within the bounds,
+// for random bounds of every magnitude and sign (each side present or not, inclusive
+// or exclusive, integral or fractional), checked on every integer near each bound
+// and on random ones.
+TEST(JsonSchemaGrammarTest, IntegerBoundsAdmitExactlyTheIntegersWithin) {
+  std::mt19937 rng(21);
+  const auto random_magnitude = [&]() -> int64_t {
+    const int64_t choices[] = {0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 4096, 65535, 1000000000000000000};
+    if (rng() % 2) return choices[rng() % std::size(choices)];
+    return static_cast<int64_t>(rng() % 1000000);
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    json schema = {{"type", "integer"}};
+    std::optional<int64_t> lo, hi;
+    const int64_t a = random_magnitude() * (rng() % 3 == 0 ? -1 : 1), b = random_magnitude() * (rng() % 3 == 0 ? -1 : 1);
+    const int64_t low = std::min(a, b), high = std::max(a, b);
+    if (trial % 4 != 1) {
+      lo = low;
+      if (rng() % 3 == 0) {
+        schema["exclusiveMinimum"] = low - 1;
+      } else if (rng() % 4 == 0 && low < 1000000) {
+        schema["minimum"] = static_cast<double>(low) - 0.5;  // ceil: low
+      } else {
+        schema["minimum"] = low;
+      }
+    }
+    if (trial % 4 != 2) {
+      hi = high;
+      if (rng() % 3 == 0) {
+        schema["exclusiveMaximum"] = high + 1;
+      } else if (rng() % 4 == 0 && high < 1000000) {
+        schema["maximum"] = static_cast<double>(high) + 0.25;  // floor: high
+      } else {
+        schema["maximum"] = high;
+      }
+    }
+    SCOPED_TRACE(schema.dump());
+    const auto compiled =
+        std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())), testing::SyntheticVocab());
+    const auto accepts = [&](const std::string& text) {
+      GrammarMatcher m(compiled);
+      return m.AcceptBytes(text) && m.CanTerminate();
+    };
+    std::vector<int64_t> values;
+    for (int64_t d = -25; d <= 25; ++d) {
+      values.push_back(low + d);
+      values.push_back(high + d);
+      values.push_back(d);
+    }
+    for (int i = 0; i < 40; ++i) values.push_back(static_cast<int64_t>(rng() % 2000001) - 1000000);
+    for (const int64_t v : values) {
+      const bool within = (!lo || v >= *lo) && (!hi || v <= *hi);
+      EXPECT_EQ(accepts(std::to_string(v)), within) << v;
+    }
+    EXPECT_FALSE(accepts("-0"));
+    EXPECT_FALSE(accepts("007"));
+    EXPECT_FALSE(accepts("1e2"));
+    EXPECT_FALSE(accepts("1.0"));
+    if (!hi) EXPECT_TRUE(accepts(std::string(40, '7')));  // unbounded above: long spellings
+    if (!lo) EXPECT_TRUE(accepts("-" + std::string(40, '7')));
+  }
+}
+
 TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPointer) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-      {R"({"type": "integer", "minimum": 0})", "\"minimum\"", "#/minimum"},
+      {R"({"type": "number", "minimum": 0})", "\"minimum\" on \"type\": \"number\"", "#/minimum"},
+      {R"({"maximum": 3})", "\"maximum\" without \"type\": \"integer\"", "#/maximum"},
+      {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "nothing can match", "#"},
+      {R"({"type": "integer", "exclusiveMinimum": true})", "draft 4", "#/exclusiveMinimum"},
+      {R"({"type": "integer", "maximum": 1e19})", "10^18", "#/maximum"},
+      {R"({"type": "integer", "multipleOf": 2})", "\"multipleOf\"", "#/multipleOf"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})", "format \"email\"",
        "#/properties/a/format"},
       {R"({"type": "object", "patternProperties": {"^x": {}}})", "\"patternProperties\"", "#/patternProperties"},

@@ -149,6 +149,13 @@ inline bool Validate(const json& v, const json& s, const json& root, std::string
       return why = v.dump() + " is not of type " + s["type"].dump(), false;
     }
   }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (s.contains("minimum") && x < s["minimum"].get<double>()) return why = v.dump() + " < minimum", false;
+    if (s.contains("maximum") && x > s["maximum"].get<double>()) return why = v.dump() + " > maximum", false;
+    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return why = "<= exclusiveMinimum", false;
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return why = ">= exclusiveMaximum", false;
+  }
   if (v.is_string()) {
     const std::string str = v.get<std::string>();
     const int64_t n = CodepointCount(str);
@@ -232,7 +239,13 @@ inline json RandomSchema(std::mt19937& rng, int depth, bool allow_ref) {
   const int kinds = depth <= 0 ? 6 : 11;
   switch (rng() % kinds) {
     case 0: return RandomStringSchema(rng);
-    case 1: return {{"type", "integer"}};
+    case 1: {  // integers, bounded on either side or both about half the time
+      json s = {{"type", "integer"}};
+      const int64_t low = static_cast<int64_t>(rng() % 2001) - 1000;
+      if (rng() % 2) s[rng() % 2 ? "minimum" : "exclusiveMinimum"] = low;
+      if (rng() % 2) s[rng() % 2 ? "maximum" : "exclusiveMaximum"] = low + 2 + static_cast<int64_t>(rng() % 500);
+      return s;
+    }
     case 2: return {{"type", "number"}};
     case 3: return {{"type", "boolean"}};
     case 4: return rng() % 2 ? json{{"type", "null"}} : json{{"const", 42}};

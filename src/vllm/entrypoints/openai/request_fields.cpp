@@ -125,7 +125,78 @@ const char* PathOf(Endpoint endpoint) {
   return endpoint == Endpoint::kCompletion ? "/v1/completions" : "/v1/chat/completions";
 }
 
+// The fields of each tokenization form. The chat form reads what the chat endpoint's
+// rendering reads (ServingContext::RenderChat), documents and reasoning_effort
+// included, so that /tokenize counts exactly the prompt a chat request would send.
+struct TokenizationField {
+  const char* name;
+  Accepts accepts;
+  const char* refusal;
+};
+constexpr TokenizationField kTokenizePromptFields[] = {
+    {"model", nullptr, ""}, {"prompt", nullptr, ""}, {"add_special_tokens", nullptr, ""}, {"return_token_strs", nullptr, ""}};
+constexpr TokenizationField kTokenizeChatFields[] = {
+    {"model", nullptr, ""},
+    {"messages", nullptr, ""},
+    {"add_generation_prompt", nullptr, ""},
+    {"add_special_tokens", nullptr, ""},
+    {"return_token_strs", nullptr, ""},
+    {"chat_template", nullptr, ""},
+    {"chat_template_kwargs", nullptr, ""},
+    {"tools", nullptr, ""},
+    {"documents", nullptr, ""},
+    {"reasoning_effort", nullptr, ""},
+    {"continue_final_message", IsFalse, "the template cannot leave the last message open"},
+    {"mm_processor_kwargs", Never, "the served models take text only"},
+};
+constexpr TokenizationField kDetokenizeFields[] = {{"model", nullptr, ""}, {"tokens", nullptr, ""}};
+
+struct TokenizationFields {
+  const TokenizationField* begin;
+  const TokenizationField* end;
+  const char* path;
+  const char* vllm_class;
+};
+
+TokenizationFields FieldsOf(TokenizationForm form) {
+  switch (form) {
+    case TokenizationForm::kTokenizePrompt:
+      return {std::begin(kTokenizePromptFields), std::end(kTokenizePromptFields), "/tokenize with a prompt",
+              "TokenizeCompletionRequest"};
+    case TokenizationForm::kTokenizeChat:
+      return {std::begin(kTokenizeChatFields), std::end(kTokenizeChatFields), "/tokenize with messages",
+              "TokenizeChatRequest"};
+    case TokenizationForm::kDetokenize: break;
+  }
+  return {std::begin(kDetokenizeFields), std::end(kDetokenizeFields), "/detokenize", "DetokenizeRequest"};
+}
+
 }  // namespace
+
+void CheckTokenizationFields(const json& body, TokenizationForm form) {
+  if (form != TokenizationForm::kDetokenize && body.contains("prompt") && body.contains("messages")) {
+    BadRequest("send 'prompt' or 'messages' to /tokenize, not both", "prompt");
+  }
+  const TokenizationFields fields = FieldsOf(form);
+  for (const auto& [name, value] : body.items()) {
+    const auto* field =
+        std::find_if(fields.begin, fields.end, [&](const TokenizationField& f) { return f.name == name; });
+    if (field == fields.end) {
+      BadRequest("unknown field '" + name + "': " + fields.path + " takes the fields of vLLM's " + fields.vllm_class +
+                     ", and vllm-cpp refuses a field rather than ignore it",
+                 name);
+    }
+    if (field->accepts == nullptr || value.is_null() || field->accepts(value)) continue;
+    BadRequest("'" + name + "' is not supported by vllm-cpp: " + field->refusal, name);
+  }
+}
+
+std::vector<std::string> TokenizationFieldNames(TokenizationForm form) {
+  const TokenizationFields fields = FieldsOf(form);
+  std::vector<std::string> names;
+  for (const TokenizationField* f = fields.begin; f != fields.end; ++f) names.emplace_back(f->name);
+  return names;
+}
 
 void CheckRequestFields(const json& body, Endpoint endpoint) {
   for (const auto& [name, value] : body.items()) {

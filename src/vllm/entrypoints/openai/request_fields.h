@@ -26,4 +26,12 @@ void CheckRequestFields(const nlohmann::json& body, Endpoint endpoint);
 // The names of every field the endpoint's vLLM class declares (for tests).
 std::vector<std::string> RequestFieldNames(Endpoint endpoint);
 
+// /tokenize (vLLM's TokenizeCompletionRequest with "prompt", TokenizeChatRequest with
+// "messages") and /detokenize (DetokenizeRequest): the same rule, a 400 naming the
+// first field the request form does not read, and one for "prompt" and "messages"
+// together (one of them would be ignored).
+enum class TokenizationForm { kTokenizePrompt, kTokenizeChat, kDetokenize };
+void CheckTokenizationFields(const nlohmann::json& body, TokenizationForm form);
+std::vector<std::string> TokenizationFieldNames(TokenizationForm form);
+
 }  // namespace vllm::openai

@@ -1,11 +1,15 @@
 #include "serving_tokenization.h"
 
+#include "request_fields.h"
+
 namespace vllm::openai {
 
 using nlohmann::json;
 
 ApiResponse ServingTokenization::Tokenize(const std::string& text) const {
   const json body = ParseBody(text);
+  CheckTokenizationFields(body, body.contains("messages") ? TokenizationForm::kTokenizeChat
+                                                          : TokenizationForm::kTokenizePrompt);
   context_.CheckModel(body);
   const Tokenizer& tokenizer = context_.RequireTokenizer("/tokenize");
   std::string prompt;
@@ -36,6 +40,7 @@ ApiResponse ServingTokenization::Tokenize(const std::string& text) const {
 
 ApiResponse ServingTokenization::Detokenize(const std::string& text) const {
   const json body = ParseBody(text);
+  CheckTokenizationFields(body, TokenizationForm::kDetokenize);
   context_.CheckModel(body);
   const Tokenizer& tokenizer = context_.RequireTokenizer("/detokenize");
   if (!body.contains("tokens") || !body["tokens"].is_array())
