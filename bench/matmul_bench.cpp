@@ -10,6 +10,7 @@
 //                  the ceiling for a call of that size (short calls cannot reach
 //                  the 256 MiB reference read's bandwidth).
 //   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens; reported as GFLOP/s (2 M N K).
+//   BM_MatMulIsa   Q8_0 / Q4_K mlp_gate_up at 1 and 128 tokens under each x86 variant.
 //
 // Run: build-*/bin/vt_bench --benchmark_filter=MatMul (each benchmark repeats 5 times
 // and reports the median; the machine is shared, so compare medians, not single runs).
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "vt/cpu/cpu_features.h"
 #include "vt/cpu/thread_pool.h"
 #include "vt/ops.h"
 #include "vt/quant.h"
@@ -134,6 +136,38 @@ void BM_MatMulGemm(benchmark::State& state, LayerShape shape, DType dtype) {
                   [&] { MatMul({.x = x, .w = w, .out = out}); });
 }
 
+// The block-weight integer tiles under each x86 variant this CPU has, alternating in
+// one process (BM_MatMulIsa/<dtype>/<shape>/<variant>/tokens:M): AVX2 with maddubs,
+// AVX2 with AVX-VNNI, AVX-512 with VNNI. A variant the CPU lacks is skipped.
+struct IsaCase {
+  const char* name;
+  cpu::Isa limit;
+  bool avx_vnni;
+};
+constexpr IsaCase kIsaCases[] = {
+    {"avx2", cpu::Isa::kAvx2, false}, {"avx2_vnni", cpu::Isa::kAvx2, true}, {"avx512", cpu::Isa::kAvx512, true}};
+
+void BM_MatMulIsa(benchmark::State& state, LayerShape shape, DType dtype, IsaCase isa) {
+  cpu::SetAvxVnniAllowed(true);
+  const bool available = static_cast<int>(cpu::DetectedIsa()) >= static_cast<int>(isa.limit) &&
+                         (!isa.avx_vnni || isa.limit != cpu::Isa::kAvx2 || cpu::HasAvxVnni()) &&
+                         (isa.limit != cpu::Isa::kAvx512 || cpu::HasAvx512Vnni());
+  if (!available) {
+    state.SkipWithError((std::string(isa.name) + " is not available on this CPU").c_str());
+    return;
+  }
+  cpu::SetIsaLimit(isa.limit);
+  cpu::SetAvxVnniAllowed(isa.avx_vnni);
+  const int64_t m = state.range(0);
+  if (m == 1) {
+    BM_MatMulGemv(state, shape, dtype);
+  } else {
+    BM_MatMulGemm(state, shape, dtype);
+  }
+  cpu::SetAvxVnniAllowed(true);
+  cpu::SetIsaLimit(cpu::Isa::kAvx512);
+}
+
 // 5 repetitions, reported as their mean / median / stddev / cv.
 void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true); }
 
@@ -158,6 +192,16 @@ void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitio
           ->Arg(128)
           ->Arg(256)
           ->Arg(512)
+          ->Apply(Repeated);
+    }
+  }
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K}) {
+    for (const IsaCase& isa : kIsaCases) {
+      const std::string name = std::string("BM_MatMulIsa/") + DTypeName(dtype) + "/" + kDecodeShapes[6].name + "/" + isa.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulIsa, kDecodeShapes[6], dtype, isa)
+          ->ArgName("tokens")
+          ->Arg(1)
+          ->Arg(128)
           ->Apply(Repeated);
     }
   }

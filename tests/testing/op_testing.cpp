@@ -25,12 +25,19 @@ std::vector<Device> GpuTestDevices() {
 
 void ForEachCpuIsa(const std::function<void()>& body) {
   const cpu::Isa detected = cpu::DetectedIsa();
+  cpu::SetAvxVnniAllowed(true);
+  const bool avx_vnni = cpu::HasAvxVnni();
   for (int level = 0; level <= static_cast<int>(detected); ++level) {
     auto isa = static_cast<cpu::Isa>(level);
-    SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa));
     cpu::SetIsaLimit(isa);
-    body();
+    // AVX2 twice where the CPU has AVX-VNNI: the maddubs tiles, then the VNNI ones.
+    for (const bool vnni : isa == cpu::Isa::kAvx2 && avx_vnni ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
+      SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa) + (isa == cpu::Isa::kAvx2 && avx_vnni && vnni ? " + avx-vnni" : ""));
+      cpu::SetAvxVnniAllowed(vnni);
+      body();
+    }
   }
+  cpu::SetAvxVnniAllowed(true);
   cpu::SetIsaLimit(cpu::Isa::kAvx512);
 }
 

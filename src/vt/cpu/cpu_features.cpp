@@ -6,6 +6,20 @@ namespace vt::cpu {
 namespace {
 
 std::atomic<int> g_limit{static_cast<int>(Isa::kAvx512)};
+std::atomic<bool> g_avx_vnni_allowed{true};
+
+#if defined(__x86_64__)
+// CPUID leaf 7 subleaf 1, EAX: bit 4 AVX-VNNI, bit 5 AVX512_BF16 (GCC 12's
+// __builtin_cpu_supports knows neither).
+unsigned CpuidLeaf7Sub1Eax() {
+  static const unsigned eax = [] {
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+    return a;
+  }();
+  return eax;
+}
+#endif
 
 }  // namespace
 
@@ -53,16 +67,21 @@ bool HasAvx512Vnni() {
 
 bool HasAvx512Bf16() {
 #if defined(__x86_64__)
-  static const bool has = [] {
-    // __builtin_cpu_supports has no "avx512bf16" in GCC 12: read CPUID leaf 7 subleaf 1, EAX bit 5.
-    unsigned eax, ebx, ecx, edx;
-    __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(1));
-    return (eax >> 5) & 1u;
-  }();
-  return DetectedIsa() == Isa::kAvx512 && has;
+  return DetectedIsa() == Isa::kAvx512 && ((CpuidLeaf7Sub1Eax() >> 5) & 1u);
 #else
   return false;
 #endif
 }
+
+bool HasAvxVnni() {
+#if defined(__x86_64__)
+  return DetectedIsa() >= Isa::kAvx2 && ((CpuidLeaf7Sub1Eax() >> 4) & 1u) &&
+         g_avx_vnni_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void SetAvxVnniAllowed(bool allowed) { g_avx_vnni_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace vt::cpu

@@ -21,4 +21,11 @@ void SetIsaLimit(Isa limit);
 bool HasAvx512Vnni();
 bool HasAvx512Bf16();
 
+// AVX-VNNI: the VEX-encoded vpdpbusd / vpdpwssd on 256-bit vectors (Intel client
+// parts from Alder Lake, Sapphire Rapids, Zen 5), which the AVX2 variant of the
+// block-weight MatMul uses where the CPU reports it, the ISA allows AVX2 and tests
+// have not turned it off (SetAvxVnniAllowed: they run the maddubs path too).
+bool HasAvxVnni();
+void SetAvxVnniAllowed(bool allowed);
+
 }  // namespace vt::cpu

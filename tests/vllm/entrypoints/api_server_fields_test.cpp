@@ -328,9 +328,6 @@ TEST(ApiServerFieldsTest, SpecialTokenSpacingAndToolsWithoutAChoiceAreRefusedWhe
             200);
 }
 
-}  // namespace
-}  // namespace vllm
-
 // /tokenize and /detokenize: every field of vLLM's TokenizeCompletionRequest,
 // TokenizeChatRequest and DetokenizeRequest is read or refused by name; a field of
 // another form, of neither, or "prompt" with "messages" is a 400 naming it. The chat
@@ -375,7 +372,9 @@ TEST(ApiServerFieldsTest, TokenizeAndDetokenizeReadOrRefuseEveryField) {
       httplib::Result res = server.Post(f.path, body);
       ASSERT_TRUE(res) << name;
       EXPECT_EQ(res->status, declared ? c.status : 400) << f.path << " " << f.base.dump() << " " << name << ": " << res->body;
-      if (res->status == 400) EXPECT_EQ(json::parse(res->body)["error"]["param"], name) << res->body;
+      if (res->status == 400) {
+        EXPECT_EQ(json::parse(res->body)["error"]["param"], name) << res->body;
+      }
     }
     json unknown = f.base;
     unknown["max_tokens"] = 4;
@@ -401,3 +400,6 @@ TEST(ApiServerFieldsTest, TokenizeAndDetokenizeReadOrRefuseEveryField) {
                                         {"tools", cases.at("tools").value}})["tokens"],
             server.PostOk("/tokenize", {{"prompt", "f!"}})["tokens"]);
 }
+
+}  // namespace
+}  // namespace vllm

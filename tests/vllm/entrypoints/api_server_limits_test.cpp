@@ -42,7 +42,7 @@ TEST(ApiServerLimitsTest, PromptsPastMaxPromptBytesAreRefusedOnEveryEndpoint) {
                                           {"/v1/completions", {{"prompt", too_long}}, "prompt"},
                                           {"/v1/completions", {{"prompt", {"ab", too_long}}}, "prompt"},
                                           {"/v1/chat/completions", Chat(too_long), "messages"},
-                                          {"/tokenize", Chat(too_long), "messages"}}) {
+                                          {"/tokenize", {{"messages", Chat(too_long)["messages"]}}, "messages"}}) {
     const Error error = ErrorOf(server.Post(path, body));
     EXPECT_EQ(error.status, 400) << path << ": " << error.message;
     EXPECT_EQ(error.param, param) << path;

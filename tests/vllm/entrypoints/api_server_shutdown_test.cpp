@@ -175,7 +175,9 @@ TEST(ApiServerShutdownTest, ASecondSignalExitsAtOnce) {
   ASSERT_GT(serve.port(), 0);
   RawConnection held(serve.port());  // a request that never completes keeps the drain waiting
   ASSERT_TRUE(held.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Time for the server to accept the connection and start reading it (a sanitizer
+  // build needs several times the 100 ms an optimized one does).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   serve.Signal(SIGINT);
   EXPECT_EQ(serve.WaitForExit(std::chrono::milliseconds(300)), -1) << "the first signal did not wait for the request";
   serve.Signal(SIGINT);

@@ -207,8 +207,12 @@ TEST(JsonSchemaGrammarTest, IntegerBoundsAdmitExactlyTheIntegersWithin) {
     EXPECT_FALSE(accepts("007"));
     EXPECT_FALSE(accepts("1e2"));
     EXPECT_FALSE(accepts("1.0"));
-    if (!hi) EXPECT_TRUE(accepts(std::string(40, '7')));  // unbounded above: long spellings
-    if (!lo) EXPECT_TRUE(accepts("-" + std::string(40, '7')));
+    if (!hi) {
+      EXPECT_TRUE(accepts(std::string(40, '7')));  // unbounded above: long spellings
+    }
+    if (!lo) {
+      EXPECT_TRUE(accepts("-" + std::string(40, '7')));
+    }
   }
 }
 

@@ -158,16 +158,18 @@ TEST(MatMulTest, Q8_KWeightsAreRejectedByName) {
 }
 
 // The ISA variant a CPU call should take: AVX-512 paths need VNNI (block types) or
-// BF16 (bf16 weights); without them the AVX2 variant runs.
+// BF16 (bf16 weights); without them the AVX2 variant runs, for block types with
+// AVX-VNNI where the CPU has it (and ForEachCpuIsa allows it).
 std::string ExpectedCpuVariant(DType w_dtype) {
   const cpu::Isa isa = cpu::ActiveIsa();
+  const std::string avx2 = IsQuantized(w_dtype) && cpu::HasAvxVnni() ? "avx2_vnni" : "avx2";
   if (isa == cpu::Isa::kAvx512) {
     const bool has = IsQuantized(w_dtype)      ? cpu::HasAvx512Vnni()
                      : w_dtype == DType::kBF16 ? cpu::HasAvx512Bf16()
                                                : true;
-    return has ? "avx512" : "avx2";
+    return has ? "avx512" : avx2;
   }
-  return cpu::IsaName(isa);
+  return isa == cpu::Isa::kAvx2 ? avx2 : cpu::IsaName(isa);
 }
 
 TEST(MatMulTest, DecodeRunsGemvAndPrefillRunsGemmAtEachIsa) {

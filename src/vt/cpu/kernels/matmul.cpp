@@ -9,6 +9,8 @@
 //   portable  every dtype: weight panels converted to f32, f32 dots.
 //   avx2      f32 FMA tiles (16-bit weights converted on load); block weights as
 //             integer tiles against x quantized to 8 bits (maddubs).
+//   avx2_vnni block weights on a CPU with AVX-VNNI: the avx2 integer tiles with
+//             vpdpbusd / vpdpwssd (one instruction where maddubs + madd + add are three).
 //   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
 // Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
 // streamed once, in address order, against every row of x in registers), gemm
@@ -28,26 +30,29 @@
 namespace vt::cpu::matmul {
 namespace {
 
-enum class Variant { kPortable, kAvx2, kAvx512 };
+enum class Variant { kPortable, kAvx2, kAvx2Vnni, kAvx512 };
 
 const char* VariantName(Variant v) {
   switch (v) {
     case Variant::kPortable: return "portable";
     case Variant::kAvx2: return "avx2";
+    case Variant::kAvx2Vnni: return "avx2_vnni";
     case Variant::kAvx512: return "avx512";
   }
   return "unknown";
 }
 
 // The widest variant allowed by ActiveIsa(); AVX-512 needs VNNI for block weights
-// and AVX512_BF16 for bf16 weights, else AVX2 runs them.
+// and AVX512_BF16 for bf16 weights, else AVX2 runs them (with AVX-VNNI for block
+// weights where the CPU has it).
 Variant ChooseVariant(DType w_dtype) {
+  const Variant avx2 = IsQuantized(w_dtype) && HasAvxVnni() ? Variant::kAvx2Vnni : Variant::kAvx2;
   switch (ActiveIsa()) {
     case Isa::kAvx512:
-      if (IsQuantized(w_dtype) && !HasAvx512Vnni()) return Variant::kAvx2;
-      if (w_dtype == DType::kBF16 && !HasAvx512Bf16()) return Variant::kAvx2;
+      if (IsQuantized(w_dtype) && !HasAvx512Vnni()) return avx2;
+      if (w_dtype == DType::kBF16 && !HasAvx512Bf16()) return avx2;
       return Variant::kAvx512;
-    case Isa::kAvx2: return Variant::kAvx2;
+    case Isa::kAvx2: return avx2;
     case Isa::kPortable: break;
   }
   return Variant::kPortable;
@@ -81,12 +86,13 @@ PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
                                       .out = a.out.data(),
                                       .out_stride = a.out.stride(0),
                                       .out_dtype = a.out.dtype()},
-                          .rows = variant == Variant::kAvx512 ? &MatMulRowsAvx512
-                                  : variant == Variant::kAvx2 ? &MatMulRowsAvx2
-                                                              : &MatMulRowsPortable};
-  const XRowOps x_ops = variant == Variant::kAvx512 ? Avx512XRowOps()
-                        : variant == Variant::kAvx2 ? Avx2XRowOps()
-                                                    : PortableXRowOps();
+                          .rows = variant == Variant::kAvx512     ? &MatMulRowsAvx512
+                                  : variant == Variant::kAvx2Vnni ? &MatMulRowsAvx2Vnni
+                                  : variant == Variant::kAvx2     ? &MatMulRowsAvx2
+                                                                  : &MatMulRowsPortable};
+  const XRowOps x_ops = variant == Variant::kAvx512                                   ? Avx512XRowOps()
+                        : variant == Variant::kAvx2 || variant == Variant::kAvx2Vnni ? Avx2XRowOps()
+                                                                                     : PortableXRowOps();
   PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype, a.x.dtype(), m), x_ops, &prepared.problem.x);
   reach::Hit(std::string("MatMulCpu.") + DTypeName(w_dtype) + (m <= kGemvMaxRows ? ".gemv." : ".gemm.") +
              VariantName(variant));

@@ -116,9 +116,6 @@ void QuantizeRowQ8x256(const float* x, int64_t k, int8_t* q, float* d, int16_t* 
 
 // Tile shapes fit the 16 ymm registers: RM x RN accumulators plus the operands.
 constexpr int kFloatRows = 4, kFloatCols = 2;
-struct Int8Shape {
-  static constexpr int kBlock32Rows = 2, kBlock32Cols = 2, kKQuantRows = 2, kKQuantCols = 2;
-};
 
 template <class Kernel>
 void RunFloatTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
@@ -146,7 +143,7 @@ void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end) {
       else
         RunConvertedPanels<Bf16Weights, F32Weights, kFloatRows, kFloatCols>(p, n_begin, n_end);
       return;
-    default: RunInt8Tiles<Avx2Int8, Int8Shape>(p, n_begin, n_end); return;
+    default: RunInt8Tiles<Avx2Int8, Ymm16Int8Shape>(p, n_begin, n_end); return;
   }
 }
 

@@ -331,6 +331,12 @@ struct KQuantTiles {
   }
 };
 
+// The register tiles of the 256-bit variants (AVX2, AVX-VNNI): 2 x 2 accumulators
+// and their operands fit the 16 ymm registers.
+struct Ymm16Int8Shape {
+  static constexpr int kBlock32Rows = 2, kBlock32Cols = 2, kKQuantRows = 2, kKQuantCols = 2;
+};
+
 // Runs the integer tiles of p.w_dtype (a block type other than Q8_K). Shape gives
 // the register tiles (rows x cols) of the GEMM path for 32-value blocks and for
 // K-quant super-blocks. The GEMV path reads one weight row at a time: interleaving

@@ -84,9 +84,11 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
 
 // Each computes out[0..M, n_begin..n_end) for every weight dtype MatMul accepts
 // (AVX-512: block types only with VNNI, bf16 only with AVX512_BF16; matmul.cpp
-// routes the others to AVX2). Safe to call concurrently on disjoint ranges.
+// routes the others to AVX2; Avx2Vnni: block types only, x as Avx2XRowOps makes it).
+// Safe to call concurrently on disjoint ranges.
 void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
+void MatMulRowsAvx2Vnni(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
 
 // From this many rows of x, block weights on AVX-512 with BF16 take the bf16 GEMM:
