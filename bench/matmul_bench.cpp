@@ -138,7 +138,8 @@ void BM_MatMulGemm(benchmark::State& state, LayerShape shape, DType dtype) {
 
 // The block-weight integer tiles under each x86 variant this CPU has, alternating in
 // one process (BM_MatMulIsa/<dtype>/<shape>/<variant>/tokens:M): AVX2 with maddubs,
-// AVX2 with AVX-VNNI, AVX-512 with VNNI. A variant the CPU lacks is skipped.
+// AVX2 with AVX-VNNI allowed (which the K-quant GEMV declines: matmul.cpp's
+// ChooseVariant), AVX-512 with VNNI. A variant the CPU lacks is skipped.
 struct IsaCase {
   const char* name;
   cpu::Isa limit;

@@ -35,17 +35,18 @@ Expr SameLength(const std::string& a, const std::string& b) {
   return Expr::Alt(std::move(options));
 }
 
-// Spellings of the integers in [lo, hi], 0 <= lo <= hi; no hi: every integer >= lo.
-Expr NonNegative(uint64_t lo, std::optional<uint64_t> hi) {
-  const std::string low = std::to_string(lo);
-  const size_t high_length = hi ? std::to_string(*hi).size() : low.size();
+// Spellings of the integers in [lo, hi], 0 <= lo <= hi; !bounded: every integer >= lo.
+// (Plain values, not an optional: GCC 12 -O3 warns of a maybe-uninitialized optional.)
+Expr NonNegative(uint64_t lo, bool bounded, uint64_t hi) {
+  const std::string low = std::to_string(lo), high = std::to_string(hi);
+  const size_t high_length = bounded ? high.size() : low.size();
   std::vector<Expr> options;
   for (size_t length = low.size(); length <= high_length; ++length) {
     const std::string from = length == low.size() ? low : "1" + std::string(length - 1, '0');
-    const std::string to = hi && length == high_length ? std::to_string(*hi) : std::string(length, '9');
+    const std::string to = bounded && length == high_length ? high : std::string(length, '9');
     options.push_back(SameLength(from, to));
   }
-  if (!hi && low.size() < static_cast<size_t>(kMaxIntegerDigits)) {  // every longer spelling
+  if (!bounded && low.size() < static_cast<size_t>(kMaxIntegerDigits)) {  // every longer spelling
     options.push_back(Expr::Seq({Digits('1', '9'), Expr::Repeat(Digits('0', '9'), static_cast<int32_t>(low.size()),
                                                                 kMaxIntegerDigits - 1)}));
   }
@@ -58,12 +59,12 @@ Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
   std::vector<Expr> options;
   if (!lo || *lo < 0) {  // negatives: "-" and magnitudes from max(1, -hi) up to -lo
     const uint64_t smallest = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
-    const std::optional<uint64_t> largest = lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*lo)) : std::nullopt;
-    options.push_back(Expr::Seq({Expr::Byte('-'), NonNegative(smallest, largest)}));
+    const uint64_t largest = lo ? static_cast<uint64_t>(-*lo) : 0;
+    options.push_back(Expr::Seq({Expr::Byte('-'), NonNegative(smallest, lo.has_value(), largest)}));
   }
   if (!hi || *hi >= 0) {
     const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-    options.push_back(NonNegative(from, hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt));
+    options.push_back(NonNegative(from, hi.has_value(), hi ? static_cast<uint64_t>(*hi) : 0));
   }
   return Expr::Alt(std::move(options));
 }

@@ -10,7 +10,8 @@
 //   avx2      f32 FMA tiles (16-bit weights converted on load); block weights as
 //             integer tiles against x quantized to 8 bits (maddubs).
 //   avx2_vnni block weights on a CPU with AVX-VNNI: the avx2 integer tiles with
-//             vpdpbusd / vpdpwssd (one instruction where maddubs + madd + add are three).
+//             vpdpbusd / vpdpwssd (one instruction where maddubs + madd + add are three),
+//             except the K-quant GEMV (see ChooseVariant).
 //   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
 // Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
 // streamed once, in address order, against every row of x in registers), gemm
@@ -42,11 +43,17 @@ const char* VariantName(Variant v) {
   return "unknown";
 }
 
+bool IsKQuant(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K; }
+
 // The widest variant allowed by ActiveIsa(); AVX-512 needs VNNI for block weights
-// and AVX512_BF16 for bf16 weights, else AVX2 runs them (with AVX-VNNI for block
-// weights where the CPU has it).
-Variant ChooseVariant(DType w_dtype) {
-  const Variant avx2 = IsQuantized(w_dtype) && HasAvxVnni() ? Variant::kAvx2Vnni : Variant::kAvx2;
+// and AVX512_BF16 for bf16 weights, else AVX2 runs them, with AVX-VNNI for block
+// weights where the CPU has it. Not for the K-quant GEMV: there the maddubs tiles
+// were faster (Q4_K 3584 x 1024, one token, 2 threads, Xeon with AVX-512 and
+// AVX-VNNI: 148-168 us against 273-292 with vpdpwssd; in the GEMM at 128 tokens
+// vpdpwssd gave 166 GFLOP/s against 129: bench/matmul_bench.cpp, BM_MatMulIsa).
+Variant ChooseVariant(DType w_dtype, int64_t m) {
+  const bool vnni = IsQuantized(w_dtype) && HasAvxVnni() && !(IsKQuant(w_dtype) && m <= kGemvMaxRows);
+  const Variant avx2 = vnni ? Variant::kAvx2Vnni : Variant::kAvx2;
   switch (ActiveIsa()) {
     case Isa::kAvx512:
       if (IsQuantized(w_dtype) && !HasAvx512Vnni()) return avx2;
@@ -75,7 +82,7 @@ XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
 PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
   const DType w_dtype = a.w.dtype();
   const int64_t m = a.x.size(0), k = a.x.size(1);
-  const Variant variant = ChooseVariant(w_dtype);
+  const Variant variant = ChooseVariant(w_dtype, m);
   PreparedMatMul prepared{.problem = {.m = m,
                                       .n = a.w.size(0),
                                       .k = k,
