@@ -182,6 +182,31 @@ TEST(BenchThroughputTest, JsonlAndShareGptDatasetsSetPromptsAndOutputLengths) {
   EXPECT_EQ(r["output_tokens"], 2 * static_cast<int64_t>(tokenizer.Encode("abcd").size()));
 }
 
+// --structured-outputs constrains every request: with a choice of two one-token
+// answers each request stops after at most a few tokens (its grammar completes), not
+// at --output-len; a value that is not a constraint is refused naming it.
+TEST(BenchThroughputTest, StructuredOutputsConstrainEveryRequest) {
+  const std::string out = TempPath("structured.json");
+  ASSERT_EQ(RunBenchCommand({"throughput", "--model", ModelDir("qwen3"), "--tokenizer", TokenizerDir(), "--num-prompts",
+                             "3", "--input-len", "5", "--output-len", "40", "--threads", "1", "--structured-outputs",
+                             R"({"choice": ["a", "b"]})", "--output-json", out}),
+            0);
+  const json report = ReadJson(out);
+  EXPECT_EQ(report["config"]["structured_outputs"], json({{"choice", {"a", "b"}}}));
+  const int64_t output_tokens = report["results"][0]["output_tokens"];
+  EXPECT_GE(output_tokens, 3);
+  EXPECT_LE(output_tokens, 3 * 2);  // "a" or "b": one token each, maybe EOS-free completion after
+  for (const char* bad : {R"({"regex": 3})", R"({"json_schema": {}})", R"({"json": {}, "regex": "a"})", "not json"}) {
+    try {
+      RunBenchCommand({"throughput", "--model", ModelDir("qwen3"), "--tokenizer", TokenizerDir(), "--num-prompts", "1",
+                       "--structured-outputs", bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const CliError& e) {
+      EXPECT_NE(std::string(e.what()).find("--structured-outputs"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(BenchThroughputTest, BadDatasetsNameTheFileAndLine) {
   const std::string bad = TempPath("bad.jsonl");
   std::ofstream(bad) << "{\"prompt_token_ids\": [1, 2]}\n{\"output_len\": 3}\n";

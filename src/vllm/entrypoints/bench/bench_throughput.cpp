@@ -8,9 +8,15 @@
 // elapsed runs from adding the first request to the last one finishing (model
 // loading excluded). --num-prompts may be a list (16,64,256): each value is one run
 // on the same engine, as llama-batched-bench's -npl. Requests generate exactly
-// their output length (EOS ignored), greedy unless --temperature says otherwise.
-// A short warm-up request runs first so that first-touch costs stay out.
+// their output length (EOS ignored), greedy unless --temperature says otherwise;
+// with --structured-outputs every request is constrained (vLLM's
+// structured_outputs: {"json": schema} | {"regex": r} | {"choice": [...]} |
+// {"grammar": gbnf} | {"json_object": true}) and stops when its grammar is complete,
+// which measures what the token masks cost. A short warm-up request runs first so
+// that first-touch costs stay out.
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "bench_commands.h"
 #include "bench_dataset.h"
@@ -30,6 +36,10 @@ void DeclareArgs(CliArgs& cli) {
   cli.AddOption("output-len", "tokens generated per request (for a file: replaces each entry's own)", "128");
   cli.AddOption("dataset", "random, or a JSONL / ShareGPT JSON file of prompts", "random");
   cli.AddOption("temperature", "sampling temperature (0 = greedy)", "0");
+  cli.AddOption("structured-outputs",
+                "constrain every request: vLLM's structured_outputs as JSON, one of {\"json\": schema}, "
+                "{\"regex\": r}, {\"choice\": [...]}, {\"grammar\": gbnf}, {\"json_object\": true}",
+                "");
   AddReportArgs(cli);
   AddEngineArgs(cli);
 }
@@ -39,8 +49,39 @@ struct RunResult {
   int64_t prompt_tokens = 0, output_tokens = 0, num_requests = 0;
 };
 
+// --structured-outputs: one constraint of vLLM's StructuredOutputsParams; any other
+// key, or none, is an error naming it (the engine compiles the grammar at admission).
+std::optional<StructuredOutputsParams> ParseStructuredOutputs(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const json value = json::parse(text, nullptr, false);
+  if (!value.is_object() || value.size() != 1) {
+    throw CliError("bench throughput: --structured-outputs must be a JSON object with one key (json, regex, choice, "
+                   "grammar or json_object), got " + text);
+  }
+  const auto& [key, v] = *value.items().begin();
+  StructuredOutputsParams p;
+  if (key == "json" && (v.is_object() || v.is_boolean())) {
+    p.json = v.dump();
+  } else if (key == "regex" && v.is_string()) {
+    p.regex = v.get<std::string>();
+  } else if (key == "grammar" && v.is_string()) {
+    p.grammar = v.get<std::string>();
+  } else if (key == "choice" && v.is_array() && !v.empty() &&
+             std::all_of(v.begin(), v.end(), [](const json& c) { return c.is_string(); })) {
+    p.choice = v.get<std::vector<std::string>>();
+  } else if (key == "json_object" && v == true) {
+    p.json_object = true;
+  } else {
+    throw CliError("bench throughput: --structured-outputs: '" + key + "' with " + v.dump() +
+                   " is not a constraint (json: a schema, regex / grammar: a string, choice: a list of strings, "
+                   "json_object: true)");
+  }
+  return p;
+}
+
 RunResult RunPrompts(LLMEngine& engine, const std::vector<BenchPrompt>& prompts, double temperature,
-                     const std::string& prefix, ProgressBar* bar) {
+                     const std::optional<StructuredOutputsParams>& structured, const std::string& prefix,
+                     ProgressBar* bar) {
   RunResult r;
   r.num_requests = static_cast<int64_t>(prompts.size());
   const Clock::time_point start = Clock::now();
@@ -49,6 +90,7 @@ RunResult RunPrompts(LLMEngine& engine, const std::vector<BenchPrompt>& prompts,
     params.temperature = temperature;
     params.ignore_eos = true;
     params.max_tokens = prompts[i].output_len;
+    if (structured) params.structured_outputs = *structured;
     params.output_kind = RequestOutputKind::kFinalOnly;
     engine.AddRequest(prefix + std::to_string(i), prompts[i].prompt_ids, params);
     r.prompt_tokens += prompts[i].num_prompt_tokens();
@@ -98,6 +140,7 @@ int RunThroughput(const CommandArgs& args) {
                    .seed = static_cast<uint64_t>(cli.GetInt("seed"))};
   if (d.input_len < 1 || d.output_len < 1) throw CliError("bench throughput: --input-len and --output-len must be >= 1");
   const double temperature = cli.GetDouble("temperature");
+  const std::optional<StructuredOutputsParams> structured = ParseStructuredOutputs(cli.GetString("structured-outputs"));
   if (cli.WasGiven("plot")) CheckPlotterAvailable();
   LLMEngine engine(EngineConfigFromArgs(cli, cli.GetString("model")));
   d.vocab_size = engine.model_config().vocab_size;
@@ -105,11 +148,12 @@ int RunThroughput(const CommandArgs& args) {
 
   json report = {{"command", "throughput"}, {"config", EngineJson(engine)}};
   report["config"].update({{"dataset", d.dataset}, {"input_len", d.input_len}, {"output_len", d.output_len},
-                           {"num_prompts", sweep}, {"temperature", temperature}});
+                           {"num_prompts", sweep}, {"temperature", temperature},
+                           {"structured_outputs", structured ? json::parse(cli.GetString("structured-outputs")) : json()}});
   RunPrompts(engine, LoadPrompts({.num_prompts = 1, .input_len = 16, .output_len = 4,
                                   .vocab_size = d.vocab_size, .seed = d.seed + 1},
                                  nullptr),
-             temperature, "warmup-", nullptr);
+             temperature, structured, "warmup-", nullptr);
   json results = json::array();
   Plot plot{"vllm-cpp bench throughput: " + engine.config().model, "prompts", "tokens/s", {{"total"}, {"output"}}};
   for (int64_t n : sweep) {
@@ -122,7 +166,8 @@ int RunThroughput(const CommandArgs& args) {
       }
     }
     ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
-    results.push_back(ResultJson(RunPrompts(engine, prompts, temperature, "tp-" + std::to_string(n) + "-", &bar)));
+    results.push_back(
+        ResultJson(RunPrompts(engine, prompts, temperature, structured, "tp-" + std::to_string(n) + "-", &bar)));
     bar.Finish();
     plot.AddPoint(static_cast<double>(n),
                   {results.back()["total_tokens_per_s"], results.back()["output_tokens_per_s"]});
