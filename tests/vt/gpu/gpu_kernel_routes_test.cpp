@@ -21,6 +21,16 @@ using testing::AllClose;
 using testing::RandomTensor;
 using testing::ToDoubles;
 
+// Block weights [n, k] of `dtype` on `device`: random values quantized row by row on the host.
+Tensor RandomBlockWeights(int64_t n, int64_t k, DType dtype, Device device, std::mt19937& rng) {
+  const Tensor values = RandomTensor({n, k}, DType::kF32, kCpu, rng);
+  Tensor w_cpu = Tensor::Empty({n, k}, dtype);
+  for (int64_t r = 0; r < n; ++r) {
+    QuantizeRow(values.data_ptr<float>() + r * k, k, static_cast<char*>(w_cpu.data()) + r * BytesFor(dtype, k), dtype);
+  }
+  return w_cpu.To(device);
+}
+
 // Tolerances: f32 results accumulate K products in f32 (relative error ~K * 6e-8,
 // well under 1e-5 for K <= 1024); bf16 results are rounded once to bf16 (2^-8).
 TEST(GpuKernelRoutesTest, MatMulRoutesMatchTheReference) {
@@ -104,13 +114,7 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   for (Device device : gpus) {
     for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
       const int64_t n = 200, k = 512;
-      const Tensor values = RandomTensor({n, k}, DType::kF32, kCpu, rng);
-      Tensor w_cpu = Tensor::Empty({n, k}, w_dtype);
-      for (int64_t r = 0; r < n; ++r) {
-        QuantizeRow(values.data_ptr<float>() + r * k, k, static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, k),
-                    w_dtype);
-      }
-      const Tensor w = w_cpu.To(device);
+      const Tensor w = RandomBlockWeights(n, k, w_dtype, device, rng);
       for (int64_t m : {9, 16, 17, 257}) {
         for (const char* variant : {"", "quant_mma"}) {
           SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " M=" + std::to_string(m) + " " + variant);
@@ -154,13 +158,7 @@ TEST(GpuKernelRoutesTest, QuantMmaPipelinesWholeStagesOfK) {
           SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
                        " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k));
           const int64_t n = 77;
-          const Tensor values = RandomTensor({n, c.k}, DType::kF32, kCpu, rng);
-          Tensor w_cpu = Tensor::Empty({n, c.k}, w_dtype);
-          for (int64_t r = 0; r < n; ++r) {
-            QuantizeRow(values.data_ptr<float>() + r * c.k, c.k,
-                        static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, c.k), w_dtype);
-          }
-          const Tensor w = w_cpu.To(device);
+          const Tensor w = RandomBlockWeights(n, c.k, w_dtype, device, rng);
           const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
           const Tensor x = wide.Slice(1, 32, c.k + 32);
           Tensor out = Tensor::Empty({c.m, n}, x_dtype, device);
@@ -195,13 +193,7 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
           SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
                        " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k));
           const int64_t n = 67;
-          const Tensor values = RandomTensor({n, c.k}, DType::kF32, kCpu, rng);
-          Tensor w_cpu = Tensor::Empty({n, c.k}, w_dtype);
-          for (int64_t r = 0; r < n; ++r) {
-            QuantizeRow(values.data_ptr<float>() + r * c.k, c.k,
-                        static_cast<char*>(w_cpu.data()) + r * BytesFor(w_dtype, c.k), w_dtype);
-          }
-          const Tensor w = w_cpu.To(device);
+          const Tensor w = RandomBlockWeights(n, c.k, w_dtype, device, rng);
           // x rows 32 values apart more than K: a strided view of a wider matrix.
           const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
           const Tensor x = wide.AsStrided({c.m, c.k}, {c.k + 32, 1}, wide.offset() + 32);
