@@ -58,7 +58,8 @@ std::optional<StructuredOutputsParams> ParseStructuredOutputs(const std::string&
     throw CliError("bench throughput: --structured-outputs must be a JSON object with one key (json, regex, choice, "
                    "grammar or json_object), got " + text);
   }
-  const auto& [key, v] = *value.items().begin();
+  const std::string key = value.begin().key();
+  const json& v = value.begin().value();
   StructuredOutputsParams p;
   if (key == "json" && (v.is_object() || v.is_boolean())) {
     p.json = v.dump();
