@@ -178,7 +178,9 @@ void CheckTokenizationFields(const json& body, TokenizationForm form) {
     BadRequest("send 'prompt' or 'messages' to /tokenize, not both", "prompt");
   }
   const TokenizationFields fields = FieldsOf(form);
-  for (const auto& [name, value] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14's lambdas cannot capture one
+    const json& value = item.value();
     const auto* field =
         std::find_if(fields.begin, fields.end, [&](const TokenizationField& f) { return f.name == name; });
     if (field == fields.end) {
