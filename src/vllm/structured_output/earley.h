@@ -46,6 +46,9 @@ class EarleyParser {
   // having started at set 0, in set `set` / in the last set.
   bool CanEndAt(int32_t set) const { return can_end_[set] != 0; }
   bool CanEnd() const { return can_end_.back() != 0; }
+  // Whether the end rule's completion is the end of every input: it is the root and
+  // no rule references the root. A sub-parse that ends there has no context after it.
+  bool EndIsInputEnd() const { return end_rule_ == g_.root && g_.rules[g_.root].num_refs == 0; }
 
   // The distinct positions of the last set's items that scan a byte.
   void ScanPositions(std::vector<int32_t>& out) const;

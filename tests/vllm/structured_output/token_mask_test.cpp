@@ -34,6 +34,7 @@ std::vector<Grammar> SampleGrammars(std::mt19937& rng, int num_schemas) {
   std::vector<Grammar> grammars;
   grammars.push_back(GrammarFromJsonObject());
   grammars.push_back(GrammarFromRegex("(ab|[0-9]{2,3}\"?)*x[^a]{0,3}"));
+  grammars.push_back(GrammarFromRegex("[a-z ]+"));  // tokens that leave the class: rejected when the cache is built
   grammars.push_back(GrammarFromChoices({"true", "trueish", "null", "{\"a\": 1}"}));
   grammars.push_back(GrammarFromGbnf("root ::= item (\", \" item)*\nitem ::= \"\\\"\" [a-z ]* \"\\\"\" | [0-9]+ | root\n"));
   for (int i = 0; i < num_schemas; ++i) {
