@@ -22,10 +22,12 @@ using json = nlohmann::ordered_json;
 const std::set<std::string> kAnnotations = {"title",   "description", "default",  "examples",   "$schema",
                                             "$id",     "$comment",    "deprecated", "readOnly", "writeOnly",
                                             "$defs",   "definitions"};
+// Numeric bounds (enforced on integers; refused on numbers by name).
+constexpr const char* kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 const std::map<std::string, std::set<std::string>> kTypeKeywords = {
     {"string", {"minLength", "maxLength", "pattern", "format"}},
-    {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
-    {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+    {"integer", {std::begin(kBounds), std::end(kBounds)}},
+    {"number", {std::begin(kBounds), std::end(kBounds)}},
     {"boolean", {}},
     {"null", {}},
     {"object", {"properties", "required", "additionalProperties"}},
@@ -310,7 +312,6 @@ class JsonSchemaCompiler {
     return Array(s, pointer);
   }
 
-  static constexpr const char* kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
   static bool HasBounds(const json& s) { return FirstBound(s) != nullptr; }
   static const char* FirstBound(const json& s) {
     for (const char* key : kBounds) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "vllm/entrypoints/openai/protocol.h"
@@ -116,44 +117,36 @@ constexpr Field kFields[] = {
 
 uint8_t Bit(Endpoint endpoint) { return endpoint == Endpoint::kCompletion ? kCompletionOnly : kChatOnly; }
 
-const Field* Find(std::string_view name) {
-  const auto* found = std::find_if(std::begin(kFields), std::end(kFields), [&](const Field& f) { return f.name == name; });
-  return found == std::end(kFields) ? nullptr : found;
-}
-
 const char* PathOf(Endpoint endpoint) {
   return endpoint == Endpoint::kCompletion ? "/v1/completions" : "/v1/chat/completions";
 }
 
-// The fields of each tokenization form. The chat form reads what the chat endpoint's
-// rendering reads (ServingContext::RenderChat), documents and reasoning_effort
-// included, so that /tokenize counts exactly the prompt a chat request would send.
-struct TokenizationField {
-  const char* name;
-  Accepts accepts;
-  const char* refusal;
+// The fields of each tokenization form (the endpoints bits are not read there). The
+// chat form reads what the chat endpoint's rendering reads (ServingContext::RenderChat),
+// documents and reasoning_effort included, so that /tokenize counts exactly the
+// prompt a chat request would send.
+constexpr Field kTokenizePromptFields[] = {{"model", kBoth, nullptr, ""},
+                                           {"prompt", kBoth, nullptr, ""},
+                                           {"add_special_tokens", kBoth, nullptr, ""},
+                                           {"return_token_strs", kBoth, nullptr, ""}};
+constexpr Field kTokenizeChatFields[] = {
+    {"model", kBoth, nullptr, ""},
+    {"messages", kBoth, nullptr, ""},
+    {"add_generation_prompt", kBoth, nullptr, ""},
+    {"add_special_tokens", kBoth, nullptr, ""},
+    {"return_token_strs", kBoth, nullptr, ""},
+    {"chat_template", kBoth, nullptr, ""},
+    {"chat_template_kwargs", kBoth, nullptr, ""},
+    {"tools", kBoth, nullptr, ""},
+    {"documents", kBoth, nullptr, ""},
+    {"reasoning_effort", kBoth, nullptr, ""},
+    {"continue_final_message", kBoth, IsFalse, "the template cannot leave the last message open"},
+    {"mm_processor_kwargs", kBoth, Never, "the served models take text only"},
 };
-constexpr TokenizationField kTokenizePromptFields[] = {
-    {"model", nullptr, ""}, {"prompt", nullptr, ""}, {"add_special_tokens", nullptr, ""}, {"return_token_strs", nullptr, ""}};
-constexpr TokenizationField kTokenizeChatFields[] = {
-    {"model", nullptr, ""},
-    {"messages", nullptr, ""},
-    {"add_generation_prompt", nullptr, ""},
-    {"add_special_tokens", nullptr, ""},
-    {"return_token_strs", nullptr, ""},
-    {"chat_template", nullptr, ""},
-    {"chat_template_kwargs", nullptr, ""},
-    {"tools", nullptr, ""},
-    {"documents", nullptr, ""},
-    {"reasoning_effort", nullptr, ""},
-    {"continue_final_message", IsFalse, "the template cannot leave the last message open"},
-    {"mm_processor_kwargs", Never, "the served models take text only"},
-};
-constexpr TokenizationField kDetokenizeFields[] = {{"model", nullptr, ""}, {"tokens", nullptr, ""}};
+constexpr Field kDetokenizeFields[] = {{"model", kBoth, nullptr, ""}, {"tokens", kBoth, nullptr, ""}};
 
 struct TokenizationFields {
-  const TokenizationField* begin;
-  const TokenizationField* end;
+  std::span<const Field> fields;
   const char* path;
   const char* vllm_class;
 };
@@ -161,14 +154,28 @@ struct TokenizationFields {
 TokenizationFields FieldsOf(TokenizationForm form) {
   switch (form) {
     case TokenizationForm::kTokenizePrompt:
-      return {std::begin(kTokenizePromptFields), std::end(kTokenizePromptFields), "/tokenize with a prompt",
-              "TokenizeCompletionRequest"};
-    case TokenizationForm::kTokenizeChat:
-      return {std::begin(kTokenizeChatFields), std::end(kTokenizeChatFields), "/tokenize with messages",
-              "TokenizeChatRequest"};
+      return {kTokenizePromptFields, "/tokenize with a prompt", "TokenizeCompletionRequest"};
+    case TokenizationForm::kTokenizeChat: return {kTokenizeChatFields, "/tokenize with messages", "TokenizeChatRequest"};
     case TokenizationForm::kDetokenize: break;
   }
-  return {std::begin(kDetokenizeFields), std::end(kDetokenizeFields), "/detokenize", "DetokenizeRequest"};
+  return {kDetokenizeFields, "/detokenize", "DetokenizeRequest"};
+}
+
+const Field* FindIn(std::span<const Field> fields, std::string_view name) {
+  const auto found = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.name == name; });
+  return found == fields.end() ? nullptr : &*found;
+}
+
+[[noreturn]] void RefuseUnknown(const std::string& name, const std::string& path, const std::string& vllm_class) {
+  BadRequest("unknown field '" + name + "': " + path + " takes the fields of vLLM's " + vllm_class +
+                 ", and vllm-cpp refuses a field rather than ignore it",
+             name);
+}
+
+// A 400 when `field` is one vllm-cpp does not implement and `value` is not its "off".
+void CheckValue(const Field& field, const std::string& name, const json& value) {
+  if (field.accepts == nullptr || value.is_null() || field.accepts(value)) return;
+  BadRequest("'" + name + "' is not supported by vllm-cpp: " + field.refusal, name);
 }
 
 }  // namespace
@@ -177,46 +184,33 @@ void CheckTokenizationFields(const json& body, TokenizationForm form) {
   if (form != TokenizationForm::kDetokenize && body.contains("prompt") && body.contains("messages")) {
     BadRequest("send 'prompt' or 'messages' to /tokenize, not both", "prompt");
   }
-  const TokenizationFields fields = FieldsOf(form);
-  for (const auto& item : body.items()) {
-    const std::string& name = item.key();  // not a structured binding: clang 14's lambdas cannot capture one
-    const json& value = item.value();
-    const auto* field =
-        std::find_if(fields.begin, fields.end, [&](const TokenizationField& f) { return f.name == name; });
-    if (field == fields.end) {
-      BadRequest("unknown field '" + name + "': " + fields.path + " takes the fields of vLLM's " + fields.vllm_class +
-                     ", and vllm-cpp refuses a field rather than ignore it",
-                 name);
-    }
-    if (field->accepts == nullptr || value.is_null() || field->accepts(value)) continue;
-    BadRequest("'" + name + "' is not supported by vllm-cpp: " + field->refusal, name);
+  const TokenizationFields of = FieldsOf(form);
+  for (const auto& [name, value] : body.items()) {
+    const Field* field = FindIn(of.fields, name);
+    if (field == nullptr) RefuseUnknown(name, of.path, of.vllm_class);
+    CheckValue(*field, name, value);
   }
 }
 
 std::vector<std::string> TokenizationFieldNames(TokenizationForm form) {
-  const TokenizationFields fields = FieldsOf(form);
   std::vector<std::string> names;
-  for (const TokenizationField* f = fields.begin; f != fields.end; ++f) names.emplace_back(f->name);
+  for (const Field& f : FieldsOf(form).fields) names.emplace_back(f.name);
   return names;
 }
 
 void CheckRequestFields(const json& body, Endpoint endpoint) {
   for (const auto& [name, value] : body.items()) {
-    const Field* field = Find(name);
+    const Field* field = FindIn(kFields, name);
     if (field == nullptr) {
-      BadRequest("unknown field '" + name + "': " + PathOf(endpoint) +
-                     " takes the fields of vLLM's " +
-                     (endpoint == Endpoint::kCompletion ? "CompletionRequest" : "ChatCompletionRequest") +
-                     ", and vllm-cpp refuses a field rather than ignore it",
-                 name);
+      RefuseUnknown(name, PathOf(endpoint),
+                    endpoint == Endpoint::kCompletion ? "CompletionRequest" : "ChatCompletionRequest");
     }
     if ((field->endpoints & Bit(endpoint)) == 0) {
       BadRequest("'" + name + "' is not a field of " + PathOf(endpoint) + " (it belongs to " +
                      PathOf(endpoint == Endpoint::kCompletion ? Endpoint::kChat : Endpoint::kCompletion) + ")",
                  name);
     }
-    if (field->accepts == nullptr || value.is_null() || field->accepts(value)) continue;
-    BadRequest("'" + name + "' is not supported by vllm-cpp: " + field->refusal, name);
+    CheckValue(*field, name, value);
   }
 }
 
