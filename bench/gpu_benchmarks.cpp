@@ -17,6 +17,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vt/ops.h"
@@ -115,22 +116,27 @@ Tensor RandomBlockWeights(int64_t n, int64_t k, DType dtype, Device device, std:
 
 // x [M, K] bf16 . w [N, K]^T with block-format weights (two copies when under 256 MB,
 // so that calls alternate between buffers larger than L2 together), under the default
-// choice or a forced gpu.matmul_block `variant` (quant_mma, dequant_blas).
+// choice or a forced gpu.matmul_block `variant` (quant_mma, dequant_blas) or, named
+// "skinny:<variant>", a forced gpu.matmul_skinny one (quant_gemv, quant_gemv_staged).
 Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype, std::mt19937& rng,
                    const char* variant = "") {
+  const std::string_view forced(variant);
+  const bool skinny = forced.starts_with("skinny:");
+  const std::string family = skinny ? "gpu.matmul_skinny" : "gpu.matmul_block";
+  const std::string name(skinny ? forced.substr(7) : forced);
   const double w_bytes = static_cast<double>(BytesFor(w_dtype, n * k));
   const int copies = w_bytes < 256e6 ? 2 : 1;
   std::vector<Tensor> weights;
   for (int i = 0; i < copies; ++i) weights.push_back(RandomBlockWeights(n, k, w_dtype, device, rng));
   const Tensor x = Random({m, k}, DType::kBF16, device, rng);
   const Tensor out = Tensor::Empty({m, n}, DType::kBF16, device);
-  tuning::SetVariant("gpu.matmul_block", variant);
+  tuning::SetVariant(family, name);
   const double seconds = SecondsPerCall(device, m <= 16 ? 50 : 10, [&](int i) {
     MatMul({.x = x, .w = weights[i % copies], .out = out});
   });
-  tuning::SetVariant("gpu.matmul_block", "");
+  tuning::SetVariant(family, "");
   return {"MatMul M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " w " +
-              DTypeName(w_dtype) + " x bf16" + (*variant ? std::string(" ") + variant : std::string()),
+              DTypeName(w_dtype) + " x bf16" + (name.empty() ? std::string() : " " + name),
           seconds, w_bytes + 2.0 * (m * k + m * n), 2.0 * m * n * k};
 }
 
@@ -272,6 +278,19 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 3, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng),
       QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng),
+      // The staged Q8_0 GEMV against the lanes' GEMV at the decode rows and narrow N
+      // (where kQuantGemvStagedMinColumns and its row limit belong).
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng),
       // The pipelined int8 tiles at the GEMV's rows (where kQuantGemvMaxRows belongs).
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
       QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "quant_mma"),

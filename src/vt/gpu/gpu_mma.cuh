@@ -1,7 +1,7 @@
-// Tensor-core building blocks of the CUDA kernels (paged_attention_mma.cu,
-// moe_grouped.cu): mma.m16n8k16 with f32 accumulators and ldmatrix. The fragment
-// layouts they rely on are in docs/gpu_kernels.md §1.1. CUDA only: HIP has neither
-// instruction (files that include this guard it with !VT_GPU_HIP).
+// Tensor-core and async-copy building blocks of the CUDA kernels (paged_attention_mma.cu,
+// moe_grouped.cu, the int8 matmuls): mma.m16n8k16 with f32 accumulators, ldmatrix and
+// cp.async. The fragment layouts they rely on are in docs/gpu_kernels.md §1.1. CUDA
+// only: HIP has none of them (files that include this guard it with !VT_GPU_HIP).
 #pragma once
 
 #include "gpu_common.cuh"
@@ -44,6 +44,21 @@ struct MmaType<f16_t> {
 
 __device__ inline uint32_t SharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without registers (cp.async, sm_80+); valid false fills
+// zeros (global unread). A thread's copies are grouped by CommitAsyncCopies and waited
+// for by WaitAsyncCopies<n> (all but the n most recent groups landed); other threads
+// see them after a barrier.
+__device__ inline void CopyAsync16(void* shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SharedAddress(shared)), "l"(global),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void CommitAsyncCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ inline void WaitAsyncCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Four 8 x 8 16-bit matrices from shared memory; lane l gives the row address of

@@ -321,6 +321,7 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   shape.quant_gemv_accepts = shape.weight_is_block && QuantGemvAccepts(a);
   shape.quant_mma_accepts = shape.weight_is_block && QuantMmaAccepts(a);
   shape.quant_mma_pipelined = shape.quant_mma_accepts && QuantMmaPipelinedTakes(a);
+  shape.quant_gemv_staged = shape.weight_is_block && QuantGemvStagedTakes(a);
   return shape;
 }
 
@@ -331,6 +332,10 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
   }
   if (kernel == MatMulKernel::kQuantMma) {
     RunQuantMma(a);
+    return;
+  }
+  if (kernel == MatMulKernel::kQuantGemvStaged) {
+    RunQuantGemvStaged(a);
     return;
   }
   gpuStream_t stream = PrepareDevice(a.out.device());

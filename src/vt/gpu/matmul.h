@@ -20,6 +20,9 @@ void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
 bool QuantLanesRead(const Tensor& w);
 bool QuantGemvAccepts(const MatMulArgs& args);
 void RunQuantGemv(const MatMulArgs& args);
+// matmul_quant_staged.cu: whether kQuantGemvStaged takes a MatMul (false on HIP); the kernel.
+bool QuantGemvStagedTakes(const MatMulArgs& args);
+void RunQuantGemvStaged(const MatMulArgs& args);
 // matmul_quant_mma.cu: whether kQuantMma takes a MatMul (false on HIP); the kernel.
 bool QuantMmaAccepts(const MatMulArgs& args);
 // Whether kQuantMma runs its pipelined kernel for these args (M <= 16, K a multiple

@@ -11,6 +11,13 @@
 //                         multiple of 256): x quantized to 8 bits per 32
 //                         values, each weight block read once for all M rows and
 //                         dotted on the int8 dot-product units (matmul_quant.cu).
+//   kQuantGemvStaged      CUDA, Q8_0 weights at M <= kQuantGemvBeforeTilesRows with
+//                         N >= kQuantGemvStagedMinColumns, K a multiple of 256 and
+//                         16-byte aligned rows (every Q8_0 model's decode): 32 weight
+//                         rows at a time copied into shared memory in 16-byte pieces,
+//                         a lane per output column decoding its blocks from registers
+//                         (matmul_quant_staged.cu); the lanes above read 34-byte
+//                         blocks from global memory 2 bytes at a time.
 //   kSkinnyWarpPerColumn  other decode shapes (block formats without a lane type,
 //                         odd K or unaligned rows): the same walk one element per
 //                         lane, decoding block formats in registers.
@@ -63,6 +70,7 @@ enum class MatMulKernel {
   kDequantVendorBlas,
   kQuantMma,
   kCastVendorBlas,
+  kQuantGemvStaged,
 };
 
 struct MatMulShape {
@@ -76,6 +84,8 @@ struct MatMulShape {
   bool quant_mma_accepts = false;     // a block format kQuantMma decodes, on a device with mma.sync (CUDA)
   bool quant_mma_pipelined = false;   // ...and its pipelined kernel takes the shape (K a multiple of 256,
                                       // 16-byte aligned weight rows, M <= 16)
+  bool quant_gemv_staged = false;     // kQuantGemvStaged takes the shape (CUDA, Q8_0, K a multiple
+                                      // of 256, 16-byte aligned weight rows, M <= kQuantGemvStagedMaxRows)
 };
 
 inline constexpr int64_t kSkinnyMaxRows = 8;
@@ -90,6 +100,13 @@ inline constexpr int64_t kQuantGemvMaxRows = 8;
 // depends on the rows (70 us at 4, 72 at 16, before their shared-memory traffic was
 // cut: bench/README.md has the later figures).
 inline constexpr int64_t kQuantGemvBeforeTilesRows = 2;
+// The rows the staged Q8_0 GEMV's kernel instances cover (forced by the
+// "quant_gemv_staged" variant up to here; chosen up to kQuantGemvBeforeTilesRows).
+inline constexpr int64_t kQuantGemvStagedMaxRows = 8;
+// A block of the staged GEMV owns 32 columns and walks all of K, so narrower weights
+// leave SMs idle (N / 32 blocks; 132 SMs on an H200): below this N the lanes' GEMV,
+// whose pairs of warps split K, keeps them.
+inline constexpr int64_t kQuantGemvStagedMinColumns = 4096;
 // From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
 // the weights for cuBLAS: they read each weight block once per row tile and never
 // write a decoded copy. Measured on the H200 (Q8_0 24576 x 4096, vt_gpu_bench):
@@ -111,6 +128,9 @@ inline constexpr int64_t kTiledSharedMaxK = 1024;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.weight_is_block) {
+    if (s.quant_gemv_staged && s.m <= kQuantGemvBeforeTilesRows && s.n >= kQuantGemvStagedMinColumns) {
+      return MatMulKernel::kQuantGemvStaged;
+    }
     if (s.quant_gemv_accepts && s.m <= kQuantGemvBeforeTilesRows) return MatMulKernel::kQuantGemv;
     if (s.quant_mma_accepts && s.quant_mma_pipelined && s.m <= kQuantMmaMaxRows) return MatMulKernel::kQuantMma;
     if (s.quant_gemv_accepts && s.m <= kQuantGemvMaxRows) return MatMulKernel::kQuantGemv;
@@ -136,6 +156,7 @@ inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
 //   "warp_per_column"  kSkinnyWarpPerColumn (accepts every decode shape)
 //   "loads_in_flight"  kSkinnyLoadsInFlight (needs f16/bf16 weights and aligned rows)
 //   "quant_gemv"       kQuantGemv (block weights it decodes, M <= kQuantGemvMaxRows)
+//   "quant_gemv_staged" kQuantGemvStaged (where it takes the shape, any N)
 inline constexpr std::string_view kSkinnyVariantFamily = "gpu.matmul_skinny";
 
 // `chosen` (ChooseMatMul's kernel) replaced by the forced `variant` where the shape
@@ -159,9 +180,13 @@ inline MatMulKernel ApplySkinnyVariant(MatMulKernel chosen, const MatMulShape& s
     forced = MatMulKernel::kQuantGemv;
     accepted = s.weight_is_block && s.quant_gemv_accepts;
     max_rows = kQuantGemvMaxRows;
+  } else if (variant == "quant_gemv_staged") {
+    forced = MatMulKernel::kQuantGemvStaged;
+    accepted = s.weight_is_block && s.quant_gemv_staged;
+    max_rows = kQuantGemvStagedMaxRows;
   } else {
     throw Error("vt::MatMul: unknown variant '" + std::string(variant) + "' forced for " +
-                std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight, quant_gemv)");
+                std::string(kSkinnyVariantFamily) + " (known: vector_loads, warp_per_column, loads_in_flight, quant_gemv, quant_gemv_staged)");
   }
   return s.m <= max_rows && accepted ? forced : chosen;
 }

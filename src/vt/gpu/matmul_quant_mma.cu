@@ -88,18 +88,6 @@ struct PipeLayout {
   static_assert(kWRaw >= sizeof(float) * kPipeStageBlocks * kPipeRows * kPipeCols);
 };
 
-// 16 bytes global -> shared without registers; src_bytes 0 fills zeros (src unread).
-__device__ inline void CopyAsync16(void* shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SharedAddress(shared)), "l"(global),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ inline void CommitAsyncCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int kPending>
-__device__ inline void WaitAsyncCopies() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
 // A 32-bit word at a 2-byte aligned shared address (one load when it is 4-byte aligned).
 __device__ inline uint32_t SharedWordAt2(const uint8_t* p) {
   if ((reinterpret_cast<uintptr_t>(p) & 2) == 0) return *reinterpret_cast<const uint32_t*>(p);

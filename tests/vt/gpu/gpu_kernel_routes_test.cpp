@@ -211,6 +211,43 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
   }
 }
 
+// The staged Q8_0 GEMV (CUDA): chosen at 1..2 rows from 4096 columns, forced at
+// narrower N and up to 8 rows. Cases cover a stage count below the warp count (K =
+// 256: warps 1..7 idle), stages not dividing evenly among the 8 warps (K = 2816: 11),
+// several column groups per block (N 9000 > the resident blocks x 32 on an H200) and a
+// partial last group (N % 32 != 0); x rows are strided, f32 and bf16.
+TEST(GpuKernelRoutesTest, StagedQ8_0GemvMatchesTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t m, n, k;
+    bool forced;
+  };
+  const Case cases[] = {{1, 4096, 256, false}, {2, 4103, 2816, false}, {1, 9000, 512, false},
+                        {1, 77, 2048, true},   {3, 300, 768, true},     {8, 4096, 1024, true}};
+  std::mt19937 rng(15);
+  for (Device device : gpus) {
+    if (device.type != DeviceType::kCUDA) continue;
+    for (DType x_dtype : {DType::kBF16, DType::kF32}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(device.ToString() + " x " + DTypeName(x_dtype) + " M=" + std::to_string(c.m) +
+                     " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k));
+        const Tensor w = RandomBlockWeights(c.n, c.k, DType::kQ8_0, device, rng);
+        const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
+        const Tensor x = wide.Slice(1, 32, c.k + 32);
+        Tensor out = Tensor::Empty({c.m, c.n}, x_dtype, device);
+        testing::Poison(out);
+        reach::Reset();
+        tuning::SetVariant("gpu.matmul_skinny", c.forced ? "quant_gemv_staged" : "");
+        MatMul({.x = x, .w = w, .out = out});
+        tuning::SetVariant("gpu.matmul_skinny", "");
+        EXPECT_EQ(reach::Count("MatMulGpu.quant_gemv_staged"), 1u);
+        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
+      }
+    }
+  }
+}
+
 // One sequence of `context` tokens whose last `q_len` are queries, caches
 // contiguous with block size 16 and blocks in order.
 struct AttentionCase {

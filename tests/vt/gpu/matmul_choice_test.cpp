@@ -120,6 +120,34 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRout
   }
 }
 
+// Q8_0 where the staged GEMV takes the shape (CUDA, K a multiple of 256, aligned
+// rows): it replaces the lanes' GEMV up to kQuantGemvBeforeTilesRows rows from
+// kQuantGemvStagedMinColumns columns; narrower weights and more rows keep their
+// kernels; forced ("quant_gemv_staged") it runs up to kQuantGemvStagedMaxRows at any N.
+TEST(MatMulChoiceTest, Q8_0DecodeTakesTheStagedGemvFromItsColumnCount) {
+  MatMulShape q{1, kQuantGemvStagedMinColumns, 4096, true, false, true, false};
+  q.quant_gemv_accepts = true;
+  q.quant_mma_accepts = true;
+  q.quant_mma_pipelined = true;
+  q.quant_gemv_staged = true;
+  for (q.m = 1; q.m <= kQuantGemvBeforeTilesRows; ++q.m) EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemvStaged) << q.m;
+  q.m = kQuantGemvBeforeTilesRows + 1;
+  EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma);
+  q.m = 1;
+  q.n = kQuantGemvStagedMinColumns - 1;
+  EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(q), q, "quant_gemv_staged"), MatMulKernel::kQuantGemvStaged);
+  q.m = kQuantGemvStagedMaxRows;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(q), q, "quant_gemv_staged"), MatMulKernel::kQuantGemvStaged);
+  q.m = kQuantGemvStagedMaxRows + 1;
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(q), q, "quant_gemv_staged"), ChooseMatMul(q));
+  q.m = 1;
+  q.n = kQuantGemvStagedMinColumns;
+  q.quant_gemv_staged = false;  // HIP, another format, K not a multiple of 256 or unaligned rows
+  EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemv);
+  EXPECT_EQ(ApplySkinnyVariant(ChooseMatMul(q), q, "quant_gemv_staged"), MatMulKernel::kQuantGemv);
+}
+
 // A forced block variant (vt::tuning family gpu.matmul_block) replaces the chosen
 // kernel where it applies: dequant_blas above the decode rows, quant_mma at any rows.
 TEST(MatMulChoiceTest, ForcedBlockVariantsApplyOnlyWhereTheyFit) {
