@@ -138,9 +138,9 @@ fi
 ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ $ncu_stalls = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 240 ]; then
   stage "warp stalls of the int8 kernels (Nsight Compute, vt_gpu_bench launches)"
-  # Launch numbers follow vt_gpu_bench's rows: the GEMV's first row is Q8_0 24576 x
-  # 4096 at M = 1; the pipelined tiles run 5 rows of 253 launches before M = 16.
-  for spec in "QuantGemvKernel 100" "QuantMmaPipelinedKernel 1300"; do
+  # Launch numbers follow vt_gpu_bench's rows: the staged GEMV's first row is Q8_0
+  # 24576 x 4096 at M = 1; the pipelined tiles run 5 rows of 253 launches before M = 16.
+  for spec in "QuantGemvStagedKernel 10" "QuantMmaPipelinedKernel 1300"; do
     set -- $spec
     timeout 120 "$ncu_bin" --clock-control none -k "regex:$1" --launch-skip "$2" -c 1 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
