@@ -291,6 +291,12 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
       QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
       QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng, "skinny:quant_gemv"),
+      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv_staged"),
+      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng),
       // The pipelined int8 tiles at the GEMV's rows (where kQuantGemvMaxRows belongs).
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
       QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "quant_mma"),

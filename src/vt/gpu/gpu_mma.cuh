@@ -50,10 +50,12 @@ __device__ inline uint32_t SharedAddress(const void* p) {
 // zeros (global unread). A thread's copies are grouped by CommitAsyncCopies and waited
 // for by WaitAsyncCopies<n> (all but the n most recent groups landed); other threads
 // see them after a barrier.
-__device__ inline void CopyAsync16(void* shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SharedAddress(shared)), "l"(global),
-               "r"(valid ? 16 : 0)
+__device__ inline void CopyAsync16(uint32_t shared_address, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address), "l"(global), "r"(valid ? 16 : 0)
                : "memory");
+}
+__device__ inline void CopyAsync16(void* shared, const void* global, bool valid) {
+  CopyAsync16(SharedAddress(shared), global, valid);
 }
 __device__ inline void CommitAsyncCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>

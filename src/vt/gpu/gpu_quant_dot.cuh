@@ -50,9 +50,12 @@ struct XBlock {
 // thread count: max|x| and the integer sums do not depend on the order.
 inline constexpr int kXQuantThreadsPerBlock = 4, kXQuantValuesPerThread = kXBlockValues / kXQuantThreadsPerBlock;
 
-template <typename X>
-__device__ inline void QuantizeXRows(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks,
-                                     XBlock* out, int64_t thread, int64_t threads) {
+// QuantizeXRowsTo hands each block's results to store(g, part, packed, d, s): block g,
+// its 8 values of `part` as two words of four int8 (packed), its d and s (the same in
+// all four parts); QuantizeXRows stores them as XBlocks.
+template <typename X, typename Store>
+__device__ inline void QuantizeXRowsTo(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks,
+                                       int64_t thread, int64_t threads, Store&& store) {
   const int part = static_cast<int>(thread % kXQuantThreadsPerBlock);
   const int64_t quad_in_warp = (thread % kWarpSize) / kXQuantThreadsPerBlock;
   for (int64_t g = thread / kXQuantThreadsPerBlock; g - quad_in_warp < num_blocks; g += threads / kXQuantThreadsPerBlock) {
@@ -79,16 +82,23 @@ __device__ inline void QuantizeXRows(const X* x, int64_t x_row_stride, int64_t b
     }
     sum += ShuffleXor(sum, 1);
     sum += ShuffleXor(sum, 2);
-    if (live) {
-      XBlock& b = out[g];
-      b.qs[2 * part] = static_cast<int32_t>(packed[0]);
-      b.qs[2 * part + 1] = static_cast<int32_t>(packed[1]);
-      if (part == 0) {
-        b.d = d;
-        b.s = d * static_cast<float>(sum);
-      }
-    }
+    if (live) store(g, part, packed, d, d * static_cast<float>(sum));
   }
+}
+
+template <typename X>
+__device__ inline void QuantizeXRows(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks,
+                                     XBlock* out, int64_t thread, int64_t threads) {
+  QuantizeXRowsTo(x, x_row_stride, blocks_per_row, num_blocks, thread, threads,
+                  [out](int64_t g, int part, const uint32_t (&packed)[2], float d, float s) {
+                    XBlock& b = out[g];
+                    b.qs[2 * part] = static_cast<int32_t>(packed[0]);
+                    b.qs[2 * part + 1] = static_cast<int32_t>(packed[1]);
+                    if (part == 0) {
+                      b.d = d;
+                      b.s = s;
+                    }
+                  });
 }
 
 // sum_j a.byte[j] * b.byte[j] + c over the four signed bytes of a and b.

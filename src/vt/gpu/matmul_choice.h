@@ -11,13 +11,14 @@
 //                         multiple of 256): x quantized to 8 bits per 32
 //                         values, each weight block read once for all M rows and
 //                         dotted on the int8 dot-product units (matmul_quant.cu).
-//   kQuantGemvStaged      CUDA, Q8_0 weights at M <= kQuantGemvBeforeTilesRows with
-//                         N >= kQuantGemvStagedMinColumns, K a multiple of 256 and
-//                         16-byte aligned rows (every Q8_0 model's decode): 32 weight
-//                         rows at a time copied into shared memory in 16-byte pieces,
-//                         a lane per output column decoding its blocks from registers
-//                         (matmul_quant_staged.cu); the lanes above read 34-byte
-//                         blocks from global memory 2 bytes at a time.
+//   kQuantGemvStaged      CUDA, Q8_0 / Q4_0 / Q4_K / Q5_K weights at M <=
+//                         kQuantGemvBeforeTilesRows with N >= kQuantGemvStagedMinColumns,
+//                         K a multiple of 256 and 16-byte aligned rows (every such
+//                         model's decode): 16 weight rows at a time copied into shared
+//                         memory in 16-byte pieces, two lanes per output column decoding
+//                         their blocks from registers (matmul_quant_staged.cu); the
+//                         lanes above read the blocks from global memory in 2- and
+//                         4-byte words.
 //   kSkinnyWarpPerColumn  other decode shapes (block formats without a lane type,
 //                         odd K or unaligned rows): the same walk one element per
 //                         lane, decoding block formats in registers.
@@ -84,7 +85,7 @@ struct MatMulShape {
   bool quant_mma_accepts = false;     // a block format kQuantMma decodes, on a device with mma.sync (CUDA)
   bool quant_mma_pipelined = false;   // ...and its pipelined kernel takes the shape (K a multiple of 256,
                                       // 16-byte aligned weight rows, M <= 16)
-  bool quant_gemv_staged = false;     // kQuantGemvStaged takes the shape (CUDA, Q8_0, K a multiple
+  bool quant_gemv_staged = false;     // kQuantGemvStaged takes the shape (CUDA, a format it reads, K a multiple
                                       // of 256, 16-byte aligned weight rows, M <= kQuantGemvStagedMaxRows)
 };
 
@@ -103,9 +104,10 @@ inline constexpr int64_t kQuantGemvBeforeTilesRows = 2;
 // The rows the staged Q8_0 GEMV's kernel instances cover (forced by the
 // "quant_gemv_staged" variant up to here; chosen up to kQuantGemvBeforeTilesRows).
 inline constexpr int64_t kQuantGemvStagedMaxRows = 8;
-// A block of the staged GEMV owns 32 columns and walks all of K, so narrower weights
-// leave SMs idle (N / 32 blocks; 132 SMs on an H200): below this N the lanes' GEMV,
-// whose pairs of warps split K, keeps them.
+// A block of the staged GEMV owns 16 columns at a time and walks all of K, so narrow
+// weights leave SMs idle (N / 16 column groups; 132 SMs on an H200): below this N the
+// lanes' GEMV, whose pairs of warps split K, keeps them. Measured on the H200 with the
+// first (32-column) version: N 2048 K 4096 8.3 us both ways.
 inline constexpr int64_t kQuantGemvStagedMinColumns = 4096;
 // From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
 // the weights for cuBLAS: they read each weight block once per row tile and never

@@ -5,24 +5,30 @@
 // Why not the dot lanes of matmul_quant.cu: a Q8_0 block is 34 bytes, so a lane that
 // reads its part of a block straight from global memory issues 2-byte loads, and a
 // warp's load touches 3-4 cache lines for 64 bytes of weights. At one row that kernel
-// is bound by the L1's load wavefronts per weight byte (0.57 of the copy bandwidth on
+// is bound by the L1's load wavefronts per weight byte (0.56 of the copy bandwidth on
 // an H200, bench/gpu_notes.md), not by DRAM. Here every weight byte moves in 16-byte
 // pieces:
-//   - a block of kStagedWarps warps owns kStagedCols = 32 output columns at a time;
+//   - a block of kStagedWarps warps owns kStagedCols = 16 output columns at a time;
 //     the grid is the blocks the device holds, walking the column groups;
 //   - warp w takes stages w, w + kStagedWarps, ... of K (a stage: 256 values, 272
-//     bytes of each of the 32 rows); 16-byte cp.async copies put a stage of all 32
-//     rows in one of the warp's kStagedDepth slots. A warp's stages of successive
-//     column groups form one stream, so the next group's copies are in flight while
-//     this group's last stage is multiplied;
-//   - lane c then reads column c's 272 bytes as 17 16-byte shared loads (rows 272 bytes
-//     = 17 x 16 apart: 17 is odd, so the 8 lanes of a quarter-warp fall in 8 different
-//     16-byte bank groups) and decodes the 8 blocks from registers at offsets known at
-//     compile time (every lane's blocks sit at the same offsets). x, quantized to
-//     XBlocks into shared memory by each block at the start, is read by all lanes of a
-//     warp at one address (a broadcast); dp4a does 4 products an instruction;
+//     bytes of each of the 16 rows); 16-byte cp.async copies put a stage of the 16
+//     rows in one of the warp's kStagedDepth slots, the rows back to back, so piece p
+//     of a slot lands at byte 16p. A warp's stages of successive column groups form
+//     one stream: kStagedDepth - 1 stages are in flight while one is multiplied,
+//     across group boundaries;
+//   - lanes 2c and 2c + 1 share column c, each reading its half of the stage (4 blocks,
+//     136 bytes) as 17 8-byte shared loads (the 16 lanes of a half-warp fall in 16
+//     different bank pairs) and decoding its blocks from registers at offsets known at
+//     compile time (every lane's blocks sit at the same offsets). x, quantized into
+//     shared memory by each block at the start (the q words 16-byte aligned, the
+//     scales apart), is read at two addresses a warp (near-broadcasts); dp4a does 4
+//     products an instruction;
 //   - the warps' sums of a column group meet in shared memory (two buffers, so one
 //     barrier a group).
+// The first version (32 columns, a whole stage a lane, two slots a warp) ran Q8_0
+// 24576 x 4096 at one row in 34.6 us (0.72 of copy): Nsight Compute showed 8 warps an
+// SM issuing on 32% of cycles (790 instructions a warp-stage, most of them the copy
+// addressing) and DRAM 67% busy, too few bytes in flight.
 // HIP has no cp.async: QuantGemvStagedTakes is false there.
 #include "gpu_mma.cuh"
 #include "gpu_quant_dot.cuh"
@@ -35,25 +41,220 @@ namespace vt::gpu {
 #if !VT_GPU_HIP
 namespace {
 
-constexpr int kStagedCols = 32;  // one output column a lane
+constexpr int kStagedCols = 16;  // two lanes an output column
 constexpr int kStagedWarps = 8;
 constexpr int kStagedThreads = kStagedWarps * kWarpSize;
-constexpr int kStagedStageBlocks = 8;                          // 32-value Q8_0 blocks a stage (256 values)
-constexpr int kStagedStageBytes = kStagedStageBlocks * 34;     // 272 bytes of a row a stage
-constexpr int kStagedChunks = kStagedStageBytes / 16;          // 17 16-byte pieces
-constexpr int kStagedWords = kStagedStageBytes / 4;            // 68
-// Slots a warp: the stage being multiplied and the next one in flight. Eight warps of
-// two 8,704-byte slots keep ~70 KB in flight an SM (the H200's copy bandwidth needs
-// ~30 KB at its latency) and leave room for x; a third slot would not fit with x.
-constexpr int kStagedDepth = 2;
-constexpr size_t kStagedSlotBytes = size_t{kStagedCols} * kStagedStageBytes;
-constexpr size_t kStagedWeightBytes = kStagedSlotBytes * kStagedDepth * kStagedWarps;
-// x's XBlocks (M x K / 32 x 40 bytes) must fit beside the slots: one row up to K =
-// 52,428, eight up to 6,553.
+constexpr int kStagedStageValues = 256;                          // values of K a stage
+constexpr int kStagedStageXBlocks = kStagedStageValues / kXBlockValues;  // 8: a lane's half is 4
+// Slots of all warps: with 8 warps, one slot being multiplied and the rest in flight
+// (Q8_0: 4 slots of 4,352 bytes a warp, ~100 KB in flight an SM; the H200's copy
+// bandwidth needs ~30-60 KB at its latency under load).
+constexpr size_t kStagedWeightBytes = 139264;
+// x in shared memory: a row's q words, 16 bytes of padding after every 4 blocks (so
+// that the two halves of a stage, which a quarter-warp reads together, start in
+// different banks), then M x K / 32 floats of d and of s: 1.375 M K bytes. With the
+// slots it must fit the 227 KB an SM gives a block: one row up to K = 47,662, eight
+// up to 5,957.
 constexpr size_t kStagedMaxXBytes = 64 * 1024;
+
+// Words of a row's q and the position of block kb's first word in it.
+__host__ __device__ constexpr int64_t StagedXWords(int64_t blocks) { return blocks * 8 + blocks / 4 * 4; }
+__device__ inline int StagedXBlockWord(int kb) { return kb * 8 + kb / 4 * 4; }
+
+size_t StagedXBytes(int64_t m, int64_t k) {
+  const int64_t blocks = k / kXBlockValues;
+  return static_cast<size_t>(m * StagedXWords(blocks) * 4 + 2 * m * blocks * 4);
+}
 
 template <int kRows>
 constexpr size_t kStagedPartialBytes = sizeof(float) * 2 * kStagedWarps * kRows * kStagedCols;
+
+// x of the lane's 4 blocks: q words (32 a block-quad, contiguous; rows `words` apart),
+// d and s (rows `blocks` apart).
+struct StagedX {
+  const int32_t* q;
+  const float* d;
+  const float* s;
+  int words, blocks;
+  // sum over the 8 words of x block j (0..3) of row r, dp4a with w[0..7].
+  __device__ int Dot8(int r, int j, const int (&w)[8]) const {
+    const auto* x4 = reinterpret_cast<const int4*>(q + r * words + 8 * j);
+    const int4 lo = x4[0], hi = x4[1];
+    int sum = Dp4a(w[0], lo.x, 0);
+    sum = Dp4a(w[1], lo.y, sum);
+    sum = Dp4a(w[2], lo.z, sum);
+    sum = Dp4a(w[3], lo.w, sum);
+    sum = Dp4a(w[4], hi.x, sum);
+    sum = Dp4a(w[5], hi.y, sum);
+    sum = Dp4a(w[6], hi.z, sum);
+    return Dp4a(w[7], hi.w, sum);
+  }
+  __device__ float D(int r, int j) const { return d[r * blocks + j]; }
+  __device__ float S(int r, int j) const { return s[r * blocks + j]; }
+};
+
+// A weight format's stage: its bytes in a row (a multiple of 16, so rows of a slot
+// stay 16-byte aligned), and Dot: lane half h's values of the stage (x blocks 4h..4h+3)
+// of the column whose stage bytes start at `row` (shared memory), dotted with x for
+// every row into acc. Rows of a slot are kStageBytes apart: an odd number of 16-byte
+// units, so the 4 columns x 2 halves of a quarter-warp fall in different bank groups.
+template <DType kW>
+struct StagedFormat;
+
+// Q8_0: 8 blocks of [d f16][32 x int8]; half h = blocks 4h..4h+3, 136 bytes at 136h,
+// read as 17 8-byte loads (the 16 lanes of a half-warp in 16 different bank pairs).
+template <>
+struct StagedFormat<DType::kQ8_0> {
+  static constexpr int kStageBytes = 8 * 34;
+  template <int kRows>
+  static __device__ void Dot(const uint8_t* row, int half, const StagedX& x, int m, float (&acc)[kRows]) {
+    constexpr int kWords = 34;
+    uint32_t words[kWords];
+    const auto* src = reinterpret_cast<const uint2*>(row + 136 * half);
+#pragma unroll
+    for (int c = 0; c < kWords / 2; ++c) {
+      const uint2 v = src[c];
+      words[2 * c] = v.x;
+      words[2 * c + 1] = v.y;
+    }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      // Block b: its scale at byte 34b, its int8 at 34b + 2 (2 bytes into a word for
+      // even b, word-aligned for odd b).
+      const int offset = 34 * b;
+      const uint32_t scale_word = words[offset / 4];
+      const float d = HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? scale_word & 0xffffu : scale_word >> 16));
+      int q[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int word = (offset + 2) / 4 + i;
+        q[i] = (offset + 2) % 4 == 0 ? static_cast<int>(words[word])
+                                     : static_cast<int>(__funnelshift_r(words[word], words[word + 1], 16));
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < m) acc[r] += d * x.D(r, b) * static_cast<float>(x.Dot8(r, b, q));  // m uniform across the block
+      }
+    }
+  }
+};
+
+// Q4_0: 8 blocks of [d f16][16 bytes: value i low nibble of byte i, i + 16 high];
+// values n - 8. Half h = blocks 4h..4h+3, 72 bytes at 72h (9 8-byte loads).
+template <>
+struct StagedFormat<DType::kQ4_0> {
+  static constexpr int kStageBytes = 8 * 18;
+  template <int kRows>
+  static __device__ void Dot(const uint8_t* row, int half, const StagedX& x, int m, float (&acc)[kRows]) {
+    constexpr int kWords = 18;
+    uint32_t words[kWords];
+    const auto* src = reinterpret_cast<const uint2*>(row + 72 * half);
+#pragma unroll
+    for (int c = 0; c < kWords / 2; ++c) {
+      const uint2 v = src[c];
+      words[2 * c] = v.x;
+      words[2 * c + 1] = v.y;
+    }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int offset = 18 * b;  // scale at 18b; nibbles at 18b + 2 (unaligned for even b)
+      const uint32_t scale_word = words[offset / 4];
+      const float d = HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? scale_word & 0xffffu : scale_word >> 16));
+      int q[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int word = (offset + 2) / 4 + i;
+        const uint32_t v = (offset + 2) % 4 == 0 ? words[word] : __funnelshift_r(words[word], words[word + 1], 16);
+        q[i] = static_cast<int>(v & 0x0f0f0f0fu);             // values 4i..4i+3
+        q[4 + i] = static_cast<int>((v >> 4) & 0x0f0f0f0fu);  // values 16 + 4i..
+      }
+      // sum (n - 8) x = d_x sum n q - 8 s
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < m) acc[r] += d * (x.D(r, b) * static_cast<float>(x.Dot8(r, b, q)) - 8.0f * x.S(r, b));
+      }
+    }
+  }
+};
+
+// Q4_K / Q5_K: one super-block of [d f16][dmin f16][12 bytes of 6-bit scales and mins]
+// ([Q5_K: 32 bytes qh])[128 bytes of nibbles]; group g of 64 values reads nibble bytes
+// 32g.., its low nibbles sub-block 2g, high nibbles 2g + 1 (docs/quantized_matmul.md).
+// Half h = groups 2h, 2h + 1 = sub-blocks (x blocks) 4h..4h+3: the 16-byte header,
+// [Q5_K: all of qh,] and 64 nibble bytes, in 16-byte loads.
+template <bool kFiveBits>
+struct StagedKQuant {
+  static constexpr int kStageBytes = kFiveBits ? 176 : 144;
+  static constexpr int kNibbles = kFiveBits ? 48 : 16;
+  template <int kRows>
+  static __device__ void Dot(const uint8_t* row, int half, const StagedX& x, int m, float (&acc)[kRows]) {
+    const uint4 header = *reinterpret_cast<const uint4*>(row);
+    uint32_t nib[16];
+    const auto* src = reinterpret_cast<const uint4*>(row + kNibbles + 64 * half);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const uint4 v = src[c];
+      nib[4 * c] = v.x;
+      nib[4 * c + 1] = v.y;
+      nib[4 * c + 2] = v.z;
+      nib[4 * c + 3] = v.w;
+    }
+    uint32_t qh[8] = {};
+    if constexpr (kFiveBits) {
+      const auto* h = reinterpret_cast<const uint4*>(row + 16);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const uint4 v = h[c];
+        qh[4 * c] = v.x;
+        qh[4 * c + 1] = v.y;
+        qh[4 * c + 2] = v.z;
+        qh[4 * c + 3] = v.w;
+      }
+    }
+    const float d = HalfBitsToFloat(static_cast<uint16_t>(header.x & 0xffffu));
+    const float dmin = HalfBitsToFloat(static_cast<uint16_t>(header.x >> 16));
+    // Scales and mins of sub-blocks 4h..4h+3, a byte each (packed bytes 0-3 = header.y,
+    // 4-7 = .z, 8-11 = .w): j < 4 takes the low 6 bits of bytes j and j + 4; j >= 4
+    // joins the nibbles of byte j + 4 with the top 2 bits of bytes j - 4 and j.
+    const uint32_t scales = half == 0 ? header.y & 0x3f3f3f3fu
+                                      : (header.w & 0x0f0f0f0fu) | (((header.y >> 6) & 0x03030303u) << 4);
+    const uint32_t mins = half == 0 ? header.z & 0x3f3f3f3fu
+                                    : ((header.w >> 4) & 0x0f0f0f0fu) | (((header.z >> 6) & 0x03030303u) << 4);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // sub-block 4h + j: group 2h + j / 2, high nibbles for odd j
+      const int group = 2 * half + j / 2;
+      int q[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        uint32_t v = (nib[8 * (j / 2) + i] >> (4 * (j % 2))) & 0x0f0f0f0fu;
+        if constexpr (kFiveBits) v |= ((qh[i] >> (2 * group + j % 2)) & 0x01010101u) << 4;
+        q[i] = static_cast<int>(v);
+      }
+      const float scale = d * static_cast<float>((scales >> (8 * j)) & 0xffu);
+      const float min = dmin * static_cast<float>((mins >> (8 * j)) & 0xffu);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < m) acc[r] += scale * x.D(r, j) * static_cast<float>(x.Dot8(r, j, q)) - min * x.S(r, j);
+      }
+    }
+  }
+};
+template <>
+struct StagedFormat<DType::kQ4_K> : StagedKQuant<false> {};
+template <>
+struct StagedFormat<DType::kQ5_K> : StagedKQuant<true> {};
+
+template <DType kW>
+constexpr int kStagedChunksPerRow = StagedFormat<kW>::kStageBytes / 16;
+template <DType kW>
+constexpr int kStagedPieces = kStagedCols * kStagedChunksPerRow<kW>;  // 16-byte copies a slot
+template <DType kW>
+constexpr int kStagedCopiesPerLane = (kStagedPieces<kW> + kWarpSize - 1) / kWarpSize;
+template <DType kW>
+constexpr size_t kStagedSlotBytes = size_t{kStagedCols} * StagedFormat<kW>::kStageBytes;
+template <DType kW>
+constexpr int kStagedDepth = static_cast<int>(kStagedWeightBytes / (kStagedWarps * kStagedSlotBytes<kW>));
+static_assert(kStagedDepth<DType::kQ8_0> == 4 && kStagedDepth<DType::kQ4_K> >= 4);
 
 template <typename X>
 struct StagedParams {
@@ -66,63 +267,31 @@ struct StagedParams {
   int n, m, stages, x_blocks_per_row;
 };
 
-// The stage's 8 Q8_0 blocks of one column (68 words of shared memory, 16-byte aligned)
-// dotted with x's 8 XBlocks of the stage for every row: acc[r] += sum_b d_w d_x (q_w . q_x).
-template <int kRows>
-__device__ inline void DotStage(const uint4* column, const XBlock* x, int x_blocks_per_row, int m,
-                                float (&acc)[kRows]) {
-  uint32_t words[kStagedWords];
-#pragma unroll
-  for (int c = 0; c < kStagedChunks; ++c) {
-    const uint4 v = column[c];
-    words[4 * c] = v.x;
-    words[4 * c + 1] = v.y;
-    words[4 * c + 2] = v.z;
-    words[4 * c + 3] = v.w;
-  }
-#pragma unroll
-  for (int b = 0; b < kStagedStageBlocks; ++b) {
-    // Block b: its f16 scale at byte 34b, its 32 int8 at 34b + 2 (2 bytes into a word
-    // for even b, word-aligned for odd b).
-    const int offset = 34 * b;
-    const uint32_t scale_word = words[offset / 4];
-    const float d = HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? scale_word & 0xffffu : scale_word >> 16));
-    int q[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int word = (offset + 2) / 4 + i;
-      q[i] = (offset + 2) % 4 == 0 ? static_cast<int>(words[word])
-                                   : static_cast<int>(__funnelshift_r(words[word], words[word + 1], 16));
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r < m) {  // uniform across the block
-        const XBlock& xb = x[r * x_blocks_per_row + b];
-        const auto* xq = reinterpret_cast<const int2*>(xb.qs);
-        int sum = 0;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int2 pair = xq[i];
-          sum = Dp4a(q[2 * i], pair.x, sum);
-          sum = Dp4a(q[2 * i + 1], pair.y, sum);
-        }
-        acc[r] += d * xb.d * static_cast<float>(sum);
-      }
-    }
-  }
-}
-
-template <typename X, int kRows>
+template <DType kW, typename X, int kRows>
 __global__ void __launch_bounds__(kStagedThreads, 1) QuantGemvStagedKernel(StagedParams<X> p) {
+  using Format = StagedFormat<kW>;
+  constexpr int kDepth = kStagedDepth<kW>, kChunks = kStagedChunksPerRow<kW>;
+  constexpr size_t kSlotBytes = kStagedSlotBytes<kW>;
   extern __shared__ uint4 staged_shared[];
   auto* slots = reinterpret_cast<uint8_t*>(staged_shared);
-  auto* x_shared = reinterpret_cast<XBlock*>(slots + kStagedWeightBytes);
-  const size_t x_bytes = sizeof(XBlock) * static_cast<size_t>(p.m) * p.x_blocks_per_row;
-  auto* partial = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(x_shared) + (x_bytes + 15) / 16 * 16);
+  const int x_words = static_cast<int>(StagedXWords(p.x_blocks_per_row));
+  auto* xq = reinterpret_cast<int32_t*>(slots + kStagedWeightBytes);
+  auto* xd = reinterpret_cast<float*>(xq + p.m * x_words);
+  auto* xs = xd + p.m * p.x_blocks_per_row;
+  auto* partial = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + (p.m * p.x_blocks_per_row * 4 + 15) / 16 * 16);
   const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarpSize, warp = tid / kWarpSize;
 
-  QuantizeXRows(p.x, p.x_row_stride, p.x_blocks_per_row, static_cast<int64_t>(p.m) * p.x_blocks_per_row, x_shared,
-                tid, kStagedThreads);
+  QuantizeXRowsTo(p.x, p.x_row_stride, p.x_blocks_per_row, static_cast<int64_t>(p.m) * p.x_blocks_per_row, tid,
+                  kStagedThreads, [&](int64_t g, int part, const uint32_t (&packed)[2], float d, float s) {
+                    const int row = static_cast<int>(g / p.x_blocks_per_row), block = static_cast<int>(g % p.x_blocks_per_row);
+                    int32_t* q = xq + row * x_words + StagedXBlockWord(block) + 2 * part;
+                    q[0] = static_cast<int32_t>(packed[0]);
+                    q[1] = static_cast<int32_t>(packed[1]);
+                    if (part == 0) {
+                      xd[g] = d;
+                      xs[g] = s;
+                    }
+                  });
 
   const int groups = (p.n + kStagedCols - 1) / kStagedCols;
   const int first_group = static_cast<int>(blockIdx.x), group_step = static_cast<int>(gridDim.x);
@@ -130,61 +299,77 @@ __global__ void __launch_bounds__(kStagedThreads, 1) QuantGemvStagedKernel(Stage
   // This warp's stages of a group and its stream of (group, stage) items.
   const int per_group = p.stages > warp ? (p.stages - 1 - warp) / kStagedWarps + 1 : 0;
   const int items = my_groups * per_group;
-  uint8_t* my_slots = slots + static_cast<size_t>(warp) * kStagedDepth * kStagedSlotBytes;
+  uint8_t* my_slots = slots + static_cast<size_t>(warp) * kDepth * kSlotBytes;
+  // Piece lane + 32 j of a slot: row (lane + 32 j) / kChunks of the group, 16-byte
+  // chunk (lane + 32 j) % kChunks of its stage, landing at byte 16 (lane + 32 j) of
+  // the slot: the same offsets in every group and stage.
+  uint32_t src_offset[kStagedCopiesPerLane<kW>];
+#pragma unroll
+  for (int j = 0; j < kStagedCopiesPerLane<kW>; ++j) {
+    const int piece = lane + kWarpSize * j;
+    src_offset[j] = static_cast<uint32_t>((piece / kChunks) * p.w_row_bytes + (piece % kChunks) * 16);
+  }
 
   const auto issue = [&](int item) {
     const int group = first_group + (item / per_group) * group_step;
     const int stage = warp + kStagedWarps * (item % per_group);
-    uint8_t* dst = my_slots + static_cast<size_t>(item % kStagedDepth) * kStagedSlotBytes;
-    for (int piece = lane; piece < kStagedCols * kStagedChunks; piece += kWarpSize) {
-      const int row = piece / kStagedChunks, chunk = piece % kStagedChunks;
-      const int column = group * kStagedCols + row;
-      const bool valid = column < p.n;
-      const uint8_t* src =
-          valid ? p.w + column * p.w_row_bytes + static_cast<int64_t>(stage) * kStagedStageBytes + chunk * 16 : p.w;
-      CopyAsync16(dst + row * kStagedStageBytes + chunk * 16, src, valid);
+    const uint8_t* base = p.w + static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
+                          static_cast<int64_t>(stage) * Format::kStageBytes;
+    const int live_pieces = min(kStagedCols, p.n - group * kStagedCols) * kChunks;  // rows past N read nothing
+    const uint32_t dst = SharedAddress(my_slots + static_cast<size_t>(item % kDepth) * kSlotBytes);
+#pragma unroll
+    for (int j = 0; j < kStagedCopiesPerLane<kW>; ++j) {
+      const int piece = lane + kWarpSize * j;
+      if (piece < kStagedPieces<kW>) {
+        const bool valid = piece < live_pieces;
+        CopyAsync16(dst + 16 * piece, valid ? base + src_offset[j] : p.w, valid);
+      }
     }
   };
 
-  for (int item = 0; item < kStagedDepth - 1; ++item) {
+  for (int item = 0; item < kDepth - 1; ++item) {
     if (item < items) issue(item);
     CommitAsyncCopies();  // empty groups keep one group an item
   }
   __syncthreads();  // x quantized
+  const int column = lane / 2, half = lane % 2;
   int item = 0;
   for (int g = 0; g < my_groups; ++g) {
     float acc[kRows] = {};
     for (int s = 0; s < per_group; ++s, ++item) {
-      WaitAsyncCopies<kStagedDepth - 2>();  // this item's copies (this lane's) landed...
-      __syncwarp();                         // ...and the warp's; the previous slot is no longer read
-      if (item + kStagedDepth - 1 < items) issue(item + kStagedDepth - 1);
+      WaitAsyncCopies<kDepth - 2>();  // this item's copies (this lane's) landed...
+      __syncwarp();                   // ...and the warp's; the slot issued next is no longer read
+      if (item + kDepth - 1 < items) issue(item + kDepth - 1);
       CommitAsyncCopies();
-      const int stage = warp + kStagedWarps * s;
-      const auto* column = reinterpret_cast<const uint4*>(my_slots + static_cast<size_t>(item % kStagedDepth) * kStagedSlotBytes +
-                                                          lane * kStagedStageBytes);
-      DotStage<kRows>(column, x_shared + stage * kStagedStageBlocks, p.x_blocks_per_row, p.m, acc);
+      const int block0 = (warp + kStagedWarps * s) * kStagedStageXBlocks + 4 * half;  // x block of the lane's first
+      const StagedX x{xq + StagedXBlockWord(block0), xd + block0, xs + block0, x_words, p.x_blocks_per_row};
+      Format::template Dot<kRows>(my_slots + static_cast<size_t>(item % kDepth) * kSlotBytes + column * Format::kStageBytes,
+                                  half, x, p.m, acc);
     }
     float* buffer = partial + (g % 2) * kStagedWarps * kRows * kStagedCols;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) buffer[(warp * kRows + r) * kStagedCols + lane] = acc[r];
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = acc[r] + ShuffleXor(acc[r], 1);
+      if (half == 0) buffer[(warp * kRows + r) * kStagedCols + column] = sum;
+    }
     __syncthreads();
     // The other buffer is written only after the next group's barrier, by which time
     // these sums have been read.
     if (tid < kRows * kStagedCols) {
       const int r = tid / kStagedCols, c = tid % kStagedCols;
-      const int column = (first_group + g * group_step) * kStagedCols + c;
+      const int out_column = (first_group + g * group_step) * kStagedCols + c;
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kStagedWarps; ++w) sum += buffer[(w * kRows + r) * kStagedCols + c];
-      if (r < p.m && column < p.n) p.out[r * p.out_row_stride + column] = FromFloat<X>(sum);
+      if (r < p.m && out_column < p.n) p.out[r * p.out_row_stride + out_column] = FromFloat<X>(sum);
     }
   }
 }
 
-template <typename X, int kRows>
+template <DType kW, typename X, int kRows>
 void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
-  const auto kernel = &QuantGemvStagedKernel<X, kRows>;
-  const size_t x_bytes = (sizeof(XBlock) * static_cast<size_t>(p.m) * p.x_blocks_per_row + 15) / 16 * 16;
+  const auto kernel = &QuantGemvStagedKernel<kW, X, kRows>;
+  const size_t x_bytes = (StagedXBytes(p.m, static_cast<int64_t>(p.x_blocks_per_row) * kXBlockValues) + 15) / 16 * 16;
   const size_t shared = kStagedWeightBytes + x_bytes + kStagedPartialBytes<kRows>;
   CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(shared)),
@@ -196,13 +381,25 @@ void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
   kernel<<<grid, kStagedThreads, shared, stream>>>(p);
 }
 
+// Calls fn(integral_constant<DType, dtype>) for the formats the staged GEMV reads.
+template <typename Fn>
+bool DispatchStagedFormat(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kQ8_0: fn(std::integral_constant<DType, DType::kQ8_0>{}); return true;
+    case DType::kQ4_0: fn(std::integral_constant<DType, DType::kQ4_0>{}); return true;
+    case DType::kQ4_K: fn(std::integral_constant<DType, DType::kQ4_K>{}); return true;
+    case DType::kQ5_K: fn(std::integral_constant<DType, DType::kQ5_K>{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool QuantGemvStagedTakes(const MatMulArgs& a) {
   const int64_t m = a.x.size(0), k = a.x.size(1);
-  const int64_t x_bytes = m * (k / kXBlockValues) * static_cast<int64_t>(sizeof(XBlock));
-  return a.w.dtype() == DType::kQ8_0 && m <= kQuantGemvStagedMaxRows && k % (kStagedStageBlocks * kXBlockValues) == 0 &&
-         x_bytes <= static_cast<int64_t>(kStagedMaxXBytes) && a.w.size(0) <= INT32_MAX &&
+  return DispatchStagedFormat(a.w.dtype(), [](auto) {}) && m <= kQuantGemvStagedMaxRows && k % kStagedStageValues == 0 &&
+         StagedXBytes(m, k) <= kStagedMaxXBytes && a.w.size(0) <= INT32_MAX &&
+         kStagedCols * BytesFor(a.w.dtype(), a.w.stride(0)) <= UINT32_MAX &&
          reinterpret_cast<uintptr_t>(a.w.data()) % 16 == 0 && BytesFor(a.w.dtype(), a.w.stride(0)) % 16 == 0;
 }
 
@@ -220,18 +417,21 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
                             a.out.stride(0),
                             static_cast<int>(a.w.size(0)),
                             static_cast<int>(m),
-                            static_cast<int>(k / (kStagedStageBlocks * kXBlockValues)),
+                            static_cast<int>(k / kStagedStageValues),
                             static_cast<int>(k / kXBlockValues)};
     static_assert(kQuantGemvStagedMaxRows == 8, "the row templates cover 1 to kQuantGemvStagedMaxRows");
-    if (m == 1) {
-      LaunchStaged<X, 1>(p, a.out.device(), stream);
-    } else if (m == 2) {
-      LaunchStaged<X, 2>(p, a.out.device(), stream);
-    } else if (m <= 4) {
-      LaunchStaged<X, 4>(p, a.out.device(), stream);
-    } else {
-      LaunchStaged<X, 8>(p, a.out.device(), stream);
-    }
+    DispatchStagedFormat(a.w.dtype(), [&](auto format) {
+      constexpr DType kW = decltype(format)::value;
+      if (m == 1) {
+        LaunchStaged<kW, X, 1>(p, a.out.device(), stream);
+      } else if (m == 2) {
+        LaunchStaged<kW, X, 2>(p, a.out.device(), stream);
+      } else if (m <= 4) {
+        LaunchStaged<kW, X, 4>(p, a.out.device(), stream);
+      } else {
+        LaunchStaged<kW, X, 8>(p, a.out.device(), stream);
+      }
+    });
   });
   CheckLaunch("MatMul");
 }

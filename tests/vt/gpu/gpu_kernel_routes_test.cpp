@@ -211,12 +211,14 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
   }
 }
 
-// The staged Q8_0 GEMV (CUDA): chosen at 1..2 rows from 4096 columns, forced at
-// narrower N and up to 8 rows. Cases cover a stage count below the warp count (K =
-// 256: warps 1..7 idle), stages not dividing evenly among the 8 warps (K = 2816: 11),
-// several column groups per block (N 9000 > the resident blocks x 32 on an H200) and a
-// partial last group (N % 32 != 0); x rows are strided, f32 and bf16.
-TEST(GpuKernelRoutesTest, StagedQ8_0GemvMatchesTheReference) {
+// The staged GEMV of block weights (CUDA; Q8_0, Q4_0, Q4_K, Q5_K): chosen at 1..2
+// rows from 4096 columns, forced at narrower N and up to 8 rows. Cases cover a stage
+// count below the warp count (K = 256: warps 1..7 idle), stages not dividing evenly
+// among the 8 warps (K = 2816: 11), several column groups per block (N 9000 > the
+// resident blocks x 16 on an H200), a partial last group (N % 16 != 0), each format's
+// slot ring wrapping (K = 2816 gives a warp 2 stages a group, 8 groups a block at N
+// 4103); x rows are strided, f32 and bf16.
+TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   struct Case {
@@ -228,21 +230,23 @@ TEST(GpuKernelRoutesTest, StagedQ8_0GemvMatchesTheReference) {
   std::mt19937 rng(15);
   for (Device device : gpus) {
     if (device.type != DeviceType::kCUDA) continue;
-    for (DType x_dtype : {DType::kBF16, DType::kF32}) {
-      for (const Case& c : cases) {
-        SCOPED_TRACE(device.ToString() + " x " + DTypeName(x_dtype) + " M=" + std::to_string(c.m) +
-                     " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k));
-        const Tensor w = RandomBlockWeights(c.n, c.k, DType::kQ8_0, device, rng);
-        const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
-        const Tensor x = wide.Slice(1, 32, c.k + 32);
-        Tensor out = Tensor::Empty({c.m, c.n}, x_dtype, device);
-        testing::Poison(out);
-        reach::Reset();
-        tuning::SetVariant("gpu.matmul_skinny", c.forced ? "quant_gemv_staged" : "");
-        MatMul({.x = x, .w = w, .out = out});
-        tuning::SetVariant("gpu.matmul_skinny", "");
-        EXPECT_EQ(reach::Count("MatMulGpu.quant_gemv_staged"), 1u);
-        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
+      for (DType x_dtype : {DType::kBF16, DType::kF32}) {
+        for (const Case& c : cases) {
+          SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
+                       " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k));
+          const Tensor w = RandomBlockWeights(c.n, c.k, w_dtype, device, rng);
+          const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
+          const Tensor x = wide.Slice(1, 32, c.k + 32);
+          Tensor out = Tensor::Empty({c.m, c.n}, x_dtype, device);
+          testing::Poison(out);
+          reach::Reset();
+          tuning::SetVariant("gpu.matmul_skinny", c.forced ? "quant_gemv_staged" : "");
+          MatMul({.x = x, .w = w, .out = out});
+          tuning::SetVariant("gpu.matmul_skinny", "");
+          EXPECT_EQ(reach::Count("MatMulGpu.quant_gemv_staged"), 1u);
+          EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
+        }
       }
     }
   }

@@ -120,11 +120,11 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRout
   }
 }
 
-// Q8_0 where the staged GEMV takes the shape (CUDA, K a multiple of 256, aligned
-// rows): it replaces the lanes' GEMV up to kQuantGemvBeforeTilesRows rows from
+// Block weights where the staged GEMV takes the shape (CUDA, Q8_0 / Q4_0 / Q4_K /
+// Q5_K, K a multiple of 256, aligned rows): it replaces the lanes' GEMV up to kQuantGemvBeforeTilesRows rows from
 // kQuantGemvStagedMinColumns columns; narrower weights and more rows keep their
 // kernels; forced ("quant_gemv_staged") it runs up to kQuantGemvStagedMaxRows at any N.
-TEST(MatMulChoiceTest, Q8_0DecodeTakesTheStagedGemvFromItsColumnCount) {
+TEST(MatMulChoiceTest, BlockDecodeTakesTheStagedGemvFromItsColumnCount) {
   MatMulShape q{1, kQuantGemvStagedMinColumns, 4096, true, false, true, false};
   q.quant_gemv_accepts = true;
   q.quant_mma_accepts = true;
