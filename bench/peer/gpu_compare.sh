@@ -3,7 +3,8 @@
 # the ratio table of bench/README.md.
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--ncu] [--ncu-stalls] [--no-kernel-bench] [--no-peer] [--no-bench] [--budget S]
+#                             [--ncu] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
+#                             [--no-bench] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -30,6 +31,8 @@
 #      Nsight Compute, captured alone by --profile-decode-step), then llama-bench (pp512, pp2048, tg128, flash
 #      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
 #      same file, which is deleted afterwards (the disk holds one large model at a time).
+#      With --prefix-cache, for the first model: hybrid prefix caching through the
+#      server, cache on and off (tools/gpu/prefix_cache_turns.sh).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
 # Builds live in /tmp and are reused when the machine is still warm from a previous
 # call. Results (JSON) and logs are written to a work folder and packed at the end
@@ -49,6 +52,7 @@ run_tests=0
 profile_prefill=0
 ncu_profiles=0
 ncu_stalls=0
+prefix_cache=0
 kernel_bench=1
 with_peer=1
 with_bench=1
@@ -60,6 +64,7 @@ while [ $# -gt 0 ]; do
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
     --ncu-stalls) ncu_stalls=1; shift ;;
+    --prefix-cache) prefix_cache=1; shift ;;
     --no-peer) with_peer=0; shift ;;
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
@@ -216,6 +221,12 @@ for name in ${models//,/ }; do
     --num-iters-warmup 1
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
+  fi
+
+  if [ $prefix_cache = 1 ] && [ "$(left)" -gt 150 ]; then
+    stage "$name: hybrid prefix caching through the server (cache on, off)"
+    timeout $(( $(left) > 240 ? 180 : $(left) - 60 )) bash "$repo/tools/gpu/prefix_cache_turns.sh" "$bin/vllm-cpp" "$file" "$out/prefix_cache"
+    prefix_cache=0  # the first model only
   fi
 
   if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ]; then
