@@ -117,13 +117,15 @@ Tensor RandomBlockWeights(int64_t n, int64_t k, DType dtype, Device device, std:
 // x [M, K] bf16 . w [N, K]^T with block-format weights (two copies when under 256 MB,
 // so that calls alternate between buffers larger than L2 together), under the default
 // choice or a forced gpu.matmul_block `variant` (quant_mma, dequant_blas) or, named
-// "skinny:<variant>", a forced gpu.matmul_skinny one (quant_gemv, quant_gemv_staged).
+// "<family>:<variant>", another family's ("skinny" for gpu.matmul_skinny: quant_gemv,
+// quant_gemv_staged; gpu.quant_gemv_staged: one_block, two_blocks).
 Row QuantMatMulRow(Device device, int64_t m, int64_t n, int64_t k, DType w_dtype, std::mt19937& rng,
                    const char* variant = "") {
   const std::string_view forced(variant);
-  const bool skinny = forced.starts_with("skinny:");
-  const std::string family = skinny ? "gpu.matmul_skinny" : "gpu.matmul_block";
-  const std::string name(skinny ? forced.substr(7) : forced);
+  const size_t colon = forced.find(':');
+  const std::string_view given_family = colon == std::string_view::npos ? "gpu.matmul_block" : forced.substr(0, colon);
+  const std::string family(given_family == "skinny" ? "gpu.matmul_skinny" : given_family);
+  const std::string name(colon == std::string_view::npos ? forced : forced.substr(colon + 1));
   const double w_bytes = static_cast<double>(BytesFor(w_dtype, n * k));
   const int copies = w_bytes < 256e6 ? 2 : 1;
   std::vector<Tensor> weights;
@@ -291,6 +293,11 @@ int Run(int argc, char** argv) {
       QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
       QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
       QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:one_block"),
+      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "gpu.quant_gemv_staged:one_block"),
+      QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng, "gpu.quant_gemv_staged:one_block"),
+      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "gpu.quant_gemv_staged:one_block"),
+      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:one_block"),
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv"),
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng, "skinny:quant_gemv"),
       QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng, "skinny:quant_gemv"),

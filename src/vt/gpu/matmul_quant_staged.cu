@@ -30,11 +30,15 @@
 // SM issuing on 32% of cycles (790 instructions a warp-stage, most of them the copy
 // addressing) and DRAM 67% busy, too few bytes in flight.
 // HIP has no cp.async: QuantGemvStagedTakes is false there.
+#include <string>
+#include <string_view>
+
 #include "gpu_mma.cuh"
 #include "gpu_quant_dot.cuh"
 #include "gpu_runtime.h"
 #include "matmul.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 
@@ -46,10 +50,17 @@ constexpr int kStagedWarps = 8;
 constexpr int kStagedThreads = kStagedWarps * kWarpSize;
 constexpr int kStagedStageValues = 256;                          // values of K a stage
 constexpr int kStagedStageXBlocks = kStagedStageValues / kXBlockValues;  // 8: a lane's half is 4
-// Slots of all warps: with 8 warps, one slot being multiplied and the rest in flight
-// (Q8_0: 4 slots of 4,352 bytes a warp, ~100 KB in flight an SM; the H200's copy
-// bandwidth needs ~30-60 KB at its latency under load).
-constexpr size_t kStagedWeightBytes = 139264;
+// Slots of all warps of a block: one slot a warp being multiplied, the rest in flight.
+// kBlocksPerSm 1: 136 KB (Q8_0: 4 slots of 4,352 bytes a warp, ~100 KB in flight an
+// SM); measured on the H200 (Q8_0 24576 x 4096, one row) at 0.74 of the copy
+// bandwidth with DRAM 66% busy: Nsight Compute showed 8 warps an SM stalled 7.4
+// cycles an instruction (2 a scheduler), issue-bound rather than short of bytes in
+// flight. kBlocksPerSm 2 (the default): half the slots a block, two blocks an SM (16
+// warps, Q8_0 2 slots a warp, ~70 KB in flight). vt::tuning family
+// "gpu.quant_gemv_staged" forces "one_block" or "two_blocks" (vt_gpu_bench compares).
+template <int kBlocksPerSm>
+constexpr size_t kStagedWeightBytes = 139264 / kBlocksPerSm;
+constexpr std::string_view kStagedVariantFamily = "gpu.quant_gemv_staged";
 // x in shared memory: a row's q words, 16 bytes of padding after every 4 blocks (so
 // that the two halves of a stage, which a quarter-warp reads together, start in
 // different banks), then M x K / 32 floats of d and of s: 1.375 M K bytes. With the
@@ -252,9 +263,9 @@ template <DType kW>
 constexpr int kStagedCopiesPerLane = (kStagedPieces<kW> + kWarpSize - 1) / kWarpSize;
 template <DType kW>
 constexpr size_t kStagedSlotBytes = size_t{kStagedCols} * StagedFormat<kW>::kStageBytes;
-template <DType kW>
-constexpr int kStagedDepth = static_cast<int>(kStagedWeightBytes / (kStagedWarps * kStagedSlotBytes<kW>));
-static_assert(kStagedDepth<DType::kQ8_0> == 4 && kStagedDepth<DType::kQ4_K> >= 4);
+template <DType kW, int kBlocksPerSm>
+constexpr int kStagedDepth = static_cast<int>(kStagedWeightBytes<kBlocksPerSm> / (kStagedWarps * kStagedSlotBytes<kW>));
+static_assert(kStagedDepth<DType::kQ8_0, 1> == 4 && kStagedDepth<DType::kQ8_0, 2> == 2 && kStagedDepth<DType::kQ4_K, 2> == 3);
 
 template <typename X>
 struct StagedParams {
@@ -267,15 +278,16 @@ struct StagedParams {
   int n, m, stages, x_blocks_per_row;
 };
 
-template <DType kW, typename X, int kRows>
-__global__ void __launch_bounds__(kStagedThreads, 1) QuantGemvStagedKernel(StagedParams<X> p) {
+template <DType kW, typename X, int kRows, int kBlocksPerSm>
+__global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedKernel(StagedParams<X> p) {
   using Format = StagedFormat<kW>;
-  constexpr int kDepth = kStagedDepth<kW>, kChunks = kStagedChunksPerRow<kW>;
+  constexpr int kDepth = kStagedDepth<kW, kBlocksPerSm>, kChunks = kStagedChunksPerRow<kW>;
+  constexpr size_t kWeightBytes = kStagedWeightBytes<kBlocksPerSm>;
   constexpr size_t kSlotBytes = kStagedSlotBytes<kW>;
   extern __shared__ uint4 staged_shared[];
   auto* slots = reinterpret_cast<uint8_t*>(staged_shared);
   const int x_words = static_cast<int>(StagedXWords(p.x_blocks_per_row));
-  auto* xq = reinterpret_cast<int32_t*>(slots + kStagedWeightBytes);
+  auto* xq = reinterpret_cast<int32_t*>(slots + kWeightBytes);
   auto* xd = reinterpret_cast<float*>(xq + p.m * x_words);
   auto* xs = xd + p.m * p.x_blocks_per_row;
   auto* partial = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + (p.m * p.x_blocks_per_row * 4 + 15) / 16 * 16);
@@ -366,11 +378,11 @@ __global__ void __launch_bounds__(kStagedThreads, 1) QuantGemvStagedKernel(Stage
   }
 }
 
-template <DType kW, typename X, int kRows>
+template <DType kW, typename X, int kRows, int kBlocksPerSm>
 void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
-  const auto kernel = &QuantGemvStagedKernel<kW, X, kRows>;
+  const auto kernel = &QuantGemvStagedKernel<kW, X, kRows, kBlocksPerSm>;
   const size_t x_bytes = (StagedXBytes(p.m, static_cast<int64_t>(p.x_blocks_per_row) * kXBlockValues) + 15) / 16 * 16;
-  const size_t shared = kStagedWeightBytes + x_bytes + kStagedPartialBytes<kRows>;
+  const size_t shared = kStagedWeightBytes<kBlocksPerSm> + x_bytes + kStagedPartialBytes<kRows>;
   CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(shared)),
            "raising the shared-memory limit of MatMul's staged int8 GEMV");
@@ -405,6 +417,12 @@ bool QuantGemvStagedTakes(const MatMulArgs& a) {
 
 void RunQuantGemvStaged(const MatMulArgs& a) {
   reach::Hit("MatMulGpu.quant_gemv_staged");
+  const std::string variant = tuning::Variant(kStagedVariantFamily);
+  if (!variant.empty() && variant != "one_block" && variant != "two_blocks") {
+    throw Error("vt::MatMul: unknown variant '" + variant + "' forced for " + std::string(kStagedVariantFamily) +
+                " (known: one_block, two_blocks)");
+  }
+  const bool one_block = variant == "one_block";
   gpuStream_t stream = PrepareDevice(a.out.device());
   const int64_t m = a.x.size(0), k = a.x.size(1);
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
@@ -420,16 +438,24 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
                             static_cast<int>(k / kStagedStageValues),
                             static_cast<int>(k / kXBlockValues)};
     static_assert(kQuantGemvStagedMaxRows == 8, "the row templates cover 1 to kQuantGemvStagedMaxRows");
-    DispatchStagedFormat(a.w.dtype(), [&](auto format) {
+    const auto launch = [&](auto format, auto blocks_per_sm) {
       constexpr DType kW = decltype(format)::value;
+      constexpr int kB = decltype(blocks_per_sm)::value;
       if (m == 1) {
-        LaunchStaged<kW, X, 1>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, 1, kB>(p, a.out.device(), stream);
       } else if (m == 2) {
-        LaunchStaged<kW, X, 2>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, 2, kB>(p, a.out.device(), stream);
       } else if (m <= 4) {
-        LaunchStaged<kW, X, 4>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, 4, kB>(p, a.out.device(), stream);
       } else {
-        LaunchStaged<kW, X, 8>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, 8, kB>(p, a.out.device(), stream);
+      }
+    };
+    DispatchStagedFormat(a.w.dtype(), [&](auto format) {
+      if (one_block) {
+        launch(format, std::integral_constant<int, 1>{});
+      } else {
+        launch(format, std::integral_constant<int, 2>{});
       }
     });
   });

@@ -217,24 +217,28 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
 // among the 8 warps (K = 2816: 11), several column groups per block (N 9000 > the
 // resident blocks x 16 on an H200), a partial last group (N % 16 != 0), each format's
 // slot ring wrapping (K = 2816 gives a warp 2 stages a group, 8 groups a block at N
-// 4103); x rows are strided, f32 and bf16.
+// 4103); x rows are strided, f32 and bf16. The last two cases force the one-block
+// slot budget (gpu.quant_gemv_staged), the others take the default two blocks an SM.
 TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   struct Case {
     int64_t m, n, k;
-    bool forced;
+    bool forced, one_block;
   };
-  const Case cases[] = {{1, 4096, 256, false}, {2, 4103, 2816, false}, {1, 9000, 512, false},
-                        {1, 77, 2048, true},   {3, 300, 768, true},     {8, 4096, 1024, true}};
+  const Case cases[] = {{1, 4096, 256, false, false}, {2, 4103, 2816, false, false}, {1, 9000, 512, false, false},
+                        {1, 77, 2048, true, false},   {3, 300, 768, true, false},     {8, 4096, 1024, true, false},
+                        {1, 4103, 2816, false, true}, {5, 300, 768, true, true}};
   std::mt19937 rng(15);
   for (Device device : gpus) {
     if (device.type != DeviceType::kCUDA) continue;
     for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
       for (DType x_dtype : {DType::kBF16, DType::kF32}) {
         for (const Case& c : cases) {
+          // Both slot budgets (gpu.quant_gemv_staged): two blocks an SM by default, one forced.
+          const char* blocks = c.one_block ? "one_block" : "";
           SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
-                       " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k));
+                       " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + " " + blocks);
           const Tensor w = RandomBlockWeights(c.n, c.k, w_dtype, device, rng);
           const Tensor wide = RandomTensor({c.m, c.k + 32}, x_dtype, device, rng);
           const Tensor x = wide.Slice(1, 32, c.k + 32);
@@ -242,8 +246,10 @@ TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
           testing::Poison(out);
           reach::Reset();
           tuning::SetVariant("gpu.matmul_skinny", c.forced ? "quant_gemv_staged" : "");
+          tuning::SetVariant("gpu.quant_gemv_staged", blocks);
           MatMul({.x = x, .w = w, .out = out});
           tuning::SetVariant("gpu.matmul_skinny", "");
+          tuning::SetVariant("gpu.quant_gemv_staged", "");
           EXPECT_EQ(reach::Count("MatMulGpu.quant_gemv_staged"), 1u);
           EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-2 + testing::DefaultTolerance(x_dtype)));
         }
