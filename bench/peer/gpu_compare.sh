@@ -122,6 +122,12 @@ ninja -C "$build" -k 0 -j"$jobs" "${targets[@]}" vt_cuda >>"$out/build.log" 2>&1
   echo "vllm-cpp build FAILED"
 }
 bin=$build/bin
+if [ -x "$bin/vllm-cpp" ] && ! "$bin/vllm-cpp" --help >/dev/null 2>"$out/vllm_start.err"; then
+  echo "vllm-cpp does not start here ($(head -1 "$out/vllm_start.err")): rebuilding without the server"
+  gpu_configure "$build" -DVT_BUILD_SERVER=OFF >>"$out/build.log" 2>&1
+  ninja -C "$build" -j"$jobs" vllm-cpp >>"$out/build.log" 2>&1 || echo "vllm-cpp rebuild FAILED"
+fi
+"$bin/vllm-cpp" serve --help >/dev/null 2>&1 && echo "OpenAI server built" || echo "OpenAI server not built"
 
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
   stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, PagedAttention, the kernel choices and variants"

@@ -7,7 +7,9 @@
 # nlohmann-json3-dev, libpcre2-dev + libpcre2-8-0, libutf8proc-dev + libutf8proc2
 # and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc), and the llama.cpp
 # peer's sources; tools/gpu/make_gpu_carry.sh makes it (~20 s, 7 MB).
-# cpp-httplib is not carried: the build leaves the OpenAI server out (VT_BUILD_SERVER=AUTO).
+# cpp-httplib and the libraries it links (OpenSSL 3, brotli, zlib) are carried too, so
+# VT_BUILD_SERVER=AUTO builds the OpenAI server; gpu_compare.sh rebuilds without it
+# if the binary cannot start on that machine.
 #
 # Needs: $repo (the checkout), $out (where logs go). Defines gpu_env_setup,
 # gpu_build_googletest PREFIX, gpu_configure BUILD [extra cmake args] and
@@ -23,7 +25,7 @@ gpu_nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 gpu_env_setup() {
   export PKG_CONFIG_LIBDIR="$gpu_libdir/pkgconfig:$gpu_prefix/usr/share/pkgconfig"
   export PKG_CONFIG_SYSROOT_DIR="$gpu_prefix"
-  export LD_LIBRARY_PATH="$gpu_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$gpu_libdir:$gpu_prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   chmod +x "$gpu_prefix/usr/bin/pkgconf" 2>/dev/null
   gpu_pkg_config=$(command -v pkg-config || command -v pkgconf || echo "$gpu_prefix/usr/bin/pkgconf")
   local module

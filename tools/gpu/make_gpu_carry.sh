@@ -2,7 +2,8 @@
 # Makes .gpu_carry (ignored by git) on this machine, for the device tool's `carry`:
 # the GPU machine has no package registry, so a call brings
 #   .gpu_carry/prefix/usr      Debian 12 packages unpacked by dpkg -x (nlohmann-json3-dev,
-#                              libpcre2, libutf8proc, pkgconf; gpu_build_env.sh uses them)
+#                              libpcre2, libutf8proc, pkgconf, and cpp-httplib with OpenSSL,
+#                              brotli and zlib for the server; gpu_build_env.sh uses them)
 #   .gpu_carry/googletest      googletest's sources (/usr/src/googletest)
 #   .gpu_carry/llama_src.tar.xz  the llama.cpp peer: node-llama-cpp 3.22.1's
 #                              llama/gitRelease.bundle cloned, its llama/patches/*.diff
@@ -17,8 +18,13 @@ trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$carry/prefix"
 (cd "$work" && apt-get download nlohmann-json3-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev \
-  libutf8proc2 pkgconf libpkgconf3 pkgconf-bin)
+  libutf8proc2 pkgconf libpkgconf3 pkgconf-bin \
+  libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 libbrotli-dev libbrotli1 zlib1g-dev zlib1g)
 for deb in "$work"/*.deb; do dpkg -x "$deb" "$carry/prefix"; done
+# Static archives and docs are not used (the server links the shared libraries);
+# zlib1g-dev's libz.so points at /lib absolutely: point it at the carried copy.
+find "$carry/prefix" \( -name '*.a' -o -path '*/share/doc*' -o -path '*/share/man*' \) -delete 2>/dev/null || true
+ln -sf ../../../lib/x86_64-linux-gnu/libz.so.1 "$carry/prefix/usr/lib/x86_64-linux-gnu/libz.so"
 
 rm -rf "$carry/googletest"
 cp -r /usr/src/googletest "$carry/googletest"
