@@ -54,10 +54,13 @@ class BlockPool {
   // Pops n blocks from the free queue (evicting their cached hashes), ref_cnt = 1.
   // Precondition: n <= get_num_free_blocks().
   std::vector<int32_t> get_new_blocks(int32_t n);
-  // The cached block under `hash` that holds exactly `token_ids` after the cached
-  // block `parent` (nullopt: a request's first block), if any.
-  std::optional<int32_t> get_cached_block(BlockHash hash, std::span<const int32_t> token_ids,
-                                          std::optional<int32_t> parent) const;
+  // The cached blocks under `hash` that hold exactly `token_ids` after the cached
+  // block `parent` (nullopt: a request's first block), oldest caching first. There
+  // can be several: a request that computes blocks already cached (its hit stopped
+  // at an earlier state snapshot, or it ran beside the first) caches its copies too,
+  // and its later blocks are cached after those copies only.
+  std::vector<int32_t> get_cached_blocks(BlockHash hash, std::span<const int32_t> token_ids,
+                                         std::optional<int32_t> parent) const;
   // Takes a reference on prefix-cache hits (removing them from the free queue if unused).
   void touch(const std::vector<int32_t>& block_ids);
   // Records a newly full block (its hash, tokens and parent: the cached block

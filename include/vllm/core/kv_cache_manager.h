@@ -13,10 +13,13 @@
 //   - every state_checkpoint_interval tokens;
 //   - the last block boundary before the last known token: where the same prompt
 //     sent again starts (one token is always computed);
-//   - the end of the known tokens when it is a block boundary: during decode every
-//     block boundary, of which only the request's latest is kept (the end of its
-//     answer when it finishes, where the next turn of a chat starts).
-// A lookup takes the longest chain of cached blocks whose end has a snapshot.
+//   - the end of the known tokens when it is a block boundary: the prompt's end
+//     (where a chat's next turn starts when the answer's text tokenizes to other
+//     ids) and, during decode, every block boundary, of which only the request's
+//     latest is kept (the end of its answer when it finishes, where the next turn
+//     of a chat starts when the answer tokenizes back the same).
+// A lookup takes the longest chain of cached blocks whose end has a snapshot,
+// following every cached copy of a block (copies carry different continuations).
 #pragma once
 
 #include <cstdint>
@@ -114,6 +117,17 @@ class KVCacheManager {
   int64_t num_requests() const { return static_cast<int64_t>(req_to_blocks_.size()); }
 
  private:
+  // One cached block ending a chain of a request's first blocks: `parent` indexes
+  // the link of the block before it (one depth shallower; -1 for a first block).
+  struct CachedLink {
+    int32_t block_id;
+    int32_t parent;
+  };
+  // depths[i]: every cached block that ends a chain of cached blocks holding the
+  // request's first i + 1 blocks (up to max_blocks). Copies of a block (a request
+  // computed cached blocks again after a shorter hit) each carry their own
+  // children, so the lookup follows every copy rather than the first.
+  std::vector<std::vector<CachedLink>> CachedChains(const Request& request, int64_t max_blocks) const;
   void UpdateBlockHashes(Request& request) const;
   // The last multiple of block_size below num_tokens (0 for num_tokens <= 1).
   int64_t LastBoundaryBefore(int64_t num_tokens) const;

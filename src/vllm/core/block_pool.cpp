@@ -93,21 +93,22 @@ void BlockPool::Uncache(KVCacheBlock& b) {
   b.cache_serial = b.parent_serial = 0;
 }
 
-std::optional<int32_t> BlockPool::get_cached_block(BlockHash hash, std::span<const int32_t> token_ids,
-                                                   std::optional<int32_t> parent) const {
-  if (!enable_caching_) return std::nullopt;
+std::vector<int32_t> BlockPool::get_cached_blocks(BlockHash hash, std::span<const int32_t> token_ids,
+                                                  std::optional<int32_t> parent) const {
+  std::vector<int32_t> hits;
+  if (!enable_caching_) return hits;
   auto it = cached_block_hash_to_block_.find(hash);
-  if (it == cached_block_hash_to_block_.end()) return std::nullopt;
+  if (it == cached_block_hash_to_block_.end()) return hits;
   const uint64_t parent_serial = parent ? blocks_.at(*parent).cache_serial : 0;
-  if (parent && parent_serial == 0) return std::nullopt;  // the parent is not cached
+  if (parent && parent_serial == 0) return hits;  // the parent is not cached
   for (int32_t id : it->second) {
     const KVCacheBlock& b = blocks_[id];
     if (b.parent_serial == parent_serial && std::equal(b.token_ids.begin(), b.token_ids.end(), token_ids.begin(),
                                                        token_ids.end())) {
-      return id;
+      hits.push_back(id);
     }
   }
-  return std::nullopt;
+  return hits;
 }
 
 void BlockPool::touch(const std::vector<int32_t>& block_ids) {

@@ -53,32 +53,57 @@ void KVCacheManager::UpdateBlockHashes(Request& request) const {
   }
 }
 
+std::vector<std::vector<KVCacheManager::CachedLink>> KVCacheManager::CachedChains(const Request& request,
+                                                                                 int64_t max_blocks) const {
+  std::vector<std::vector<CachedLink>> depths;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const std::span<const int32_t> tokens = BlockTokens(request, i);
+    std::vector<CachedLink> links;
+    if (i == 0) {
+      for (int32_t id : pool_.get_cached_blocks(request.block_hashes[0], tokens, std::nullopt)) {
+        links.push_back({.block_id = id, .parent = -1});
+      }
+    } else {
+      const std::vector<CachedLink>& parents = depths.back();
+      for (int32_t p = 0; p < static_cast<int32_t>(parents.size()); ++p) {
+        for (int32_t id : pool_.get_cached_blocks(request.block_hashes[i], tokens, parents[p].block_id)) {
+          links.push_back({.block_id = id, .parent = p});
+        }
+      }
+    }
+    if (links.empty()) break;
+    depths.push_back(std::move(links));
+  }
+  return depths;
+}
+
 ComputedBlocks KVCacheManager::get_computed_blocks(Request& request) {
   if (!config_.enable_prefix_caching || request.sampling_params.prompt_logprobs) return {};
   UpdateBlockHashes(request);
   // Leave at least the last token to compute.
-  const int64_t max_blocks = (request.num_tokens() - 1) / config_.block_size;
+  const int64_t max_blocks = std::min<int64_t>((request.num_tokens() - 1) / config_.block_size,
+                                               static_cast<int64_t>(request.block_hashes.size()));
+  const std::vector<std::vector<CachedLink>> depths = CachedChains(request, max_blocks);
+  // The longest chain; for a hybrid model the recurrent state must be restored too,
+  // so the longest whose last block has a snapshot.
   ComputedBlocks hit;
-  std::vector<int32_t>& hits = hit.block_ids;
-  for (int64_t i = 0; i < max_blocks && i < static_cast<int64_t>(request.block_hashes.size()); ++i) {
-    std::optional<int32_t> parent;
-    if (i > 0) parent = hits.back();
-    auto block = pool_.get_cached_block(request.block_hashes[i], BlockTokens(request, i), parent);
-    if (!block) break;
-    hits.push_back(*block);
-  }
-  if (has_state_slots()) {
-    // The recurrent state must be restored too: stop at the last hit with a snapshot.
-    while (!hits.empty()) {
-      if (std::optional<int32_t> snapshot = snapshots_.find(pool_, hits.back())) {
+  for (int64_t depth = static_cast<int64_t>(depths.size()); depth > 0 && hit.block_ids.empty(); --depth) {
+    const std::vector<CachedLink>& ends = depths[depth - 1];
+    for (int32_t end = 0; end < static_cast<int32_t>(ends.size()); ++end) {
+      if (has_state_slots()) {
+        const std::optional<int32_t> snapshot = snapshots_.find(pool_, ends[end].block_id);
+        if (!snapshot) continue;
         hit.state_snapshot = *snapshot;
         snapshots_.touch(*snapshot);
-        break;
       }
-      hits.pop_back();
+      hit.block_ids.resize(depth);
+      for (int64_t d = depth - 1, link = end; d >= 0; link = depths[d][link].parent, --d) {
+        hit.block_ids[d] = depths[d][link].block_id;
+      }
+      break;
     }
   }
-  hit.num_tokens = static_cast<int64_t>(hits.size()) * config_.block_size;
+  hit.num_tokens = static_cast<int64_t>(hit.block_ids.size()) * config_.block_size;
   prefix_cache_queries_ += request.num_tokens();
   prefix_cache_hits_ += hit.num_tokens;
   return hit;
@@ -109,9 +134,11 @@ std::optional<int32_t> KVCacheManager::take_state_snapshot(const Request& reques
   if (end / bs > static_cast<int64_t>(blocks.size())) return std::nullopt;
   const int32_t block = blocks[end / bs - 1];
   const std::optional<int32_t> snapshot = snapshots_.allocate(pool_, block);
-  // A checkpoint past the prompt's (a decode one) replaces the request's previous
-  // one; the prompt's and the interval ones stay.
-  if (snapshot && !at_interval && end > LastBoundaryBefore(request.num_prompt_tokens())) {
+  // A checkpoint past the prompt (a decode one) replaces the request's previous
+  // one; the prompt's and the interval ones stay. The prompt's end, when it is a
+  // block boundary, is the prompt's too: a chat's next turn resends the prompt and
+  // the answer as text, whose ids may differ from the answer's, and starts there.
+  if (snapshot && !at_interval && end > request.num_prompt_tokens()) {
     auto [it, first] = req_to_rolling_snapshot_block_.try_emplace(request.req_id, block);
     if (!first) {
       snapshots_.release(pool_, it->second);

@@ -35,13 +35,13 @@ TEST(BlockPoolTest, CachedBlocksAreReusedUntilEvicted) {
   pool.cache_full_block(1, 111, first, std::nullopt);
   pool.cache_full_block(2, 222, second, 1);
   pool.free_blocks({2, 1});  // queue: 3, 2, 1
-  EXPECT_EQ(pool.get_cached_block(111, first, std::nullopt), 1);
+  EXPECT_EQ(pool.get_cached_blocks(111, first, std::nullopt), Ids{1});
   pool.touch({1});  // a prefix hit takes block 1 back out of the queue
   EXPECT_EQ(pool.block(1).ref_cnt, 1);
   EXPECT_EQ(pool.get_num_free_blocks(), 2);
   EXPECT_EQ(pool.get_new_blocks(2), (Ids{3, 2}));  // evicts hash 222
-  EXPECT_FALSE(pool.get_cached_block(222, second, 1).has_value());
-  EXPECT_EQ(pool.get_cached_block(111, first, std::nullopt), 1);
+  EXPECT_TRUE(pool.get_cached_blocks(222, second, 1).empty());
+  EXPECT_EQ(pool.get_cached_blocks(111, first, std::nullopt), Ids{1});
 }
 
 // The hash only names candidates: a hit holds the same tokens after the same
@@ -53,27 +53,43 @@ TEST(BlockPoolTest, AHitNeedsTheSameTokensAfterTheSameParent) {
   pool.cache_full_block(1, kSame, Ids{1, 2}, std::nullopt);
   pool.cache_full_block(2, kSame, Ids{3, 4}, 1);
   pool.cache_full_block(3, kSame, Ids{5, 6}, std::nullopt);
-  EXPECT_EQ(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt), 1);
-  EXPECT_EQ(pool.get_cached_block(kSame, Ids{5, 6}, std::nullopt), 3);
-  EXPECT_EQ(pool.get_cached_block(kSame, Ids{3, 4}, 1), 2);
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, 3).has_value()) << "the right tokens after another parent";
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, std::nullopt).has_value()) << "a child is no first block";
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{9, 9}, std::nullopt).has_value());
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{1, 2}, 4).has_value()) << "block 4 is not cached";
+  EXPECT_EQ(pool.get_cached_blocks(kSame, Ids{1, 2}, std::nullopt), Ids{1});
+  EXPECT_EQ(pool.get_cached_blocks(kSame, Ids{5, 6}, std::nullopt), Ids{3});
+  EXPECT_EQ(pool.get_cached_blocks(kSame, Ids{3, 4}, 1), Ids{2});
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{3, 4}, 3).empty()) << "the right tokens after another parent";
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{3, 4}, std::nullopt).empty()) << "a child is no first block";
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{9, 9}, std::nullopt).empty());
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{1, 2}, 4).empty()) << "block 4 is not cached";
 
   // Block 1 is evicted while its child stays in use, then cached again: the child
   // was computed after block 1's old contents and is no longer its child.
   pool.free_blocks({1});  // queue: 4, 5, 6, 7, 1
   EXPECT_EQ(pool.get_new_blocks(5), (Ids{4, 5, 6, 7, 1}));
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt).has_value());
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{1, 2}, std::nullopt).empty());
   pool.cache_full_block(1, kSame, Ids{1, 2}, std::nullopt);
-  EXPECT_EQ(pool.get_cached_block(kSame, Ids{1, 2}, std::nullopt), 1);
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{3, 4}, 1).has_value());
+  EXPECT_EQ(pool.get_cached_blocks(kSame, Ids{1, 2}, std::nullopt), Ids{1});
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{3, 4}, 1).empty());
   // A block after an uncached parent cannot be reached, so it is not cached.
   pool.cache_full_block(5, kSame, Ids{7, 8}, 6);
   EXPECT_FALSE(pool.block(5).block_hash.has_value());
   pool.reset_prefix_cache();
-  EXPECT_FALSE(pool.get_cached_block(kSame, Ids{5, 6}, std::nullopt).has_value());
+  EXPECT_TRUE(pool.get_cached_blocks(kSame, Ids{5, 6}, std::nullopt).empty());
+}
+
+// The same tokens after the same parent cached twice (a request computed them again):
+// both copies are hits, and each keeps the children cached after it.
+TEST(BlockPoolTest, CopiesOfABlockAreAllHitsAndEachKeepsItsOwnChildren) {
+  BlockPool pool(8, true);
+  EXPECT_EQ(pool.get_new_blocks(4), (Ids{1, 2, 3, 4}));
+  pool.cache_full_block(1, 11, Ids{1, 2}, std::nullopt);
+  pool.cache_full_block(2, 22, Ids{3, 4}, 1);
+  pool.cache_full_block(3, 11, Ids{1, 2}, std::nullopt);  // a copy of block 1
+  pool.cache_full_block(4, 33, Ids{5, 6}, 3);
+  EXPECT_EQ(pool.get_cached_blocks(11, Ids{1, 2}, std::nullopt), (Ids{1, 3}));
+  EXPECT_EQ(pool.get_cached_blocks(22, Ids{3, 4}, 1), Ids{2});
+  EXPECT_TRUE(pool.get_cached_blocks(22, Ids{3, 4}, 3).empty());
+  EXPECT_EQ(pool.get_cached_blocks(33, Ids{5, 6}, 3), Ids{4});
+  EXPECT_TRUE(pool.get_cached_blocks(33, Ids{5, 6}, 1).empty());
 }
 
 TEST(KVCacheManagerTest, AllocatesWholeBlocksAndReturnsNoRoomInsteadOfThrowing) {

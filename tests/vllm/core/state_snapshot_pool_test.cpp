@@ -3,6 +3,8 @@
 // one step, LRU; checkpoint positions, chunk ends, loads and saves (exact ids).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "vllm/core/kv_cache_manager.h"
 #include "vllm/core/scheduler.h"
 #include "vllm/core/state_snapshot_pool.h"
@@ -160,6 +162,64 @@ TEST(HybridSchedulerTest, ChunksEndAtCheckpointsAndHitsLoadTheirSnapshot) {
   EXPECT_EQ(s4.state_snapshot_loads[0].snapshot, 1);
   EXPECT_EQ(s4.state_snapshot_loads[0].state_slot, s4.scheduled_new_reqs[0].state_slot);
   EXPECT_EQ(sched.kv_cache_manager().prefix_cache_hits(), 12);
+}
+
+// Runs `request` through the scheduler alone until it finishes, sampling the ids
+// first_output_id, first_output_id + 1, ...; returns its prefix-cache hit (tokens)
+// and its output.
+std::pair<int64_t, std::vector<int32_t>> RunAlone(Scheduler& sched, std::unique_ptr<Request> request,
+                                                  int32_t first_output_id) {
+  const std::string id = request->req_id;
+  const int64_t hits_before = sched.kv_cache_manager().prefix_cache_hits();
+  sched.add_request(std::move(request));
+  std::vector<int32_t> output;
+  while (sched.get_request(id)) {
+    const SchedulerOutput out = sched.schedule();
+    const int32_t next_output_id = first_output_id + static_cast<int32_t>(output.size());
+    for (const RequestUpdate& u : sched.update_from_output(out, {{id, next_output_id}})) {
+      output.insert(output.end(), u.new_token_ids.begin(), u.new_token_ids.end());
+    }
+  }
+  return {sched.kv_cache_manager().prefix_cache_hits() - hits_before, output};
+}
+
+// A chat as `bench serve --num-turns` sends it: each turn's prompt is the previous
+// one, the previous answer as its text tokenizes again (its first `kept` ids, then
+// 3 others) and a new message. Every turn must start at least at the previous
+// prompt's last full block: its state was checkpointed there (or at the prompt's
+// end when that is a block boundary), and the block chain holds it even where an
+// earlier turn computed the same blocks again after a shorter hit (those copies
+// carry the later turns' blocks, and the lookup must follow them).
+TEST(HybridSchedulerTest, EachTurnOfAChatStartsAtLeastAtThePreviousPromptsLastFullBlock) {
+  KVCacheConfig config = HybridConfig(32);
+  config.num_blocks = 128;
+  Scheduler sched({.max_num_batched_tokens = 64, .max_num_seqs = 2, .max_model_len = 128}, config);
+  struct Turn {
+    int32_t kept;         // answer ids that tokenize back the same
+    int32_t message_len;  // the new message
+  };
+  // Prompts of 14, 28, 43, 56 and 70 tokens (28 and 56 end on a block boundary).
+  const std::vector<Turn> later_turns = {{6, 5}, {0, 12}, {2, 8}, {5, 6}};
+  std::vector<int32_t> prompt = Range(14);
+  auto [first_hit, answer] = RunAlone(sched, MakeRequest("turn1", prompt, 10), 1000);
+  EXPECT_EQ(first_hit, 0);
+  std::vector<int64_t> hits;
+  for (size_t t = 0; t < later_turns.size(); ++t) {
+    const int64_t previous_prompt_len = static_cast<int64_t>(prompt.size());
+    const auto base = static_cast<int32_t>(2000 + 100 * t);
+    prompt.insert(prompt.end(), answer.begin(), answer.begin() + later_turns[t].kept);
+    for (int32_t id : Range(3, base)) prompt.push_back(id);
+    for (int32_t id : Range(later_turns[t].message_len, base + 50)) prompt.push_back(id);
+    int64_t hit = 0;
+    std::tie(hit, answer) = RunAlone(sched, MakeRequest("turn" + std::to_string(t + 2), prompt, 10), base + 1000);
+    EXPECT_GE(hit, previous_prompt_len / 4 * 4) << "turn " << t + 2 << " of a " << prompt.size() << "-token prompt";
+    hits.push_back(hit);
+  }
+  // Turns 2 and 5 start at the previous answer's last checkpoint (20, 60: its ids
+  // up to there tokenize back the same), turn 3 at the previous prompt's end (28),
+  // turn 4 at the previous prompt's last block boundary (40). Turn 5's chain runs
+  // through the copy of tokens 40..43 that turn 4 computed again.
+  EXPECT_EQ(hits, (std::vector<int64_t>{20, 28, 40, 60}));
 }
 
 }  // namespace
