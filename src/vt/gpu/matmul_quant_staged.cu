@@ -51,13 +51,14 @@ constexpr int kStagedThreads = kStagedWarps * kWarpSize;
 constexpr int kStagedStageValues = 256;                          // values of K a stage
 constexpr int kStagedStageXBlocks = kStagedStageValues / kXBlockValues;  // 8: a lane's half is 4
 // Slots of all warps of a block: one slot a warp being multiplied, the rest in flight.
-// kBlocksPerSm 1: 136 KB (Q8_0: 4 slots of 4,352 bytes a warp, ~100 KB in flight an
-// SM); measured on the H200 (Q8_0 24576 x 4096, one row) at 0.74 of the copy
-// bandwidth with DRAM 66% busy: Nsight Compute showed 8 warps an SM stalled 7.4
-// cycles an instruction (2 a scheduler), issue-bound rather than short of bytes in
-// flight. kBlocksPerSm 2 (the default): half the slots a block, two blocks an SM (16
-// warps, Q8_0 2 slots a warp, ~70 KB in flight). vt::tuning family
-// "gpu.quant_gemv_staged" forces "one_block" or "two_blocks" (vt_gpu_bench compares).
+// kBlocksPerSm 1 (the default): 136 KB (Q8_0: 4 slots of 4,352 bytes a warp, ~100 KB
+// in flight an SM); measured on the H200 (Q8_0 24576 x 4096, one row) at 0.74 of the
+// copy bandwidth with DRAM 66% busy: Nsight Compute showed its 8 warps an SM stalled
+// 7.4 cycles an instruction (2 a scheduler), issue-bound rather than short of bytes in
+// flight. kBlocksPerSm 2: half the slots a block, two blocks an SM (16 warps, Q8_0 2
+// slots a warp, ~70 KB in flight), the next thing to measure: compiled and in the
+// contract test, not yet run on a GPU. vt::tuning family "gpu.quant_gemv_staged"
+// forces "one_block" or "two_blocks" (vt_gpu_bench compares them).
 template <int kBlocksPerSm>
 constexpr size_t kStagedWeightBytes = 139264 / kBlocksPerSm;
 constexpr std::string_view kStagedVariantFamily = "gpu.quant_gemv_staged";
@@ -422,7 +423,7 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
     throw Error("vt::MatMul: unknown variant '" + variant + "' forced for " + std::string(kStagedVariantFamily) +
                 " (known: one_block, two_blocks)");
   }
-  const bool one_block = variant == "one_block";
+  const bool two_blocks = variant == "two_blocks";
   gpuStream_t stream = PrepareDevice(a.out.device());
   const int64_t m = a.x.size(0), k = a.x.size(1);
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
@@ -452,10 +453,10 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
       }
     };
     DispatchStagedFormat(a.w.dtype(), [&](auto format) {
-      if (one_block) {
-        launch(format, std::integral_constant<int, 1>{});
-      } else {
+      if (two_blocks) {
         launch(format, std::integral_constant<int, 2>{});
+      } else {
+        launch(format, std::integral_constant<int, 1>{});
       }
     });
   });

@@ -217,14 +217,14 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
 // among the 8 warps (K = 2816: 11), several column groups per block (N 9000 > the
 // resident blocks x 16 on an H200), a partial last group (N % 16 != 0), each format's
 // slot ring wrapping (K = 2816 gives a warp 2 stages a group, 8 groups a block at N
-// 4103); x rows are strided, f32 and bf16. The last two cases force the one-block
-// slot budget (gpu.quant_gemv_staged), the others take the default two blocks an SM.
+// 4103); x rows are strided, f32 and bf16. The last two cases force the two-block
+// slot budget (gpu.quant_gemv_staged), the others take the default one block an SM.
 TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
   struct Case {
     int64_t m, n, k;
-    bool forced, one_block;
+    bool forced, two_blocks;
   };
   const Case cases[] = {{1, 4096, 256, false, false}, {2, 4103, 2816, false, false}, {1, 9000, 512, false, false},
                         {1, 77, 2048, true, false},   {3, 300, 768, true, false},     {8, 4096, 1024, true, false},
@@ -235,8 +235,8 @@ TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
     for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K}) {
       for (DType x_dtype : {DType::kBF16, DType::kF32}) {
         for (const Case& c : cases) {
-          // Both slot budgets (gpu.quant_gemv_staged): two blocks an SM by default, one forced.
-          const char* blocks = c.one_block ? "one_block" : "";
+          // Both slot budgets (gpu.quant_gemv_staged): one block an SM by default, two forced.
+          const char* blocks = c.two_blocks ? "two_blocks" : "";
           SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(x_dtype) +
                        " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) + " " + blocks);
           const Tensor w = RandomBlockWeights(c.n, c.k, w_dtype, device, rng);
