@@ -32,11 +32,13 @@
 // HIP has no cp.async: QuantGemvStagedTakes is false there.
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gpu_mma.cuh"
 #include "gpu_quant_dot.cuh"
 #include "gpu_runtime.h"
 #include "matmul.h"
+#include "quant_mma.cuh"
 #include "vt/reach.h"
 #include "vt/tuning.h"
 
@@ -113,6 +115,31 @@ struct StagedX {
 template <DType kW>
 struct StagedFormat;
 
+// kWords words of shared memory at p (8-byte aligned) into registers, 8 bytes a load.
+template <int kWords>
+__device__ inline void LoadWords8(const uint8_t* p, uint32_t (&words)[kWords]) {
+  const auto* src = reinterpret_cast<const uint2*>(p);
+#pragma unroll
+  for (int c = 0; c < kWords / 2; ++c) {
+    const uint2 v = src[c];
+    words[2 * c] = v.x;
+    words[2 * c + 1] = v.y;
+  }
+}
+// The 16-bit half and the 32-bit word at byte `offset` (even) of words; offsets are
+// compile-time constants in the unrolled loops, so these fold to a register or a
+// funnel shift.
+template <int kWords>
+__device__ inline float HalfAt(const uint32_t (&words)[kWords], int offset) {
+  const uint32_t w = words[offset / 4];
+  return HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? w & 0xffffu : w >> 16));
+}
+template <int kWords>
+__device__ inline uint32_t WordAt(const uint32_t (&words)[kWords], int offset) {
+  const int word = offset / 4;
+  return offset % 4 == 0 ? words[word] : __funnelshift_r(words[word], words[word + 1], 16);
+}
+
 // Q8_0: 8 blocks of [d f16][32 x int8]; half h = blocks 4h..4h+3, 136 bytes at 136h,
 // read as 17 8-byte loads (the 16 lanes of a half-warp in 16 different bank pairs).
 template <>
@@ -120,29 +147,16 @@ struct StagedFormat<DType::kQ8_0> {
   static constexpr int kStageBytes = 8 * 34;
   template <int kRows>
   static __device__ void Dot(const uint8_t* row, int half, const StagedX& x, int m, float (&acc)[kRows]) {
-    constexpr int kWords = 34;
-    uint32_t words[kWords];
-    const auto* src = reinterpret_cast<const uint2*>(row + 136 * half);
-#pragma unroll
-    for (int c = 0; c < kWords / 2; ++c) {
-      const uint2 v = src[c];
-      words[2 * c] = v.x;
-      words[2 * c + 1] = v.y;
-    }
+    uint32_t words[34];
+    LoadWords8(row + 136 * half, words);
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       // Block b: its scale at byte 34b, its int8 at 34b + 2 (2 bytes into a word for
       // even b, word-aligned for odd b).
-      const int offset = 34 * b;
-      const uint32_t scale_word = words[offset / 4];
-      const float d = HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? scale_word & 0xffffu : scale_word >> 16));
+      const float d = HalfAt(words, 34 * b);
       int q[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int word = (offset + 2) / 4 + i;
-        q[i] = (offset + 2) % 4 == 0 ? static_cast<int>(words[word])
-                                     : static_cast<int>(__funnelshift_r(words[word], words[word + 1], 16));
-      }
+      for (int i = 0; i < 8; ++i) q[i] = static_cast<int>(WordAt(words, 34 * b + 2 + 4 * i));
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if (r < m) acc[r] += d * x.D(r, b) * static_cast<float>(x.Dot8(r, b, q));  // m uniform across the block
@@ -158,25 +172,15 @@ struct StagedFormat<DType::kQ4_0> {
   static constexpr int kStageBytes = 8 * 18;
   template <int kRows>
   static __device__ void Dot(const uint8_t* row, int half, const StagedX& x, int m, float (&acc)[kRows]) {
-    constexpr int kWords = 18;
-    uint32_t words[kWords];
-    const auto* src = reinterpret_cast<const uint2*>(row + 72 * half);
-#pragma unroll
-    for (int c = 0; c < kWords / 2; ++c) {
-      const uint2 v = src[c];
-      words[2 * c] = v.x;
-      words[2 * c + 1] = v.y;
-    }
+    uint32_t words[18];
+    LoadWords8(row + 72 * half, words);
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      const int offset = 18 * b;  // scale at 18b; nibbles at 18b + 2 (unaligned for even b)
-      const uint32_t scale_word = words[offset / 4];
-      const float d = HalfBitsToFloat(static_cast<uint16_t>(offset % 4 == 0 ? scale_word & 0xffffu : scale_word >> 16));
+      const float d = HalfAt(words, 18 * b);  // scale at 18b; nibbles at 18b + 2 (unaligned for even b)
       int q[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int word = (offset + 2) / 4 + i;
-        const uint32_t v = (offset + 2) % 4 == 0 ? words[word] : __funnelshift_r(words[word], words[word + 1], 16);
+        const uint32_t v = WordAt(words, 18 * b + 2 + 4 * i);
         q[i] = static_cast<int>(v & 0x0f0f0f0fu);             // values 4i..4i+3
         q[4 + i] = static_cast<int>((v >> 4) & 0x0f0f0f0fu);  // values 16 + 4i..
       }
@@ -394,16 +398,11 @@ void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
   kernel<<<grid, kStagedThreads, shared, stream>>>(p);
 }
 
-// Calls fn(integral_constant<DType, dtype>) for the formats the staged GEMV reads.
+// The staged GEMV reads the formats the int8 tiles decode (quant_mma.cuh's
+// DispatchQmmaWeight: Q8_0, Q4_0, Q4_K, Q5_K), each with a StagedFormat above.
 template <typename Fn>
 bool DispatchStagedFormat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kQ8_0: fn(std::integral_constant<DType, DType::kQ8_0>{}); return true;
-    case DType::kQ4_0: fn(std::integral_constant<DType, DType::kQ4_0>{}); return true;
-    case DType::kQ4_K: fn(std::integral_constant<DType, DType::kQ4_K>{}); return true;
-    case DType::kQ5_K: fn(std::integral_constant<DType, DType::kQ5_K>{}); return true;
-    default: return false;
-  }
+  return DispatchQmmaWeight(dtype, std::forward<Fn>(fn));
 }
 
 }  // namespace
