@@ -6,13 +6,14 @@
 #   - one 10-turn conversation (bench serve --num-turns: each turn resends the history
 #     and the streamed answers plus 256 new tokens): TTFT per turn.
 #
-#   tools/gpu/prefix_cache_turns.sh VLLM_CPP MODEL.gguf OUT_DIR [DEVICE]
+#   tools/gpu/prefix_cache_turns.sh VLLM_CPP MODEL.gguf OUT_DIR [DEVICE [SETTINGS]]
 #
+# DEVICE: cuda (default) or cpu; SETTINGS: "on off" (default), "on" or "off".
 # Writes OUT_DIR/prefix_{on,off}_{first,second,turns}.json and the servers' logs, and
 # prints one summary line per setting. Called by bench/peer/gpu_compare.sh
 # --prefix-cache for its first model.
 set -uo pipefail
-bin=$1 model=$2 out=$3 device=${4:-cuda}
+bin=$1 model=$2 out=$3 device=${4:-cuda} settings=${5:-on off}
 port=8011
 # random_gguf's tokenizer (the GGUF holds it padded to the vocabulary; the padding's
 # ids decode to nothing, so the conversation's random text is drawn from the folder's).
@@ -45,7 +46,7 @@ sys.exit(1)
 EOF
 }
 
-for setting in ${SETTINGS:-on off}; do
+for setting in $settings; do
   flags=()
   [ $setting = off ] && flags+=(--no-enable-prefix-caching)
   "$bin" serve "$model" --device "$device" --port $port --served-model-name m --max-model-len 16384 \

@@ -3,7 +3,10 @@
 // which asks ChooseMatMul and runs these or the vendor library.
 #pragma once
 
+#include <cstdint>
+
 #include "matmul_choice.h"
+#include "vt/dtype.h"
 #include "vt/op_args.h"
 
 namespace vt::gpu {
@@ -20,6 +23,14 @@ void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
 bool QuantLanesRead(const Tensor& w);
 bool QuantGemvAccepts(const MatMulArgs& args);
 void RunQuantGemv(const MatMulArgs& args);
+// Whether w's rows split into 16-byte aligned stages of 256 values: K a multiple of
+// 256 and every row on 16 bytes (each block format's 256 values fill whole 16-byte
+// units: Q8_0 272 bytes, Q4_0 / Q4_K 144, Q5_K 176). The cp.async kernels copy such
+// stages (the staged GEMV, the pipelined int8 tiles).
+inline bool WeightRowsSplitIn16ByteStages(const MatMulArgs& a) {
+  return a.x.size(1) % 256 == 0 && reinterpret_cast<uintptr_t>(a.w.data()) % 16 == 0 &&
+         BytesFor(a.w.dtype(), a.w.stride(0)) % 16 == 0;
+}
 // matmul_quant_staged.cu: whether kQuantGemvStaged takes a MatMul (false on HIP); the kernel.
 bool QuantGemvStagedTakes(const MatMulArgs& args);
 void RunQuantGemvStaged(const MatMulArgs& args);

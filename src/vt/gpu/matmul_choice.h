@@ -101,7 +101,7 @@ inline constexpr int64_t kQuantGemvMaxRows = 8;
 // depends on the rows (70 us at 4, 72 at 16, before their shared-memory traffic was
 // cut: bench/README.md has the later figures).
 inline constexpr int64_t kQuantGemvBeforeTilesRows = 2;
-// The rows the staged Q8_0 GEMV's kernel instances cover (forced by the
+// The rows the staged GEMV's kernel instances cover (forced by the
 // "quant_gemv_staged" variant up to here; chosen up to kQuantGemvBeforeTilesRows).
 inline constexpr int64_t kQuantGemvStagedMaxRows = 8;
 // A block of the staged GEMV owns 16 columns at a time and walks all of K, so narrow

@@ -214,9 +214,8 @@ __global__ void __launch_bounds__(kPipeThreads, 3) QuantMmaPipelinedKernel(QmmaO
 }  // namespace
 
 bool QuantMmaPipelinedTakes(const MatMulArgs& a) {
-  const int64_t k = a.x.size(1);
-  return a.x.size(0) <= kPipeRows && k % (kPipeStageBlocks * kXBlockValues) == 0 &&
-         reinterpret_cast<uintptr_t>(a.w.data()) % 16 == 0 && BytesFor(a.w.dtype(), a.w.stride(0)) % 16 == 0;
+  static_assert(kPipeStageBlocks * kXBlockValues == 256, "stages of WeightRowsSplitIn16ByteStages");
+  return a.x.size(0) <= kPipeRows && WeightRowsSplitIn16ByteStages(a);
 }
 
 namespace {

@@ -413,10 +413,10 @@ bool DispatchStagedFormat(DType dtype, Fn&& fn) {
 
 bool QuantGemvStagedTakes(const MatMulArgs& a) {
   const int64_t m = a.x.size(0), k = a.x.size(1);
-  return DispatchStagedFormat(a.w.dtype(), [](auto) {}) && m <= kQuantGemvStagedMaxRows && k % kStagedStageValues == 0 &&
-         StagedXBytes(m, k) <= kStagedMaxXBytes && a.w.size(0) <= INT32_MAX &&
-         kStagedCols * BytesFor(a.w.dtype(), a.w.stride(0)) <= UINT32_MAX &&
-         reinterpret_cast<uintptr_t>(a.w.data()) % 16 == 0 && BytesFor(a.w.dtype(), a.w.stride(0)) % 16 == 0;
+  static_assert(kStagedStageValues == 256, "stages of WeightRowsSplitIn16ByteStages");
+  return DispatchStagedFormat(a.w.dtype(), [](auto) {}) && m <= kQuantGemvStagedMaxRows &&
+         WeightRowsSplitIn16ByteStages(a) && StagedXBytes(m, k) <= kStagedMaxXBytes && a.w.size(0) <= INT32_MAX &&
+         kStagedCols * BytesFor(a.w.dtype(), a.w.stride(0)) <= UINT32_MAX;
 }
 
 void RunQuantGemvStaged(const MatMulArgs& a) {
