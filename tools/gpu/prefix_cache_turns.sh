@@ -10,8 +10,11 @@
 #
 # DEVICE: cuda (default) or cpu; SETTINGS: "on off" (default), "on" or "off".
 # Writes OUT_DIR/prefix_{on,off}_{first,second,turns}.json and the servers' logs, and
-# prints one summary line per setting. Called by bench/peer/gpu_compare.sh
-# --prefix-cache for its first model.
+# prints one summary line per setting: bench serve's (client-side) TTFTs, then the
+# server's own, from its log's "request ... finished ...: ..., TTFT x s" lines (in
+# order: first, second, then the turns), which count from the request's arrival to
+# its first token and do not depend on when the server streams the text. Called by
+# bench/peer/gpu_compare.sh --prefix-cache for its first model.
 set -uo pipefail
 bin=$1 model=$2 out=$3 device=${4:-cuda} settings=${5:-on off}
 port=8011
@@ -67,7 +70,7 @@ for setting in $settings; do
   kill -INT $server; wait $server 2>/dev/null
   grep -m1 -i "prefix caching" "$out/prefix_${setting}_server.log" | cut -c1-200
   python3 - "$out" "$setting" <<'EOF'
-import json, sys
+import json, re, sys
 out, setting = sys.argv[1], sys.argv[2]
 def load(name):
     try:
@@ -84,6 +87,25 @@ if turns and "by_turn" in turns:
     p = [x["prompt_tokens"]["median"] for x in turns["by_turn"]]
     line += " 10 turns TTFT ms " + ", ".join(f"{v:.1f}" for v in t)
     line += f" (prompt tokens {p[0]:.0f} .. {p[-1]:.0f}; last / first {t[-1] / t[0]:.2f})"
+# The server's TTFTs, one per finished request in the order they were sent.
+server = []
+try:
+    for text in open(f"{out}/prefix_{setting}_server.log", errors="replace"):
+        m = re.search(r"request \S+ finished \(.*TTFT ([0-9.]+) s", text)
+        if m:
+            server.append(float(m.group(1)))
+except OSError:
+    pass
+if server and not line.endswith((":", ";")):
+    line += ";"
+if len(server) >= 2 and server[0] > 0:
+    a, b = server[0], server[1]
+    line += f" server-side TTFT first {a:.3f} s, second {b:.3f} s ({b / a:.3f} of the first)"
+if len(server) >= 3:
+    t = server[2:12]
+    line += "; 10 turns server-side TTFT s " + ",".join(f"{v:.3f}" for v in t)
+    if t[0] > 0:
+        line += f" (last / first {t[-1] / t[0]:.2f})"
 print(line)
 EOF
 done
