@@ -25,7 +25,8 @@
 // nothing, "eager" runs every step op by op, "gemv=V" forces the decode MatMul
 // variant V (gpu.matmul_skinny), "gdn=V" the GdnRecurrent variant V
 // (gpu.gdn_recurrent), "attn=V" the PagedAttention variant V (gpu.paged_attention),
-// joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
+// "launch=serialized" launches without the overlap of programmatic launch
+// (gpu.launch, src/vt/gpu/gpu_launch.cuh), joined by '+'. tests/vt/gpu/matmul_variants_test.cpp and
 // gdn_variants_test.cpp check each variant against a reference; the greedy tokens
 // of each variant are compared with the first variant's here.
 //
@@ -101,7 +102,8 @@ const std::map<std::string, std::string>& Families() {
   static const std::map<std::string, std::string> families = {
       {"gemv", std::string(vt::gpu::kSkinnyVariantFamily)},
       {"gdn", "gpu.gdn_recurrent"},
-      {"attn", std::string(vt::gpu::kPagedAttentionVariantFamily)}};
+      {"attn", std::string(vt::gpu::kPagedAttentionVariantFamily)},
+      {"launch", "gpu.launch"}};
   return families;
 }
 
@@ -126,7 +128,8 @@ VariantSpec ParseVariant(const std::string& variant) {
     const auto family = Families().find(item.substr(0, eq));
     if (eq == std::string::npos || family == Families().end()) {
       throw std::invalid_argument("variant '" + variant + "': expected default, or eager and FAMILY=VARIANT joined by "
-                                  "'+', FAMILY gemv (gpu.matmul_skinny) or gdn (gpu.gdn_recurrent)");
+                                  "'+', FAMILY gemv (gpu.matmul_skinny), gdn (gpu.gdn_recurrent), attn "
+                                  "(gpu.paged_attention) or launch (gpu.launch)");
     }
     spec.forced.emplace_back(family->second, item.substr(eq + 1));
   }

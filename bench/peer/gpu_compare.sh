@@ -2,8 +2,9 @@
 # vllm-cpp against llama.cpp on the GPU machine, same random-weight GGUF, same call:
 # the ratio table of bench/README.md.
 #
-#   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--profile-prefill]
-#                             [--ncu] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
+#   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
+#                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
+#                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
 #                             [--no-bench] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
@@ -15,8 +16,12 @@
 #      (llama-bench, llama-batched-bench; ~5 min on 16 cores); never committed.
 #   2. vllm-cpp built with CUDA (tools/gpu/gpu_build_env.sh; vllm-cpp, random_gguf,
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
-#      MoeExperts contract tests on cuda:0, and vt_gpu_bench (kernels against the
-#      copy bandwidth) when time allows.
+#      MoeExperts contract tests on cuda:0 (with --model-tests also the reference
+#      models, decode graphs and hybrid prefix cache of vllm_tests on cuda:0), and vt_gpu_bench
+#      (kernels against the copy bandwidth) when time allows. With --launch-ab: the
+#      9B-shape bf16 batch-1 decode (gpu_decode_bench, 512-token prompt) with
+#      programmatic launch (the default) and without (launch=serialized), graphs and
+#      eager, in one process.
 #   3. With --ncu-stalls: Nsight Compute's occupancy, scheduler and warp-stall sections
 #      for one launch each of the int8 kernels of vt_gpu_bench (the pipelined tiles at
 #      16 rows, the GEMV at 1 row; Q8_0 24576 x 4096), summarized in the log.
@@ -27,7 +32,8 @@
 #   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
-#      (with --ncu, the kernel times of one decode step at batch 1 and 16 under
+#      (with --ncu, the kernel times of one decode step at each --ncu-batches size
+#      (1,16 by default) under
 #      Nsight Compute, captured alone by --profile-decode-step), then llama-bench (pp512, pp2048, tg128, flash
 #      attention on) and llama-batched-bench (npp 256, ntg 128, npl 16,64,256) on the
 #      same file, which is deleted afterwards (the disk holds one large model at a time).
@@ -49,6 +55,9 @@ pack() { tar czf "$final_out/results.tar.gz" -C "$out" . 2>/dev/null; cp "$out/t
 trap pack EXIT
 models=9b-q8_0,9b-bf16
 run_tests=0
+model_tests=0
+launch_ab=0
+ncu_batches=1,16
 profile_prefill=0
 ncu_profiles=0
 ncu_stalls=0
@@ -61,6 +70,9 @@ while [ $# -gt 0 ]; do
   case $1 in
     --models) models=$2; shift 2 ;;
     --tests) run_tests=1; shift ;;
+    --model-tests) run_tests=1; model_tests=1; shift ;;
+    --launch-ab) launch_ab=1; shift ;;
+    --ncu-batches) ncu_batches=$2; shift 2 ;;
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
     --ncu-stalls) ncu_stalls=1; shift ;;
@@ -111,8 +123,9 @@ fi
 stage "vllm-cpp: CUDA build"
 gpu_env_setup
 targets=(vllm-cpp random_gguf vt_gpu_bench)
-[ $profile_prefill = 1 ] && targets+=(gpu_decode_bench)
+[ $profile_prefill = 1 ] || [ $launch_ab = 1 ] && targets+=(gpu_decode_bench)
 [ $run_tests = 1 ] && targets+=(vt_tests)
+[ $model_tests = 1 ] && targets+=(vllm_tests)
 [ $run_tests = 1 ] && gpu_build_googletest "$build-gtest"
 if [ $run_tests = 1 ] || [ ! -f "$build/build.ninja" ]; then
   gpu_configure "$build" -DVT_BUILD_TESTS=$([ $run_tests = 1 ] && echo ON || echo OFF) || tail -20 "$out/build.log"
@@ -130,13 +143,31 @@ fi
 "$bin/vllm-cpp" serve --help >/dev/null 2>&1 && echo "OpenAI server built" || echo "OpenAI server not built"
 
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
-  stage "contract tests on cuda:0: MatMul, MoeExperts, GDN, conv, PagedAttention, the kernel choices and variants"
+  stage "contract tests on cuda:0: every op with a GPU kernel, the kernel choices and variants, programmatic launch"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*' \
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*' \
     >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
   tail -3 "$out/tests.log"
+fi
+if [ $model_tests = 1 ] && [ -x "$bin/vllm_tests" ]; then
+  stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds, decode graphs against eager)"
+  timeout $(( $(left) > 200 ? 120 : $(left) / 2 )) "$bin/vllm_tests" \
+    --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*:*HybridPrefixCacheTest.*' \
+    >"$out/vllm_tests.log" 2>&1
+  echo "rc $?"
+  grep -E "^\[  FAILED  \]|Failure" "$out/vllm_tests.log" | head -20
+  tail -3 "$out/vllm_tests.log"
+fi
+if [ $launch_ab = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 150 ]; then
+  stage "9B bf16 batch-1 decode: programmatic launch against serialized launches (gpu_decode_bench)"
+  # "default" first and last: the spread between the two is the noise.
+  timeout $(( $(left) > 200 ? 140 : $(left) - 60 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b \
+    --prompt-len 512 --steps 64 --variants "default,launch=serialized,eager,eager+launch=serialized,default" \
+    >"$out/launch_ab.log" 2>&1
+  echo "rc $?"
+  sed -n '/^summary/,$p' "$out/launch_ab.log" | head -30
 fi
 
 if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
@@ -239,7 +270,7 @@ for name in ${models//,/ }; do
     # One decode step at batch 1 and at 16 (context ~512), captured alone: the bench
     # turns the profiler's capture on only around it (--profile-decode-step), so
     # Nsight Compute replays ~1,000 launches instead of the whole run.
-    for batch in 1 16; do
+    for batch in ${ncu_batches//,/ }; do
       [ "$(left)" -lt 60 ] && { echo "skipped the batch-$batch capture: $(left) s left"; continue; }
       stage "$name: kernel times of one batch-$batch decode step (Nsight Compute)"
       t=$(( $(left) - 20 )); [ $t -gt 120 ] && t=120

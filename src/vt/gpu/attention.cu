@@ -35,6 +35,7 @@ struct GateSplitParams {
 
 template <typename T>
 __global__ void GateSplitElements(GateSplitParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t width = p.heads * 2 * p.head_dim, count = p.tokens * width;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -55,8 +56,8 @@ void AttnGateSplitGpu(const AttnGateSplitArgs& a) {
     GateSplitParams<T> p{static_cast<const T*>(a.qg.data()), static_cast<T*>(a.query.data()),
                          static_cast<T*>(a.gate.data()), a.query.size(0), a.query.size(1), a.head_dim,
                          a.qg.stride(0), a.query.stride(0), a.query.stride(1), a.gate.stride(0)};
-    GateSplitElements<T><<<GridStrideBlocks(a.qg.numel(), a.qg.device(), "AttnGateSplit"), kElementwiseThreads, 0,
-                           stream>>>(p);
+    LaunchKernel(GateSplitElements<T>, GridStrideBlocks(a.qg.numel(), a.qg.device(), "AttnGateSplit"),
+                 kElementwiseThreads, 0, stream, p);
   });
   CheckLaunch("AttnGateSplit");
 }
@@ -79,6 +80,7 @@ struct RopeParams {
 
 template <typename T>
 __global__ void RopeNeoxPairs(RopeParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t count = p.tokens * p.heads * p.half_rotary;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -111,7 +113,8 @@ void RopeNeoxGpu(const RopeNeoxArgs& a) {
     for (int64_t i = 0; i < std::min(p.half_rotary, kRopeTablePairs); ++i) {
       p.inv_freq[i] = 1.0f / std::pow(a.theta, static_cast<float>(2 * i) / static_cast<float>(a.rotary_dim));
     }
-    RopeNeoxPairs<T><<<GridStrideBlocks(pairs, a.x.device(), "RopeNeox"), kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(RopeNeoxPairs<T>, GridStrideBlocks(pairs, a.x.device(), "RopeNeox"), kElementwiseThreads, 0, stream,
+                 p);
   });
   CheckLaunch("RopeNeox");
 }
@@ -134,6 +137,7 @@ struct KvWriteParams {
 };
 
 __global__ void WriteKvElements(KvWriteParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t count = p.tokens * p.kv_heads * p.head_dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -170,7 +174,8 @@ void WriteKvCacheGpu(const WriteKvCacheArgs& a) {
                   a.k_cache.size(0) * a.k_cache.size(1),
                   {a.k_cache.stride(0), a.k_cache.stride(1), a.k_cache.stride(2)},
                   {a.v_cache.stride(0), a.v_cache.stride(1), a.v_cache.stride(2)}};
-  WriteKvElements<<<GridStrideBlocks(a.k.numel(), a.k.device(), "WriteKvCache"), kElementwiseThreads, 0, stream>>>(p);
+  LaunchKernel(WriteKvElements, GridStrideBlocks(a.k.numel(), a.k.device(), "WriteKvCache"), kElementwiseThreads, 0,
+               stream, p);
   CheckLaunch("WriteKvCache");
 }
 

@@ -26,6 +26,7 @@ struct CopyParams {
 };
 
 __global__ void CopyElements(CopyParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const bool quantized_src = IsBlockDType(p.src_dtype);
   const bool integer_pair = (p.src_dtype == DType::kI32 || p.src_dtype == DType::kI64) &&
                             (p.dst_dtype == DType::kI32 || p.dst_dtype == DType::kI64);
@@ -50,7 +51,7 @@ void CopyGpu(const CopyArgs& a) {
   JointLayouts<2> layouts = MakeJointLayouts<2>(views, "Copy");
   CopyParams p{a.src.data(), a.dst.data(), a.src.dtype(), a.dst.dtype(), layouts.views[0], layouts.views[1],
                a.dst.numel()};
-  CopyElements<<<GridStrideBlocks(p.count, a.dst.device(), "Copy"), kElementwiseThreads, 0, stream>>>(p);
+  LaunchKernel(CopyElements, GridStrideBlocks(p.count, a.dst.device(), "Copy"), kElementwiseThreads, 0, stream, p);
   CheckLaunch("Copy");
 }
 
@@ -64,6 +65,7 @@ struct FillParams {
 };
 
 __global__ void FillElements(FillParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t d = p.layout.Offset(i);
@@ -80,7 +82,7 @@ void FillGpu(const FillArgs& a) {
   const int64_t int_value = IsInteger(a.dst.dtype()) ? static_cast<int64_t>(a.value) : 0;
   FillParams p{a.dst.data(), a.dst.dtype(),  MakeLayout(a.dst, "Fill"),
                a.dst.numel(), static_cast<float>(a.value), int_value};
-  FillElements<<<GridStrideBlocks(p.count, a.dst.device(), "Fill"), kElementwiseThreads, 0, stream>>>(p);
+  LaunchKernel(FillElements, GridStrideBlocks(p.count, a.dst.device(), "Fill"), kElementwiseThreads, 0, stream, p);
   CheckLaunch("Fill");
 }
 
@@ -95,6 +97,7 @@ struct AddParams {
 
 template <typename T>
 __global__ void AddElements(AddParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float sum = ToFloat(p.a[p.a_layout.Offset(i)]) + ToFloat(p.b[p.b_layout.Offset(i)]);
@@ -110,7 +113,7 @@ void AddGpu(const AddArgs& a) {
     using T = decltype(tag);
     AddParams<T> p{static_cast<const T*>(a.a.data()), static_cast<const T*>(a.b.data()), static_cast<T*>(a.out.data()),
                    layouts.views[0], layouts.views[1], layouts.views[2], a.out.numel()};
-    AddElements<T><<<GridStrideBlocks(p.count, a.out.device(), "Add"), kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(AddElements<T>, GridStrideBlocks(p.count, a.out.device(), "Add"), kElementwiseThreads, 0, stream, p);
   });
   CheckLaunch("Add");
 }
@@ -133,6 +136,7 @@ struct GatherParams {
 // is recorded for the host (gpu_runtime.h: reported at the next wait for the queue,
 // so the ids are never read back here).
 __global__ void GatherRowElements(GatherParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t count = p.tokens * p.width;
   const bool quantized = IsBlockDType(p.table_dtype);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -156,8 +160,8 @@ void GatherRowsGpu(const GatherRowsArgs& a) {
   GatherParams p{a.table.data(),    a.table.dtype(),  a.table.size(0), a.table.stride(0), a.ids.data(),
                  a.ids.dtype(),     a.ids.stride(0),  a.out.data(),    a.out.dtype(),     a.out.stride(0),
                  a.out.size(0),     a.out.size(1),    BadIndexRecordFor(a.out.device())};
-  GatherRowElements<<<GridStrideBlocks(p.tokens * p.width, a.out.device(), "GatherRows"), kElementwiseThreads, 0,
-                      stream>>>(p);
+  LaunchKernel(GatherRowElements, GridStrideBlocks(p.tokens * p.width, a.out.device(), "GatherRows"),
+               kElementwiseThreads, 0, stream, p);
   CheckLaunch("GatherRows");
 }
 

@@ -112,6 +112,7 @@ __device__ inline void UpdateConvState(const ConvParams<T>& p, const ConvRow& r)
 
 template <typename T>
 __global__ void CausalConvSequences(ConvParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   ConvRow r;
   if (!ConvRowOfThread(p, r)) return;
   // The last output is written after the state update, which still reads the last
@@ -136,6 +137,7 @@ constexpr int kConvChunkMaxTaps = 8;    // K of the chunked kernel's registers
 // into later sequences as query_start_loc says.
 template <typename T>
 __global__ void CausalConvChunks(ConvParams<T> p, int64_t num_tokens) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= p.channels) return;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kConvChunk;
@@ -196,6 +198,7 @@ __global__ void CausalConvChunks(ConvParams<T> p, int64_t num_tokens) {
 // (older state shifted in for sequences shorter than that).
 template <typename T>
 __global__ void CausalConvStates(ConvParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   ConvRow r;
   if (ConvRowOfThread(p, r)) UpdateConvState(p, r);
 }
@@ -217,7 +220,7 @@ void LaunchConv(const char* op, const Tensor& x, const Tensor& out, const Tensor
     ConvParams<T> p = MakeConvParams<T>(x, out, weight, states, slot_ids, apply_silu);
     if (query_start_loc != nullptr) p.query_start_loc = static_cast<const int32_t*>(query_start_loc->data());
     const unsigned grid = GridFor(p.num_seqs * p.channels, kElementwiseThreads, op);
-    CausalConvSequences<T><<<grid, kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(CausalConvSequences<T>, grid, kElementwiseThreads, 0, stream, p);
   });
   CheckLaunch(op);
 }
@@ -238,10 +241,10 @@ void CausalConv1dGpu(const CausalConv1dArgs& a) {
     if (tokens > 0) {
       const dim3 grid(GridFor(p.channels, kElementwiseThreads, "CausalConv1d"),
                       GridFor(tokens, kConvChunk, "CausalConv1d"));
-      CausalConvChunks<T><<<grid, kElementwiseThreads, 0, stream>>>(p, tokens);
+      LaunchKernel(CausalConvChunks<T>, grid, kElementwiseThreads, 0, stream, p, tokens);
     }
-    CausalConvStates<T><<<GridFor(p.num_seqs * p.channels, kElementwiseThreads, "CausalConv1d"),
-                          kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(CausalConvStates<T>, GridFor(p.num_seqs * p.channels, kElementwiseThreads, "CausalConv1d"),
+                 kElementwiseThreads, 0, stream, p);
   });
   CheckLaunch("CausalConv1d");
 }
@@ -268,6 +271,7 @@ struct GateParams {
 
 template <typename T>
 __global__ void GdnGateElements(GateParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.heads, h = i % p.heads;
@@ -287,7 +291,8 @@ void GdnGatesGpu(const GdnGatesArgs& a) {
                     a.dt_bias.data(), a.A.dtype(), a.dt_bias.dtype(), a.A.stride(0), a.dt_bias.stride(0),
                     a.g.data_ptr<float>(),
                     a.beta.data_ptr<float>(), a.a.stride(0), a.b.stride(0), a.a.size(1), a.a.numel()};
-    GdnGateElements<T><<<GridStrideBlocks(p.count, a.a.device(), "GdnGates"), kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(GdnGateElements<T>, GridStrideBlocks(p.count, a.a.device(), "GdnGates"), kElementwiseThreads, 0,
+                 stream, p);
   });
   CheckLaunch("GdnGates");
 }
@@ -316,6 +321,7 @@ struct DeltaParams {
 // Dynamic shared memory: q_t [Dk], k_t [Dk], then (kSharedState) the state tile [Dk][64].
 template <typename T, bool kSharedState>
 __global__ void __launch_bounds__(kStateColumns) GdnTokenRecurrence(DeltaParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   extern __shared__ float shared[];
   float* q = shared;
   float* k = shared + p.key_dim;
@@ -372,6 +378,7 @@ constexpr int64_t kRegisterStateMaxKeyDim = kRegisterGroups * kRegisterRows;
 
 template <typename T>
 __global__ void __launch_bounds__(kStateColumns * kRegisterGroups) GdnStateInRegisters(DeltaParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float q[kRegisterStateMaxKeyDim];
   __shared__ float k[kRegisterStateMaxKeyDim];
   __shared__ float partial[kRegisterGroups][kStateColumns];
@@ -491,6 +498,7 @@ __device__ inline float ReduceScatterColumns(float (&x)[kCols]) {
 // 4 columns on NVIDIA, 2 wavefronts of 8 on CDNA.
 template <typename T>
 __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   constexpr int kWarps = kWarpColumnsThreads / kWarpSize;
   constexpr int kCols = kWarpColumnsPerBlock / kWarps;
   constexpr int kRows = static_cast<int>(kWarpColumnsMaxKeyDim) / kWarpSize;
@@ -624,20 +632,20 @@ void GdnGpu(const char* op, bool prompt, const GdnArgs& a) {
     if (kernel == GdnKernel::kWarpColumns) {
       reach::Hit("GdnGpu.warp_columns");
       const dim3 columns_grid(grid.x, grid.y, GridFor(value_dim, kWarpColumnsPerBlock, op));
-      GdnWarpColumns<T><<<columns_grid, kWarpColumnsThreads, 0, stream>>>(p);
+      LaunchKernel(GdnWarpColumns<T>, columns_grid, kWarpColumnsThreads, 0, stream, p);
     } else if (kernel == GdnKernel::kStateInRegisters) {
       reach::Hit("GdnGpu.state_in_registers");
-      GdnStateInRegisters<T><<<grid, kStateColumns * kRegisterGroups, 0, stream>>>(p);
+      LaunchKernel(GdnStateInRegisters<T>, grid, kStateColumns * kRegisterGroups, 0, stream, p);
     } else if (shared_state) {
       reach::Hit("GdnGpu.token_recurrence");
-      GdnTokenRecurrence<T, true><<<grid, kStateColumns, shared_bytes, stream>>>(p);
+      LaunchKernel(GdnTokenRecurrence<T, true>, grid, kStateColumns, shared_bytes, stream, p);
     } else {
       reach::Hit("GdnGpu.token_recurrence");
       // q_t and k_t alone may pass the 48 KB default for a very large Dk.
       CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(&GdnTokenRecurrence<T, false>),
                                    gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
                "raising the shared-memory limit of the GDN kernel");
-      GdnTokenRecurrence<T, false><<<grid, kStateColumns, shared_bytes, stream>>>(p);
+      LaunchKernel(GdnTokenRecurrence<T, false>, grid, kStateColumns, shared_bytes, stream, p);
     }
   });
   CheckLaunch(op);

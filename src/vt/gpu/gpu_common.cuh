@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gpu_compat.h"
+#include "gpu_launch.cuh"
 #include "gpu_runtime.h"
 #include "vt/dtype.h"
 #include "vt/tensor.h"

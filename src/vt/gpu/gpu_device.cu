@@ -7,14 +7,15 @@
 // created on first use of that device.
 #include <atomic>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "caching_pool.h"
 #include "gpu_compat.h"
+#include "gpu_launch.cuh"
 #include "gpu_runtime.h"
 #include "vt/backend_abi.h"
 #include "vt/device.h"
@@ -56,6 +57,7 @@ struct PerDevice {
   gpuStream_t stream = nullptr;
   int multiprocessors = 0;
   int warp_size = 32;
+  int compute_major = 0;  // CUDA compute capability (HIP: the gfx major, unused)
   std::string name;
   std::unique_ptr<CachingPool> pool;
   // The kernels' record of a bad index (gpu_runtime.h), allocated on first use;
@@ -311,6 +313,7 @@ class GpuDeviceBackend final : public DeviceBackend {
     device.name = props.name;
     device.multiprocessors = props.multiProcessorCount;
     device.warp_size = props.warpSize;
+    device.compute_major = props.major;
     CheckGpu(gpuStreamCreateWithFlags(&device.stream, gpuStreamNonBlocking), "creating the device's stream");
     device.pool = std::make_unique<CachingPool>(RawAllocator(index), RawFreer(index));
   }
@@ -384,6 +387,23 @@ int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device devi
   return known[key] = blocks > 0 ? blocks : 1;
 }
 int WarpSize(Device device) { return g_backend->State(device.index).warp_size; }
+
+bool ProgrammaticLaunchOnCurrentDevice() {
+#if VT_GPU_HIP
+  return false;
+#else
+  int index = 0;
+  CheckGpu(cudaGetDevice(&index), "reading the current device");
+  // Kernels carry sm_90 machine code (with the wait) and compute_80 PTX (without):
+  // only a 9.x device runs the former.
+  if (g_backend->State(index).compute_major != 9) return false;
+  const std::string variant = tuning::Variant(kLaunchVariantFamily);
+  if (variant.empty() || variant == "programmatic") return true;
+  if (variant == "serialized") return false;
+  throw Error("vt: unknown variant '" + variant + "' forced for " + std::string(kLaunchVariantFamily) +
+              " (known: programmatic, serialized)");
+#endif
+}
 
 void ThrowGpuError(gpuError_t error, const std::string& what) {
   throw Error(std::string("vt: ") + BackendName() + " runtime error while " + what + ": " + gpuGetErrorString(error));

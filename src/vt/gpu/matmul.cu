@@ -47,6 +47,7 @@ constexpr int kSkinnyThreads = 128;
 
 template <typename X>
 __global__ void __launch_bounds__(kSkinnyThreads) SkinnyWarpPerColumn(GemmParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int lane = threadIdx.x % kWarpSize;
   const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (column >= p.n) return;  // whole warps leave together
@@ -86,6 +87,7 @@ __device__ inline void LoadChunk(const T* p, float (&out)[kChunk]) {
 
 template <typename X, typename W>
 __global__ void __launch_bounds__(kSkinnyThreads) SkinnyVectorLoads(GemmParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int lane = threadIdx.x % kWarpSize;
   const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (column >= p.n) return;  // whole warps leave together
@@ -153,6 +155,17 @@ __global__ void __launch_bounds__(kInFlightThreads, kRows == 1 ? 8 : 1) SkinnyLo
   const int end = begin + part_vectors < vectors ? begin + part_vectors : vectors;
   constexpr int step = kLoadsInFlight * kWarpSize;
   const int n = static_cast<int>(p.n);
+  // The first round's weights are fetched into L2 while the kernel ahead finishes
+  // (gpu_launch.cuh); x is its output, read only after the wait.
+  if (const int first = static_cast<int>(blockIdx.x) * columns_per_block + warp / kSplit; first < n) {
+    const uint4* w_row =
+        reinterpret_cast<const uint4*>(static_cast<const W*>(p.w.data) + static_cast<int64_t>(first) * p.w.row_stride);
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      if (begin + lane + u * kWarpSize < end) PrefetchToL2(w_row + begin + lane + u * kWarpSize);
+    }
+  }
+  WaitForPriorKernels();
   // Whole warps take the same columns, so the warp sums below see every lane; whole
   // blocks take the same rounds, so every warp of a block meets the barriers.
   for (int base = static_cast<int>(blockIdx.x) * columns_per_block; base < n; base += column_slots) {
@@ -225,14 +238,14 @@ void LaunchSkinnyLoadsInFlightRows(const GemmParams<X>& p, Device device, gpuStr
   };
   const auto split = &SkinnyLoadsInFlight<X, W, kRows, 2>;
   if (2 * p.n <= resident_warps(split)) {
-    split<<<GridFor(p.n, warps_per_block / 2, "MatMul"), kInFlightThreads, 0, stream>>>(p);
+    LaunchKernel(split, GridFor(p.n, warps_per_block / 2, "MatMul"), kInFlightThreads, 0, stream, p);
     return;
   }
   const auto whole = &SkinnyLoadsInFlight<X, W, kRows, 1>;
   const int64_t whole_warps = resident_warps(whole);
   const int64_t columns_per_warp = (p.n + whole_warps - 1) / whole_warps;
   const unsigned grid = GridFor((p.n + columns_per_warp - 1) / columns_per_warp, warps_per_block, "MatMul");
-  whole<<<grid, kInFlightThreads, 0, stream>>>(p);
+  LaunchKernel(whole, grid, kInFlightThreads, 0, stream, p);
 }
 
 template <typename X, typename W>
@@ -253,6 +266,7 @@ constexpr int kPerThread = 4;   // outputs per thread along m and along n (16 x 
 
 template <typename X>
 __global__ void __launch_bounds__(kTileThreads) TiledShared(GemmParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float xs[kTileK][kTile + 4];  // [k][m], padded against bank conflicts
   __shared__ float ws[kTileK][kTile + 4];  // [k][n]
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -354,7 +368,7 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
       const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());
       DispatchFloat(a.w.dtype(), "MatMul", [&](auto w_tag) {
         using W = decltype(w_tag);
-        SkinnyVectorLoads<X, W><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);
+        LaunchKernel(SkinnyVectorLoads<X, W>, GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream, p);
       });
     } else if (kernel == MatMulKernel::kSkinnyLoadsInFlight) {
       reach::Hit("MatMulGpu.skinny_loads_in_flight");
@@ -369,11 +383,11 @@ void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
     } else if (kernel == MatMulKernel::kSkinnyWarpPerColumn) {
       reach::Hit("MatMulGpu.skinny_warp_per_column");
       const int columns_per_block = kSkinnyThreads / WarpSize(a.out.device());
-      SkinnyWarpPerColumn<X><<<GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream>>>(p);
+      LaunchKernel(SkinnyWarpPerColumn<X>, GridFor(p.n, columns_per_block, "MatMul"), kSkinnyThreads, 0, stream, p);
     } else if (kernel == MatMulKernel::kTiledShared) {
       reach::Hit("MatMulGpu.tiled_shared");
       const dim3 grid(GridFor(p.n, kTile, "MatMul"), GridFor(p.m, kTile, "MatMul"));
-      TiledShared<X><<<grid, kTileThreads, 0, stream>>>(p);
+      LaunchKernel(TiledShared<X>, grid, kTileThreads, 0, stream, p);
     } else {
       throw Error("vt::MatMul on " + a.out.device().ToString() + ": internal error: RunOwnMatMul got a vendor route");
     }

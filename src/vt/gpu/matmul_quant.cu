@@ -37,6 +37,7 @@ constexpr int kQuantizeThreads = 256;
 template <typename X>
 __global__ void __launch_bounds__(kQuantizeThreads)
     QuantizeRowsKernel(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks, XBlock* out) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   QuantizeXRows(x, x_row_stride, blocks_per_row, num_blocks, out,
                 static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
                 static_cast<int64_t>(gridDim.x) * blockDim.x);
@@ -75,6 +76,7 @@ constexpr int64_t kGemvSharedXMaxBytes = 24 * 1024;
 // kXShared: x quantized by the block into dynamic shared memory (p.xq unused).
 template <typename Lane, typename X, int kRows, bool kXShared>
 __global__ void __launch_bounds__(kGemvThreads, kRows <= 4 ? 4 : 2) QuantGemvKernel(QuantGemvParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   extern __shared__ uint4 gemv_shared[];
   const XBlock* xq = p.xq;
   if constexpr (kXShared) {
@@ -132,7 +134,7 @@ void LaunchQuantGemvRows(const QuantGemvParams<X>& p, Device device, gpuStream_t
       ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kGemvThreads, device, shared_bytes);
   const int64_t needed = GridFor(p.n, warps_per_block, "MatMul");
   const int64_t rounds = (needed + resident - 1) / resident;
-  kernel<<<static_cast<unsigned>((needed + rounds - 1) / rounds), kGemvThreads, shared_bytes, stream>>>(p);
+  LaunchKernel(kernel, static_cast<unsigned>((needed + rounds - 1) / rounds), kGemvThreads, shared_bytes, stream, p);
 }
 
 template <typename Lane, typename X, bool kXShared>
@@ -158,6 +160,7 @@ constexpr int kDequantChunk = 8;  // consecutive values per thread: one or two 1
 template <typename T, DType kDType>
 __global__ void DequantizeRowsKernel(const uint8_t* w, int64_t w_row_bytes, int64_t row0, int64_t rows, int64_t k,
                                      T* out, int64_t out_row_stride) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t chunks_per_row = k / kDequantChunk, total = rows * chunks_per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -215,9 +218,9 @@ Tensor QuantizeActivations(const Tensor& x) {
   DispatchFloat(x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
     const int64_t num_blocks = m * blocks_per_row;
-    QuantizeRowsKernel<X><<<GridFor(num_blocks * kXQuantThreadsPerBlock, kQuantizeThreads, "MatMul"),
-                            kQuantizeThreads, 0, stream>>>(static_cast<const X*>(x.data()), x.stride(0), blocks_per_row, num_blocks,
-                                      static_cast<XBlock*>(out.data()));
+    LaunchKernel(QuantizeRowsKernel<X>, GridFor(num_blocks * kXQuantThreadsPerBlock, kQuantizeThreads, "MatMul"),
+                 kQuantizeThreads, 0, stream, static_cast<const X*>(x.data()), x.stride(0), blocks_per_row, num_blocks,
+                 static_cast<XBlock*>(out.data()));
   });
   CheckLaunch("MatMul");
   return out;
@@ -265,10 +268,10 @@ void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out) {
   DispatchFloat(out.dtype(), "MatMul", [&](auto tag) {
     using T = decltype(tag);
     DispatchBlockDType(w.dtype(), [&](auto dtype) {
-      DequantizeRowsKernel<T, decltype(dtype)::value>
-          <<<GridStrideBlocks(rows * k / kDequantChunk, out.device(), "MatMul"), kElementwiseThreads, 0, stream>>>(
-              static_cast<const uint8_t*>(w.data()), BytesFor(w.dtype(), w.stride(0)), row0, rows, k,
-              static_cast<T*>(out.data()), out.stride(0));
+      LaunchKernel(DequantizeRowsKernel<T, decltype(dtype)::value>,
+                   GridStrideBlocks(rows * k / kDequantChunk, out.device(), "MatMul"), kElementwiseThreads, 0, stream,
+                   static_cast<const uint8_t*>(w.data()), BytesFor(w.dtype(), w.stride(0)), row0, rows, k,
+                   static_cast<T*>(out.data()), out.stride(0));
     });
   });
   CheckLaunch("MatMul");

@@ -26,6 +26,7 @@ namespace {
 template <DType kW, int kWarpsM, typename X>
 __global__ void __launch_bounds__(kQmmaThreads) QuantMmaKernel(QmmaOperands op, int64_t m, X* out,
                                                                int64_t out_row_stride) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   using Shared = QmmaShared<kWarpsM, false>;
   using Acc = QmmaAccumulators<kWarpsM, false>;
   __shared__ Shared sh;
@@ -101,6 +102,7 @@ __device__ inline uint32_t SharedWordAt2(const uint8_t* p) {
 template <DType kW, typename X>
 __global__ void __launch_bounds__(kPipeThreads, 3) QuantMmaPipelinedKernel(QmmaOperands op, int64_t m, X* out,
                                                                            int64_t out_row_stride) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   using L = PipeLayout<kW>;
   constexpr bool kRaw = kPipeRawOperand<kW>;
   extern __shared__ uint4 pipe_shared[];
@@ -229,8 +231,8 @@ void LaunchQuantMmaPipelined(const MatMulArgs& a, const QmmaOperands& op, gpuStr
     CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(shared)),
              "raising the shared-memory limit of MatMul's pipelined int8 kernel");
-    kernel<<<GridFor(op.columns, kPipeCols, "MatMul"), kPipeThreads, shared, stream>>>(
-        op, a.x.size(0), static_cast<X*>(a.out.data()), a.out.stride(0));
+    LaunchKernel(kernel, GridFor(op.columns, kPipeCols, "MatMul"), kPipeThreads, shared, stream, op, a.x.size(0),
+                 static_cast<X*>(a.out.data()), a.out.stride(0));
   });
 }
 
@@ -240,8 +242,8 @@ void LaunchQuantMma(const MatMulArgs& a, const QmmaOperands& op, gpuStream_t str
   const dim3 grid(GridFor(op.columns, kQmmaCols, "MatMul"), GridFor(m, 16 * kWarpsM, "MatMul"));
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
-    QuantMmaKernel<kW, kWarpsM, X>
-        <<<grid, kQmmaThreads, 0, stream>>>(op, m, static_cast<X*>(a.out.data()), a.out.stride(0));
+    LaunchKernel(QuantMmaKernel<kW, kWarpsM, X>, grid, kQmmaThreads, 0, stream, op, m, static_cast<X*>(a.out.data()),
+                 a.out.stride(0));
   });
 }
 

@@ -302,18 +302,6 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
   auto* partial = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + (p.m * p.x_blocks_per_row * 4 + 15) / 16 * 16);
   const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarpSize, warp = tid / kWarpSize;
 
-  QuantizeXRowsTo(p.x, p.x_row_stride, p.x_blocks_per_row, static_cast<int64_t>(p.m) * p.x_blocks_per_row, tid,
-                  kStagedThreads, [&](int64_t g, int part, const uint32_t (&packed)[2], float d, float s) {
-                    const int row = static_cast<int>(g / p.x_blocks_per_row), block = static_cast<int>(g % p.x_blocks_per_row);
-                    int32_t* q = xq + row * x_words + StagedXBlockWord(block) + 2 * part;
-                    q[0] = static_cast<int32_t>(packed[0]);
-                    q[1] = static_cast<int32_t>(packed[1]);
-                    if (part == 0) {
-                      xd[g] = d;
-                      xs[g] = s;
-                    }
-                  });
-
   const int groups = (p.n + kStagedCols - 1) / kStagedCols;
   const int first_group = static_cast<int>(blockIdx.x), group_step = static_cast<int>(gridDim.x);
   const int my_groups = first_group < groups ? (groups - 1 - first_group) / group_step + 1 : 0;
@@ -348,10 +336,24 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
     }
   };
 
+  // The first stages' weights are requested before the wait for the kernel ahead
+  // (gpu_launch.cuh): they stream in while it finishes; x is its output.
   for (int item = 0; item < kDepth - 1; ++item) {
     if (item < items) issue(item);
     CommitAsyncCopies();  // empty groups keep one group an item
   }
+  WaitForPriorKernels();
+  QuantizeXRowsTo(p.x, p.x_row_stride, p.x_blocks_per_row, static_cast<int64_t>(p.m) * p.x_blocks_per_row, tid,
+                  kStagedThreads, [&](int64_t g, int part, const uint32_t (&packed)[2], float d, float s) {
+                    const int row = static_cast<int>(g / p.x_blocks_per_row), block = static_cast<int>(g % p.x_blocks_per_row);
+                    int32_t* q = xq + row * x_words + StagedXBlockWord(block) + 2 * part;
+                    q[0] = static_cast<int32_t>(packed[0]);
+                    q[1] = static_cast<int32_t>(packed[1]);
+                    if (part == 0) {
+                      xd[g] = d;
+                      xs[g] = s;
+                    }
+                  });
   __syncthreads();  // x quantized
   const int column = lane / 2, half = lane % 2;
   int item = 0;
@@ -399,7 +401,7 @@ void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
                            ResidentBlocksPerMultiprocessor(reinterpret_cast<const void*>(kernel), kStagedThreads, device, shared);
   const int64_t groups = (p.n + kStagedCols - 1) / kStagedCols;
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(groups, resident)));
-  kernel<<<grid, kStagedThreads, shared, stream>>>(p);
+  LaunchKernel(kernel, grid, kStagedThreads, shared, stream, p);
 }
 
 // The staged GEMV reads the formats the int8 tiles decode (quant_mma.cuh's

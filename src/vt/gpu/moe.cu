@@ -58,6 +58,7 @@ __device__ inline void KeepBetter(float& value, int& id, float other_value, int 
 
 template <typename T>
 __global__ void __launch_bounds__(kRouterThreads) RouterRows(RouterParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float scratch[kMaxWarpsPerBlock];
   __shared__ float pick_values[kMaxWarpsPerBlock];
   __shared__ int pick_ids[kMaxWarpsPerBlock];
@@ -118,6 +119,7 @@ constexpr int kRouterWarpValues = 8;
 // l, l + warp, ...; a picked logit's bit is cleared in its lane's `open` mask.
 template <typename T>
 __global__ void __launch_bounds__(kRouterThreads) RouterWarpRows(RouterParams<T> p, int64_t tokens) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (token >= tokens) return;  // whole warps leave together; no block barrier follows
@@ -184,9 +186,10 @@ void MoeRouterGpu(const MoeRouterArgs& a) {
                       static_cast<int32_t*>(a.topk_ids.data()), a.renormalize};
     if (per_warp) {
       const int64_t tokens_per_block = kRouterThreads / warp;
-      RouterWarpRows<T><<<GridFor(tokens, tokens_per_block, "MoeRouter"), kRouterThreads, 0, stream>>>(p, tokens);
+      LaunchKernel(RouterWarpRows<T>, GridFor(tokens, tokens_per_block, "MoeRouter"), kRouterThreads, 0, stream, p,
+                   tokens);
     } else {
-      RouterRows<T><<<GridFor(tokens, 1, "MoeRouter"), kRouterThreads, 0, stream>>>(p);
+      LaunchKernel(RouterRows<T>, GridFor(tokens, 1, "MoeRouter"), kRouterThreads, 0, stream, p);
     }
   });
   CheckLaunch("MoeRouter");
@@ -243,6 +246,7 @@ constexpr int64_t kExpertSharedXMaxBytes = 24 * 1024;
 // into dynamic shared memory.
 template <typename Lane, typename X>
 __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t pair = blockIdx.x, token = pair / p.k;
   const XBlock* x_row_blocks = nullptr;
   if constexpr (!std::is_void_v<Lane>) {
@@ -276,6 +280,7 @@ __global__ void __launch_bounds__(kExpertThreads) ExpertHidden(ExpertParams<X> p
 // grid: (T, ceil(H / warps)); each warp computes out[token, n].
 template <typename Lane, typename X>
 __global__ void __launch_bounds__(kExpertThreads) ExpertDown(ExpertParams<X> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t token = blockIdx.x;
   const int64_t warps = blockDim.x / kWarpSize;
   const int64_t n = static_cast<int64_t>(blockIdx.y) * warps + threadIdx.x / kWarpSize;
@@ -375,7 +380,8 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
                       BadIndexRecordFor(a.x.device())};
     const dim3 hidden_grid(GridFor(tokens * k, 1, "MoeExperts"), GridFor(inter_size, warps, "MoeExperts"));
     const auto launch_hidden = [&](auto lane) {
-      ExpertHidden<LaneOf<decltype(lane)>, X><<<hidden_grid, kExpertThreads, x_shared ? x_row_bytes : 0, stream>>>(p);
+      LaunchKernel(ExpertHidden<LaneOf<decltype(lane)>, X>, hidden_grid, kExpertThreads, x_shared ? x_row_bytes : 0,
+                   stream, p);
     };
     LaunchWithLane(quantized_gate_up, a.w_gate.dtype(), launch_hidden);
     const bool quantized_down = QuantLanesRead(a.w_down);
@@ -386,7 +392,7 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
     }
     const dim3 down_grid(GridFor(tokens, 1, "MoeExperts"), GridFor(hidden_size, warps, "MoeExperts"));
     LaunchWithLane(quantized_down, a.w_down.dtype(), [&](auto lane) {
-      ExpertDown<LaneOf<decltype(lane)>, X><<<down_grid, kExpertThreads, 0, stream>>>(p);
+      LaunchKernel(ExpertDown<LaneOf<decltype(lane)>, X>, down_grid, kExpertThreads, 0, stream, p);
     });
   });
   CheckLaunch("MoeExperts");

@@ -67,6 +67,7 @@ struct GroupedParams {
 
 __global__ void CountPairs(const int32_t* ids, int64_t pairs, int64_t experts, int64_t k, int32_t* counts,
                            int32_t* slots, BadIndexRecord* bad_index) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t pair = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (pair >= pairs) return;
   const int32_t e = ids[pair];
@@ -81,6 +82,7 @@ __global__ void CountPairs(const int32_t* ids, int64_t pairs, int64_t experts, i
 // One thread: E is a few hundred at most, and this runs once per layer.
 __global__ void ScanExperts(const int32_t* counts, int64_t experts, int tile_rows, int32_t* offsets,
                             int32_t* tile_starts) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   int32_t offset = 0, tiles = 0;
   for (int64_t e = 0; e < experts; ++e) {
@@ -95,6 +97,7 @@ __global__ void ScanExperts(const int32_t* counts, int64_t experts, int tile_row
 
 __global__ void ScatterPairs(const int32_t* ids, const int32_t* slots, int64_t pairs, const int32_t* offsets,
                              int32_t* sorted) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t pair = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (pair >= pairs || slots[pair] < 0) return;
   sorted[offsets[ids[pair]] + slots[pair]] = static_cast<int32_t>(pair);
@@ -125,6 +128,7 @@ __device__ inline TilePairs PairsOfTile(const int32_t* tile_starts, const int32_
 
 template <DType kW, bool kTwo>
 __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ __align__(16) bf16_t a_tile[kGroupRows * kGroupPitch];
   __shared__ __align__(16) bf16_t w0_tile[kGroupCols * kGroupPitch];
   __shared__ __align__(16) bf16_t w1_tile[kTwo ? kGroupCols * kGroupPitch : 8];
@@ -223,6 +227,7 @@ struct GroupedQmmaParams {
 
 template <DType kW, int kWarpsM, bool kTwo>
 __global__ void __launch_bounds__(kQmmaThreads) GroupedQmma(GroupedQmmaParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   using Shared = QmmaShared<kWarpsM, kTwo>;
   using Acc = QmmaAccumulators<kWarpsM, kTwo>;
   constexpr int kRows = Shared::kRows;
@@ -265,6 +270,7 @@ __global__ void __launch_bounds__(kQmmaThreads) GroupedQmma(GroupedQmmaParams p)
 template <typename X>
 __global__ void CombinePairs(const float* y, const float* weights, const int32_t* ids, int64_t tokens, int64_t k,
                              int64_t experts, int64_t n, X* out, int64_t out_row_stride) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * n) return;
   const int64_t t = i / n, c = i % n;
@@ -280,8 +286,7 @@ __global__ void CombinePairs(const float* y, const float* weights, const int32_t
 template <DType kW>
 void LaunchGemm(const GroupedParams& p, bool two, int64_t max_tiles, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>(max_tiles), GridFor(p.n, kGroupCols, "MoeExperts"));
-  if (two) GroupedGemm<kW, true><<<grid, kGroupThreads, 0, stream>>>(p);
-  else GroupedGemm<kW, false><<<grid, kGroupThreads, 0, stream>>>(p);
+  LaunchKernel(two ? GroupedGemm<kW, true> : GroupedGemm<kW, false>, grid, kGroupThreads, 0, stream, p);
 }
 
 // Calls fn(integral_constant<DType, w>) for the weight dtypes the grouped kernel decodes.
@@ -330,8 +335,8 @@ constexpr int64_t kQmmaLargeTilePairs = 16;
 template <DType kW, int kWarpsM>
 void LaunchGroupedQmma(const GroupedQmmaParams& p, bool two, int64_t max_tiles, gpuStream_t stream) {
   const dim3 grid(static_cast<unsigned>(max_tiles), GridFor(p.n, kQmmaCols, "MoeExperts"));
-  if (two) GroupedQmma<kW, kWarpsM, true><<<grid, kQmmaThreads, 0, stream>>>(p);
-  else GroupedQmma<kW, kWarpsM, false><<<grid, kQmmaThreads, 0, stream>>>(p);
+  LaunchKernel(two ? GroupedQmma<kW, kWarpsM, true> : GroupedQmma<kW, kWarpsM, false>, grid, kQmmaThreads, 0, stream,
+               p);
 }
 
 // gate|up then down on the int8 tiles; hidden and y as the bf16 route.
@@ -383,12 +388,12 @@ void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
   const Tensor sorted = Tensor::Empty({pairs}, DType::kI32, device);
   const auto* ids = static_cast<const int32_t*>(a.topk_ids.data());
   const unsigned pair_blocks = GridFor(pairs, kElementwiseThreads, "MoeExperts");
-  CountPairs<<<pair_blocks, kElementwiseThreads, 0, stream>>>(ids, pairs, experts, k, counts.data_ptr<int32_t>(),
-                                                              slots.data_ptr<int32_t>(), BadIndexRecordFor(device));
-  ScanExperts<<<1, 32, 0, stream>>>(counts.data_ptr<int32_t>(), experts, tile_rows, offsets.data_ptr<int32_t>(),
-                                    tile_starts.data_ptr<int32_t>());
-  ScatterPairs<<<pair_blocks, kElementwiseThreads, 0, stream>>>(ids, slots.data_ptr<int32_t>(), pairs,
-                                                                offsets.data_ptr<int32_t>(), sorted.data_ptr<int32_t>());
+  LaunchKernel(CountPairs, pair_blocks, kElementwiseThreads, 0, stream, ids, pairs, experts, k,
+               counts.data_ptr<int32_t>(), slots.data_ptr<int32_t>(), BadIndexRecordFor(device));
+  LaunchKernel(ScanExperts, 1, 32, 0, stream, counts.data_ptr<int32_t>(), experts, tile_rows,
+               offsets.data_ptr<int32_t>(), tile_starts.data_ptr<int32_t>());
+  LaunchKernel(ScatterPairs, pair_blocks, kElementwiseThreads, 0, stream, ids, slots.data_ptr<int32_t>(), pairs,
+               offsets.data_ptr<int32_t>(), sorted.data_ptr<int32_t>());
   // Tiles: sum_e ceil(count_e / rows) <= pairs / rows + experts; blocks past the real
   // count return at once (the count stays on the device).
   const int64_t max_tiles = pairs / tile_rows + experts;
@@ -428,9 +433,9 @@ void RunMoeGrouped(const MoeExpertsArgs& a, gpuStream_t stream) {
   }
   DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
     using X = decltype(tag);
-    CombinePairs<X><<<GridFor(tokens * hidden_size, kElementwiseThreads, "MoeExperts"), kElementwiseThreads, 0,
-                      stream>>>(y.data_ptr<float>(), a.topk_weights.data_ptr<float>(), ids, tokens, k, experts,
-                                hidden_size, static_cast<X*>(a.out.data()), a.out.stride(0));
+    LaunchKernel(CombinePairs<X>, GridFor(tokens * hidden_size, kElementwiseThreads, "MoeExperts"), kElementwiseThreads,
+                 0, stream, y.data_ptr<float>(), a.topk_weights.data_ptr<float>(), ids, tokens, k, experts, hidden_size,
+                 static_cast<X*>(a.out.data()), a.out.stride(0));
   });
   CheckLaunch("MoeExperts");
 }

@@ -58,6 +58,7 @@ enum class NormKind { kRms, kAddRms, kGatedRms, kL2 };
 
 template <typename T, NormKind kKind>
 __global__ void NormRows(RowNormParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float scratch[kMaxWarpsPerBlock];
   const int64_t row = blockIdx.x;
   const T* x = p.x + p.x_rows.Offset(row);
@@ -105,6 +106,7 @@ __device__ inline void LoadThreadValues(const T* row, int64_t dim, int lane, int
 // the sum a warp reduction. Otherwise one block per row.
 template <typename T, NormKind kKind, bool kPerWarp>
 __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float scratch[kMaxWarpsPerBlock];
   const int lanes = kPerWarp ? kWarpSize : static_cast<int>(blockDim.x);
   const int lane = static_cast<int>(threadIdx.x) % lanes;
@@ -187,12 +189,12 @@ void LaunchNorm(const char* op, const Tensor& x, const Tensor* z, const Tensor* 
     const int warp = WarpSize(out.device());
     if (dim <= int64_t{kNormValuesPerThread} * warp) {
       const int64_t rows_per_block = kNormWarpRowsThreads / warp;
-      NormRowsInRegisters<T, kKind, true>
-          <<<GridFor(rows, rows_per_block, op), kNormWarpRowsThreads, 0, stream>>>(p);
+      LaunchKernel(NormRowsInRegisters<T, kKind, true>, GridFor(rows, rows_per_block, op), kNormWarpRowsThreads, 0,
+                   stream, p);
     } else if (dim <= kMaxRegisterRow) {
-      NormRowsInRegisters<T, kKind, false><<<GridFor(rows, 1, op), RegisterRowThreads(dim), 0, stream>>>(p);
+      LaunchKernel(NormRowsInRegisters<T, kKind, false>, GridFor(rows, 1, op), RegisterRowThreads(dim), 0, stream, p);
     } else {
-      NormRows<T, kKind><<<GridFor(rows, 1, op), RowThreads(dim), 0, stream>>>(p);
+      LaunchKernel(NormRows<T, kKind>, GridFor(rows, 1, op), RowThreads(dim), 0, stream, p);
     }
   });
   CheckLaunch(op);
@@ -232,6 +234,7 @@ struct GateParams {
 // kSilu: out = silu(x) * other; else out = x * sigmoid(other).
 template <typename T, bool kSilu>
 __global__ void GatedElements(GateParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = i / p.dim, col = i % p.dim;
@@ -250,7 +253,8 @@ void LaunchGated(const char* op, const Tensor& x, const Tensor& other, const Ten
     GateParams<T> p{static_cast<const T*>(x.data()), static_cast<const T*>(other.data()), static_cast<T*>(out.data()),
                     MakeRowLayout(x, op), MakeRowLayout(other, op), MakeRowLayout(out, op), other.dtype(),
                     x.size(-1), other.size(-1), x.numel()};
-    GatedElements<T, kSilu><<<GridStrideBlocks(p.count, out.device(), op), kElementwiseThreads, 0, stream>>>(p);
+    LaunchKernel(GatedElements<T, kSilu>, GridStrideBlocks(p.count, out.device(), op), kElementwiseThreads, 0, stream,
+                 p);
   });
   CheckLaunch(op);
 }

@@ -150,6 +150,7 @@ __device__ void AccumulateTile(const AttentionParams<T>& p, int count, float* sc
 
 template <typename T, bool kSplit>
 __global__ void __launch_bounds__(kPagedAttentionThreads) PagedAttentionRows(AttentionParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float q[kPagedAttentionMaxHeadDim];
   __shared__ float scores[kKeyTile];
   __shared__ int64_t key_rows[kKeyTile];
@@ -208,6 +209,7 @@ __global__ void __launch_bounds__(kPagedAttentionThreads) PagedAttentionRows(Att
 // (up to kGroupsMaxPartitions) are read in parallel, not one after another.
 template <typename T>
 __global__ void __launch_bounds__(kPagedAttentionThreads) CombinePartitions(AttentionParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   constexpr int kWarpsMax = kPagedAttentionThreads / 32, kDimsPerLane = kPagedAttentionMaxHeadDim / 32;
   __shared__ float warp_acc[kWarpsMax][kPagedAttentionMaxHeadDim];
   __shared__ float warp_total[kWarpsMax];
@@ -299,6 +301,7 @@ __device__ inline void MergeState(float& max, float& sum, float (&acc)[kDims], f
 
 template <typename T, int kLanes, int kChunks, int kGroup>
 __global__ void __launch_bounds__(kPagedAttentionThreads) PagedAttentionGroups(AttentionParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   constexpr int kWidth = 16 / sizeof(T), kDims = kChunks * kWidth;
   constexpr int kKeysPerStep = kGroup >= 8 ? 2 : 4;
   extern __shared__ float groups_shared[];  // [warps][kGroup][D + 2]
@@ -478,6 +481,7 @@ __device__ inline void TileOfBlock(const int32_t* query_start_loc, int64_t num_s
 // probabilities [16][16], then the step's 16 K and 16 V row offsets (-1: masked).
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads, 3) PagedAttentionQueryTiles(AttentionParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   extern __shared__ float tile_shared[];
   const int64_t D = p.head_dim, pitch = D + 1;
   float* q = tile_shared;
@@ -619,8 +623,8 @@ template <typename T, int kLanes, int kChunks>
 void LaunchGroupsOfLanes(const AttentionParams<T>& p, dim3 grid, gpuStream_t stream) {
   auto launch = [&](auto group_tag) {
     constexpr int kGroup = decltype(group_tag)::value;
-    PagedAttentionGroups<T, kLanes, kChunks, kGroup>
-        <<<grid, kPagedAttentionThreads, GroupsSharedBytes(kGroup, p.head_dim), stream>>>(p);
+    LaunchKernel(PagedAttentionGroups<T, kLanes, kChunks, kGroup>, grid, kPagedAttentionThreads,
+                 GroupsSharedBytes(kGroup, p.head_dim), stream, p);
   };
   if (p.kv_group <= 1) launch(std::integral_constant<int, 1>{});
   else if (p.kv_group <= 2) launch(std::integral_constant<int, 2>{});
@@ -690,7 +694,8 @@ void PagedAttentionGpu(const PagedAttentionArgs& a) {
       case PagedAttentionKernel::kQueryTiles: {
         const dim3 tiles_grid(GridFor(shape.num_tokens, kTileRows, "PagedAttention") + shape.num_seqs,
                               static_cast<unsigned>(shape.num_heads));
-        PagedAttentionQueryTiles<T><<<tiles_grid, kTileThreads, QueryTilesSharedBytes(shape.head_dim), stream>>>(p);
+        LaunchKernel(PagedAttentionQueryTiles<T>, tiles_grid, kTileThreads, QueryTilesSharedBytes(shape.head_dim),
+                     stream, p);
         break;
       }
       case PagedAttentionKernel::kGroupsSplitKv: {
@@ -701,15 +706,15 @@ void PagedAttentionGpu(const PagedAttentionArgs& a) {
       }
       case PagedAttentionKernel::kRowsSplitKv: {
         const dim3 split_grid(rows_grid.x, rows_grid.y, static_cast<unsigned>(plan.num_partitions));
-        PagedAttentionRows<T, true><<<split_grid, kPagedAttentionThreads, 0, stream>>>(p);
+        LaunchKernel(PagedAttentionRows<T, true>, split_grid, kPagedAttentionThreads, 0, stream, p);
         break;
       }
       case PagedAttentionKernel::kRowsOnePass:
-        PagedAttentionRows<T, false><<<rows_grid, kPagedAttentionThreads, 0, stream>>>(p);
+        LaunchKernel(PagedAttentionRows<T, false>, rows_grid, kPagedAttentionThreads, 0, stream, p);
         break;
       case PagedAttentionKernel::kMmaTiles: break;  // launched above
     }
-    if (split) CombinePartitions<T><<<rows_grid, kPagedAttentionThreads, 0, stream>>>(p);
+    if (split) LaunchKernel(CombinePartitions<T>, rows_grid, kPagedAttentionThreads, 0, stream, p);
   });
   CheckLaunch("PagedAttention");
 }

@@ -77,6 +77,7 @@ __device__ inline void MmaTileOfBlock(const int32_t* query_start_loc, int64_t nu
 
 template <typename T, int kD>
 __global__ void __launch_bounds__(kMmaThreads, 2) PagedAttentionMmaTiles(MmaParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   constexpr int kOutDims = kD < kMmaMaxOutDims ? kD : kMmaMaxOutDims;
   constexpr int kPitch = kD + kPad, kVPitch = kOutDims + kPad;
   constexpr int kChunks = kD / 8, kOutChunks = kOutDims / 8;  // 16-byte chunks of a row
@@ -249,7 +250,7 @@ void LaunchForHeadDim(const MmaParams& p, int64_t num_tokens, int64_t num_seqs, 
            "raising the shared-memory limit of PagedAttention's tensor-core kernel");
   const dim3 grid(GridFor(num_tokens, kMmaRows, "PagedAttention") + static_cast<unsigned>(num_seqs),
                   static_cast<unsigned>(num_heads), static_cast<unsigned>(kD / kOutDims));
-  PagedAttentionMmaTiles<T, kD><<<grid, kMmaThreads, shared, stream>>>(p);
+  LaunchKernel(PagedAttentionMmaTiles<T, kD>, grid, kMmaThreads, shared, stream, p);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

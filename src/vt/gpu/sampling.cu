@@ -26,6 +26,7 @@ struct SoftmaxParams {
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) LogSoftmaxRows(SoftmaxParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   __shared__ float scratch[kMaxWarpsPerBlock];
   const T* x = p.x + p.x_rows.Offset(blockIdx.x);
   float* out = p.out + p.out_rows.Offset(blockIdx.x);
@@ -44,7 +45,7 @@ void LogSoftmaxGpu(const LogSoftmaxArgs& a) {
     using T = decltype(tag);
     SoftmaxParams<T> p{static_cast<const T*>(a.x.data()), a.out.data_ptr<float>(), MakeRowLayout(a.x, "LogSoftmax"),
                        MakeRowLayout(a.out, "LogSoftmax"), a.x.size(-1)};
-    LogSoftmaxRows<T><<<GridFor(NumRows(a.x), 1, "LogSoftmax"), kRowThreads, 0, stream>>>(p);
+    LaunchKernel(LogSoftmaxRows<T>, GridFor(NumRows(a.x), 1, "LogSoftmax"), kRowThreads, 0, stream, p);
   });
   CheckLaunch("LogSoftmax");
 }
@@ -91,6 +92,7 @@ __device__ inline void BlockBest(float& best, int64_t& best_index) {
 // One chunk: the result goes to out; several: to the partials for ArgmaxOfPartials.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) ArgmaxChunks(ArgmaxParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t row = blockIdx.x, begin = static_cast<int64_t>(blockIdx.y) * p.chunk;
   const int64_t end = begin + p.chunk < p.width ? begin + p.chunk : p.width;
   const T* x = p.x + row * p.row_stride;
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(kRowThreads) ArgmaxChunks(ArgmaxParams<T> p) {
 // grid R: the row's chunk results, in chunk order, reduced to its index.
 __global__ void __launch_bounds__(kRowThreads) ArgmaxOfPartials(const float* values, const int32_t* indices,
                                                                 int64_t chunks, int32_t* out) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int64_t row = blockIdx.x;
   float best = -INFINITY;
   int64_t best_index = -1;
@@ -144,12 +147,11 @@ void ArgmaxGpu(const ArgmaxArgs& a) {
                       chunks > 1 ? static_cast<int32_t*>(partial_indices.data()) : nullptr,
                       static_cast<int32_t*>(a.out.data())};
     const dim3 grid(GridFor(rows, 1, "Argmax"), GridFor(chunks, 1, "Argmax"));
-    ArgmaxChunks<T><<<grid, kRowThreads, 0, stream>>>(p);
+    LaunchKernel(ArgmaxChunks<T>, grid, kRowThreads, 0, stream, p);
   });
   if (chunks > 1) {
-    ArgmaxOfPartials<<<GridFor(rows, 1, "Argmax"), kRowThreads, 0, stream>>>(
-        partial_values.data_ptr<float>(), static_cast<const int32_t*>(partial_indices.data()), chunks,
-        static_cast<int32_t*>(a.out.data()));
+    LaunchKernel(ArgmaxOfPartials, GridFor(rows, 1, "Argmax"), kRowThreads, 0, stream, partial_values.data_ptr<float>(),
+                 static_cast<const int32_t*>(partial_indices.data()), chunks, static_cast<int32_t*>(a.out.data()));
   }
   CheckLaunch("Argmax");
 }
