@@ -80,7 +80,9 @@ TEST(ApiServerConcurrencyTest, SimultaneousStreamsEqualRunningEachAlone) {
   for (int i = 0; i < kStreams; ++i) {
     EXPECT_EQ(together[i].ids, IdsOf(alone[i])) << "stream " << i;
     const json& choice = alone[i]["choices"][0];
-    EXPECT_EQ(together[i].text, choice.contains("message") ? choice["message"]["content"] : choice["text"]) << i;
+    EXPECT_EQ(together[i].text,
+              (choice.contains("message") ? choice["message"]["content"] : choice["text"]).get<std::string>())
+        << i;
     EXPECT_EQ(together[i].finish_reason, "length") << "stream " << i;
   }
   ASSERT_TRUE(server.WaitUntilIdle());

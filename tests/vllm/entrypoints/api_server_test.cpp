@@ -85,12 +85,37 @@ TEST(ApiServerTest, StreamedCompletionConcatenatesToTheNonStreamedOne) {
     const bool last = i + 2 == events.size();
     EXPECT_EQ(choice["finish_reason"], last ? json("length") : json(nullptr)) << i;
   }
-  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
   EXPECT_EQ(ids, Ids(whole["choices"][0]["token_ids"]));
   EXPECT_EQ(events[0]["choices"][0]["prompt_token_ids"], whole["choices"][0]["prompt_token_ids"]);
   // The usage chunk comes last, with no choices.
   EXPECT_TRUE(events.back()["choices"].empty());
   EXPECT_EQ(events.back()["usage"], whole["usage"]);
+}
+
+// vLLM streams a chunk for every step that produced a token, even one whose text is
+// empty: here each token is <|im_end|> (forced by logit_bias, EOS ignored), a special
+// token that decodes to nothing, so text-only chunking would send only the last one and
+// a client's TTFT would be the whole request's latency.
+TEST(ApiServerTest, StreamedCompletionSendsTokensWhoseTextIsEmpty) {
+  TestServer server;
+  json body = Greedy({{"prompt", "abc def"}, {"stream", true}, {"logit_bias", {{"321", 100}}}}, 6);
+  body["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  httplib::Result res = server.Post("/v1/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const std::vector<json> events = SseEvents(res->body);
+  int64_t chunks = 0, last_count = 0;
+  for (const json& event : events) {
+    if (event["choices"].empty()) continue;
+    ++chunks;
+    EXPECT_EQ(event["choices"][0]["text"], "") << event;
+    const int64_t count = event["usage"]["completion_tokens"];
+    EXPECT_GT(count, last_count) << "a chunk with no new token: " << event;
+    last_count = count;
+  }
+  EXPECT_EQ(last_count, 6);
+  EXPECT_GE(chunks, 2) << res->body;
 }
 
 TEST(ApiServerTest, StreamedChatConcatenatesToTheNonStreamedOne) {

@@ -208,7 +208,7 @@ TEST(ApiServerToolsTest, ReasoningContentIsSplitOffInResponsesAndStreams) {
     reasoning += delta.value("reasoning_content", "");
     content += delta.value("content", "");
   }
-  EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_EQ(reasoning, message["reasoning_content"].get<std::string>());
   EXPECT_EQ(content, message["content"]);
   body["stream"] = false;
   body["include_reasoning"] = false;

@@ -296,8 +296,11 @@ class CompletionStream : public EventStream {
       prompt_tokens_ += static_cast<int64_t>(request_.prompts[index].ids.size());
       completion_tokens_ += static_cast<int64_t>(choice.num_tokens_sent);
     }
-    const bool tokens_wanted = request_.logprobs || request_.return_token_ids;
-    if (text.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
+    // As vLLM: every step that produced tokens is a chunk, even when its text is empty
+    // (a token ending inside a character, a held-back stop-string prefix, a skipped
+    // special token), so a client's time to first token is the first token's; only a
+    // step with neither text nor tokens is skipped.
+    if (text.empty() && !output.finished && new_ids.empty()) return;
     json item = {{"index", index},
                  {"text", text},
                  {"logprobs", std::move(logprobs)},
