@@ -12,7 +12,9 @@
 //                         values, each weight block read once for all M rows and
 //                         dotted on the int8 dot-product units (matmul_quant.cu).
 //   kQuantGemvStaged      CUDA, Q8_0 / Q4_0 / Q4_K / Q5_K weights at M <=
-//                         kQuantGemvBeforeTilesRows with N >= kQuantGemvStagedMinColumns,
+//                         kQuantGemvBeforeTilesRows with N >= kQuantGemvStagedMinColumns
+//                         (and up to kQuantGemvStagedWideRows rows from
+//                         kQuantGemvStagedWideColumns),
 //                         K a multiple of 256 and 16-byte aligned rows (every such
 //                         model's decode): 16 weight rows at a time copied into shared
 //                         memory in 16-byte pieces, two lanes per output column decoding
@@ -109,6 +111,12 @@ inline constexpr int64_t kQuantGemvStagedMaxRows = 8;
 // lanes' GEMV, whose pairs of warps split K, keeps them. Measured on the H200 with the
 // first (32-column) version: N 2048 K 4096 8.3 us both ways.
 inline constexpr int64_t kQuantGemvStagedMinColumns = 4096;
+// Wide weights keep the staged GEMV to this many rows, where it beats the pipelined
+// tiles: measured on the H200 (vt_gpu_bench, N 24576 K 4096, 4 rows): Q8_0 47.8 us
+// against 57.5, Q4_K 45.3 against 77.0; at 8 rows the tiles win (Q8_0 56.3 against
+// 73.0). Narrower weights at 3..4 rows were not measured and keep the tiles.
+inline constexpr int64_t kQuantGemvStagedWideRows = 4;
+inline constexpr int64_t kQuantGemvStagedWideColumns = 8192;
 // From kQuantGemvMaxRows + 1 rows to here the int8 tensor-core tiles beat decoding
 // the weights for cuBLAS: they read each weight block once per row tile and never
 // write a decoded copy. Measured on the H200 (Q8_0 24576 x 4096, vt_gpu_bench):
@@ -130,7 +138,8 @@ inline constexpr int64_t kTiledSharedMaxK = 1024;
 
 inline MatMulKernel ChooseMatMul(const MatMulShape& s) {
   if (s.weight_is_block) {
-    if (s.quant_gemv_staged && s.m <= kQuantGemvBeforeTilesRows && s.n >= kQuantGemvStagedMinColumns) {
+    if (s.quant_gemv_staged && ((s.m <= kQuantGemvBeforeTilesRows && s.n >= kQuantGemvStagedMinColumns) ||
+                                (s.m <= kQuantGemvStagedWideRows && s.n >= kQuantGemvStagedWideColumns))) {
       return MatMulKernel::kQuantGemvStaged;
     }
     if (s.quant_gemv_accepts && s.m <= kQuantGemvBeforeTilesRows) return MatMulKernel::kQuantGemv;

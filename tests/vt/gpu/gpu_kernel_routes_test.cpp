@@ -217,8 +217,9 @@ TEST(GpuKernelRoutesTest, QuantGemvQuantizesXInSharedMemoryOrBefore) {
 // among the 8 warps (K = 2816: 11), several column groups per block (N 9000 > the
 // resident blocks x 16 on an H200), a partial last group (N % 16 != 0), each format's
 // slot ring wrapping (K = 2816 gives a warp 2 stages a group, 8 groups a block at N
-// 4103); x rows are strided, f32 and bf16. The last two cases force the two-block
-// slot budget (gpu.quant_gemv_staged), the others take the default one block an SM.
+// 4103); x rows are strided, f32 and bf16. Cases 7 and 8 force the two-block
+// slot budget (gpu.quant_gemv_staged), the others take the default one block an SM;
+// the last is the wide-weight route of 3..4 rows (N >= kQuantGemvStagedWideColumns).
 TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -228,7 +229,7 @@ TEST(GpuKernelRoutesTest, StagedBlockGemvMatchesTheReference) {
   };
   const Case cases[] = {{1, 4096, 256, false, false}, {2, 4103, 2816, false, false}, {1, 9000, 512, false, false},
                         {1, 77, 2048, true, false},   {3, 300, 768, true, false},     {8, 4096, 1024, true, false},
-                        {1, 4103, 2816, false, true}, {5, 300, 768, true, true}};
+                        {1, 4103, 2816, false, true}, {5, 300, 768, true, true},      {4, 9000, 512, false, false}};
   std::mt19937 rng(15);
   for (Device device : gpus) {
     if (device.type != DeviceType::kCUDA) continue;

@@ -122,7 +122,8 @@ TEST(MatMulChoiceTest, BlockWeightsTakeTheInt8TilesBetweenTheGemvAndTheDenseRout
 
 // Block weights where the staged GEMV takes the shape (CUDA, Q8_0 / Q4_0 / Q4_K /
 // Q5_K, K a multiple of 256, aligned rows): it replaces the lanes' GEMV up to kQuantGemvBeforeTilesRows rows from
-// kQuantGemvStagedMinColumns columns; narrower weights and more rows keep their
+// kQuantGemvStagedMinColumns columns, and the int8 tiles up to kQuantGemvStagedWideRows rows from
+// kQuantGemvStagedWideColumns; narrower weights and more rows keep their
 // kernels; forced ("quant_gemv_staged") it runs up to kQuantGemvStagedMaxRows at any N.
 TEST(MatMulChoiceTest, BlockDecodeTakesTheStagedGemvFromItsColumnCount) {
   MatMulShape q{1, kQuantGemvStagedMinColumns, 4096, true, false, true, false};
@@ -132,6 +133,14 @@ TEST(MatMulChoiceTest, BlockDecodeTakesTheStagedGemvFromItsColumnCount) {
   q.quant_gemv_staged = true;
   for (q.m = 1; q.m <= kQuantGemvBeforeTilesRows; ++q.m) EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemvStaged) << q.m;
   q.m = kQuantGemvBeforeTilesRows + 1;
+  EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma);
+  // Wide weights keep it to kQuantGemvStagedWideRows rows.
+  q.n = kQuantGemvStagedWideColumns;
+  for (q.m = 1; q.m <= kQuantGemvStagedWideRows; ++q.m) EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantGemvStaged) << q.m;
+  q.m = kQuantGemvStagedWideRows + 1;
+  EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma);
+  q.n = kQuantGemvStagedWideColumns - 1;
+  q.m = kQuantGemvStagedWideRows;
   EXPECT_EQ(ChooseMatMul(q), MatMulKernel::kQuantMma);
   q.m = 1;
   q.n = kQuantGemvStagedMinColumns - 1;
