@@ -76,6 +76,7 @@ class KVCacheManager {
   const KVCacheConfig& config() const { return config_; }
   const BlockPool& block_pool() const { return pool_; }
   bool has_state_slots() const { return config_.num_state_slots > 0; }
+  int32_t num_free_state_slots() const { return slots_.num_free(); }
 
   // Prefix-cache lookup for a request with nothing computed yet: the longest chain
   // of its full blocks already cached (for a hybrid model: that ends where a state

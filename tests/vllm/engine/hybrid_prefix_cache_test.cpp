@@ -1,15 +1,20 @@
 // Prefix caching for hybrid models (Gated DeltaNet + attention): the random-weight
 // Qwen3.5 reference models (dense and MoE) give the same outputs with the cache as
-// without it, and a hit skips the computation of the tokens it covers.
+// without it, and a hit skips the computation of the tokens it covers. Shared
+// prefixes shorter than one checkpoint interval, exactly at one, between two and
+// with more checkpoints than the snapshot pool holds; prompt logprobs, preemption
+// and aborts in between; every session ends holding no pages, state slots or
+// snapshots beyond cached blocks (ExpectNothingHeld).
 //
 // Tolerances, as the Qwen3 prefix-cache tests (hf_reference_test.cpp): greedy ids
-// identical, and decode logits within max|got - ref| / max|ref| <= 1e-4 per row. A
+// identical, and decode and prompt logits within max|got - ref| / max|ref| <= 1e-4 per row. A
 // request on a hit computes its chunks from other start positions (and from a state
 // that decode steps, not the chunked kernel, may have computed), so the summation
 // order differs; where it does not (SharedSystemPrompt..., whose chunks start at the
 // same positions with and without the cache) the logits are bitwise equal on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,6 +34,7 @@ using testing::GreedySession;
 using testing::HarnessOptions;
 
 constexpr double kDecodeRelTol = 1e-4;
+constexpr double kPromptRelTol = 1e-4;  // hf_reference_test.cpp's
 using Tokens = std::vector<int32_t>;
 
 struct Loaded {
@@ -90,16 +96,37 @@ void ExpectSameOutputs(const GenerateResult& cached, const GenerateResult& plain
   EXPECT_LE(e.decode.max_rel, kDecodeRelTol) << e.decode.ToString();
 }
 
+// After a session's requests have ended, nothing is held: every page is free (cached
+// ones sit in the free queue, evictable), every state slot is back, and every valid
+// snapshot is keyed by a cached block (so it goes stale, and is reused first, once
+// that block is evicted).
+void ExpectNothingHeld(const GreedySession& session) {
+  const KVCacheManager& kv = session.scheduler().kv_cache_manager();
+  const BlockPool& pool = kv.block_pool();
+  EXPECT_FALSE(session.scheduler().has_unfinished_requests());
+  EXPECT_EQ(kv.num_requests(), 0) << "requests still holding block tables";
+  EXPECT_EQ(kv.get_num_free_blocks(), pool.num_blocks() - 1) << "pages leaked (all but the null block are free)";
+  EXPECT_EQ(kv.num_free_state_slots(), kv.config().num_state_slots) << "state slots leaked";
+  int32_t num_cached = 0;
+  for (int32_t id = 1; id < pool.num_blocks(); ++id) num_cached += pool.block(id).block_hash.has_value();
+  EXPECT_LE(kv.num_state_snapshots_used(), num_cached);
+  EXPECT_LE(kv.num_state_snapshots_used(), kv.config().num_state_snapshots);
+}
+
+// The runs' requests `which`, for comparing a subset.
+GenerateResult Select(const GenerateResult& run, const std::vector<size_t>& which) {
+  GenerateResult out;
+  out.stats = run.stats;
+  for (size_t i : which) out.requests.push_back(run.requests.at(i));
+  return out;
+}
+
 class HybridPrefixCacheTest : public ::testing::TestWithParam<std::string> {
  protected:
   const Model& model() const { return *ModelOf(GetParam()).model; }
   Tokens Random(int64_t n, uint32_t seed) const { return RandomTokens(n, seed, model().vocab_size()); }
 };
 
-// Turn 2 of a chat resends turn 1's prompt (37 tokens, ending mid-block) and answer
-// (12 tokens) plus a new message (9). Turn 1 computed 48 tokens (its last answer
-// token is never fed), and its decode checkpoint at 48 lets turn 2 start there: it
-// computes 10 prompt tokens and 11 decodes instead of 58 and 11.
 // --state-checkpoint-interval 0 (the default): 512 on the CPU, the step's token
 // budget on a GPU (at least 512), rounded up to a block multiple; a given one stays.
 TEST(CheckpointIntervalTest, DefaultIs512OnTheCpuAndTheTokenBudgetOnAGpu) {
@@ -122,6 +149,10 @@ TEST(CheckpointIntervalTest, DefaultIs512OnTheCpuAndTheTokenBudgetOnAGpu) {
   EXPECT_EQ(ResolveCheckpointInterval(c), 96);
 }
 
+// Turn 2 of a chat resends turn 1's prompt (37 tokens, ending mid-block) and answer
+// (12 tokens) plus a new message (9). Turn 1 computed 48 tokens (its last answer
+// token is never fed), and its decode checkpoint at 48 lets turn 2 start there: it
+// computes 10 prompt tokens and 11 decodes instead of 58 and 11.
 TEST_P(HybridPrefixCacheTest, MultiTurnChatReusesTheFirstTurnsPromptAndAnswer) {
   const Tokens turn1 = Random(37, 1), message = Random(9, 2);
   std::vector<GenerateResult> runs[2];
@@ -130,6 +161,7 @@ TEST_P(HybridPrefixCacheTest, MultiTurnChatReusesTheFirstTurnsPromptAndAnswer) {
     const GenerateResult first = session.Run({turn1}, 12);
     const GenerateResult second = session.Run({Concat({turn1, first.requests[0].output_ids, message})}, 12);
     runs[enable] = {first, second};
+    ExpectNothingHeld(session);
   }
   ExpectSameOutputs(runs[1][0], runs[0][0]);
   ExpectSameOutputs(runs[1][1], runs[0][1]);
@@ -156,6 +188,7 @@ TEST_P(HybridPrefixCacheTest, SharedSystemPromptAcrossRequestsIsBitwiseEqual) {
     options.arrival_steps = {0, 12};
     GreedySession session(model(), options, 128);
     runs[enable] = session.Run(prompts, 8);
+    ExpectNothingHeld(session);
   }
   ExpectSameOutputs(runs[1], runs[0]);
   EXPECT_EQ(runs[1].stats.prefix_cache_hits, 32);
@@ -179,6 +212,7 @@ TEST_P(HybridPrefixCacheTest, PromptsEndingMidBlockHitTheirLastBoundary) {
     options.arrival_steps = {0, 20, 40};
     GreedySession session(model(), options, 128);
     runs[enable] = session.Run({prompt, prompt, shorter}, 6);
+    ExpectNothingHeld(session);
   }
   ExpectSameOutputs(runs[1], runs[0]);
   EXPECT_EQ(ChunksAfterHit(runs[1].requests[1], 36), (std::vector<int64_t>{1}));
@@ -199,6 +233,7 @@ TEST_P(HybridPrefixCacheTest, SnapshotEvictionUnderATinyBudget) {
   const GenerateResult reference = GreedySession(model(), plain, 128).Run(prompts, 6);
   GreedySession tiny_session(model(), tiny, 128);
   const GenerateResult evicting = tiny_session.Run(prompts, 6);
+  ExpectNothingHeld(tiny_session);
   const GenerateResult kept = GreedySession(model(), roomy, 128).Run(prompts, 6);
   ExpectSameOutputs(evicting, reference);
   ExpectSameOutputs(kept, reference);
@@ -222,6 +257,7 @@ TEST_P(HybridPrefixCacheTest, PreemptedRequestsResumeWithTheSameOutputs) {
     options.arrival_steps = {0, 0, 3, 3};
     GreedySession session(model(), options, 128);
     runs[enable] = session.Run(prompts, 20);
+    ExpectNothingHeld(session);
   }
   ExpectSameOutputs(runs[1], runs[0]);
   EXPECT_GT(runs[1].stats.num_preemptions, 0);
@@ -264,6 +300,96 @@ TEST_P(HybridPrefixCacheTest, TheEngineCountsTheHitsAndTheTokensItComputed) {
   }
   EXPECT_EQ(answers[1][0], answers[0][0]);
   EXPECT_EQ(answers[1][1], answers[0][1]);
+}
+
+// Prompt logprobs with the cache equal those without it. A request asking for them
+// skips the lookup (as in vLLM: its every prompt position must be computed) but
+// still checkpoints and caches what it computes; a later plain request hits. Prompts:
+// 0: a 40-token prompt; 1: the same, with prompt logprobs (no hit); 2: its first 32
+// tokens + 9 others, with prompt logprobs (no hit); 3: prompt 0 + 6 tokens, plain: it
+// hits prompt 0's checkpoint at its end (40, a block boundary).
+TEST_P(HybridPrefixCacheTest, PromptLogprobsWithTheCacheEqualThoseWithoutIt) {
+  const Tokens base = Random(40, 50);
+  const std::vector<Tokens> prompts = {base, base, Concat({Tokens(base.begin(), base.begin() + 32), Random(9, 51)}),
+                                       Concat({base, Random(6, 52)})};
+  GenerateResult runs[2];
+  for (bool enable : {false, true}) {
+    HarnessOptions options = CachedOptions(enable);
+    options.prompt_logits_per_prompt = {false, true, true, false};
+    options.arrival_steps = {0, 10, 20, 30};
+    GreedySession session(model(), options, 128);
+    runs[enable] = session.Run(prompts, 6);
+    ExpectNothingHeld(session);
+  }
+  ExpectSameOutputs(runs[1], runs[0]);
+  const testing::RunErrors e = testing::CompareRuns(Select(runs[1], {1, 2}), Select(runs[0], {1, 2}));
+  EXPECT_EQ(e.prompt.rows, 40 + 41);
+  EXPECT_LE(e.prompt.max_rel, kPromptRelTol) << e.prompt.ToString();
+  EXPECT_EQ(e.prompt.argmax_mismatches, 0);
+  EXPECT_EQ(runs[1].stats.prefix_cache_hits, 40) << "only prompt 3 looks the cache up";
+  EXPECT_EQ(runs[1].stats.num_tokens_computed, runs[0].stats.num_tokens_computed - 40);
+  EXPECT_EQ(ChunksAfterHit(runs[1].requests[3], 40), (std::vector<int64_t>{4, 2}));
+}
+
+// Aborts in between. With a budget of 16 tokens a step: request 0 (32 shared tokens +
+// 13) is aborted after its first chunk (0-16, checkpointed at 16); request 1 (the 32
+// shared + 9) starts on that checkpoint and is aborted mid-decode (its prompt's
+// checkpoints 32 and 40 stay); request 2 (the 32 shared + 11) hits 32 and request 3
+// (request 1's prompt again) hits 40. The requests that ran to the end have the
+// outputs of a run without the cache (same arrivals and aborts), the aborted ones
+// the same first tokens, and nothing stays held.
+TEST_P(HybridPrefixCacheTest, AbortedRequestsLeaveUsableCheckpointsAndHoldNothing) {
+  const Tokens shared = Random(32, 40);
+  const std::vector<Tokens> prompts = {Concat({shared, Random(13, 41)}), Concat({shared, Random(9, 42)}),
+                                       Concat({shared, Random(11, 43)}), Concat({shared, Random(9, 42)})};
+  GenerateResult runs[2];
+  for (bool enable : {false, true}) {
+    HarnessOptions options = CachedOptions(enable);
+    options.max_num_batched_tokens = 16;
+    options.arrival_steps = {0, 0, 9, 10};
+    options.abort_steps = {1, 8};
+    GreedySession session(model(), options, 128);
+    runs[enable] = session.Run(prompts, 8);
+    ExpectNothingHeld(session);
+    EXPECT_TRUE(runs[enable].requests[0].output_ids.empty()) << "aborted mid-prompt";
+    const size_t aborted_decode = runs[enable].requests[1].output_ids.size();
+    EXPECT_GT(aborted_decode, 0u);
+    EXPECT_LT(aborted_decode, 8u) << "aborted mid-decode";
+  }
+  ExpectSameOutputs(Select(runs[1], {2, 3}), Select(runs[0], {2, 3}));
+  const std::vector<int32_t>& a = runs[1].requests[1].output_ids;
+  const std::vector<int32_t>& b = runs[0].requests[1].output_ids;
+  const size_t n = std::min(a.size(), b.size());
+  EXPECT_EQ(Tokens(a.begin(), a.begin() + n), Tokens(b.begin(), b.begin() + n));
+  EXPECT_EQ(runs[1].stats.prefix_cache_hits, 16 + 32 + 40);
+  EXPECT_EQ(ChunksAfterHit(runs[1].requests[2], 32), (std::vector<int64_t>{8, 3}));
+  EXPECT_EQ(ChunksAfterHit(runs[1].requests[3], 40), (std::vector<int64_t>{1}));
+}
+
+// A shared prefix longer than the snapshot pool covers: 96 tokens hold six interval
+// checkpoints (16 .. 96), and with the first prompt's last-boundary (100) and decode
+// (104) ones it wants eight, in a pool of three. Least recently used go first, so 96,
+// 100 and 104 survive and the second prompt (same 96 tokens, another tail) starts at
+// 96. With a pool of two, 96 is evicted as well and nothing hits (the blocks are
+// cached, but a hybrid hit needs the state too). Outputs equal those without the
+// cache either way.
+TEST_P(HybridPrefixCacheTest, ASharedPrefixLongerThanTheSnapshotPoolHitsItsLatestSurvivingCheckpoint) {
+  const Tokens prefix = Random(96, 60);
+  const std::vector<Tokens> prompts = {Concat({prefix, Random(5, 61)}), Concat({prefix, Random(7, 62)})};
+  HarnessOptions plain = CachedOptions(false);
+  plain.arrival_steps = {0, 20};
+  const GenerateResult reference = GreedySession(model(), plain, 128).Run(prompts, 6);
+  for (int32_t pool : {3, 2}) {
+    HarnessOptions options = CachedOptions(true);
+    options.num_state_snapshots = pool;
+    options.arrival_steps = {0, 20};
+    GreedySession session(model(), options, 128);
+    const GenerateResult run = session.Run(prompts, 6);
+    ExpectSameOutputs(run, reference);
+    ExpectNothingHeld(session);
+    EXPECT_EQ(run.stats.prefix_cache_hits, pool == 3 ? 96 : 0) << "pool of " << pool;
+    EXPECT_EQ(run.stats.num_tokens_computed, reference.stats.num_tokens_computed - (pool == 3 ? 96 : 0));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridPrefixCacheTest, ::testing::Values("qwen35_dense_untied", "qwen35_moe"),

@@ -131,10 +131,15 @@ GenerateResult GreedySession::Run(const std::vector<std::vector<int32_t>>& promp
       params.temperature = 0;
       params.max_tokens = max_tokens;
       params.ignore_eos = true;
-      if (options_.prompt_logits) params.prompt_logprobs = 0;
+      const bool prompt_logits =
+          options_.prompt_logits_per_prompt.empty() ? options_.prompt_logits : options_.prompt_logits_per_prompt.at(i);
+      if (prompt_logits) params.prompt_logprobs = 0;
       scheduler_.add_request(
           std::make_unique<Request>(ids[i], prompts[i], params, std::vector<int32_t>{}, static_cast<int64_t>(i)));
       ++num_submitted;
+    }
+    for (size_t i = 0; i < options_.abort_steps.size(); ++i) {
+      if (options_.abort_steps[i] == step) scheduler_.finish_requests({ids[i]}, RequestStatus::kFinishedAborted);
     }
     if (!scheduler_.has_unfinished_requests()) continue;  // waiting for a later arrival
     const SchedulerOutput output = scheduler_.schedule();

@@ -42,6 +42,12 @@ struct HarnessOptions {
   // Per prompt, the step before which it is submitted (empty: all before step 0).
   // A request that arrives later can hit the prefix cache of earlier ones.
   std::vector<int64_t> arrival_steps;
+  // Per prompt (empty: prompt_logits for every prompt): whether it asks for prompt
+  // logprobs (such requests skip the prefix-cache lookup, as in vLLM).
+  std::vector<bool> prompt_logits_per_prompt;
+  // Per prompt, the step before which it is aborted (empty or -1: never); an aborted
+  // request keeps the outputs it had.
+  std::vector<int64_t> abort_steps;
 };
 
 // The model of `loaded` on options.device with options.activation_dtype.
