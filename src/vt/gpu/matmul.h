@@ -34,6 +34,14 @@ inline bool WeightRowsSplitIn16ByteStages(const MatMulArgs& a) {
 // matmul_quant_staged.cu: whether kQuantGemvStaged takes a MatMul (false on HIP); the kernel.
 bool QuantGemvStagedTakes(const MatMulArgs& args);
 void RunQuantGemvStaged(const MatMulArgs& args);
+// The same kernel over the chosen experts' rows of MoeExperts at one token (false on
+// HIP; every weight one staged format, H and I multiples of 256, 16-byte aligned rows
+// and experts): the gate|up pass writes gate_up [1, 2kI] f32 (pair j's gate outputs
+// at 2jI, its up outputs at 2jI + I), the down pass reads activations [1, kI] f32
+// (pair j's weighted SiLU(gate) * up at jI) and writes out.
+bool StagedExpertsTake(const MoeExpertsArgs& args);
+void RunStagedExpertGateUp(const MoeExpertsArgs& args, const Tensor& gate_up);
+void RunStagedExpertDown(const MoeExpertsArgs& args, const Tensor& activations);
 // matmul_quant_mma.cu: whether kQuantMma takes a MatMul (false on HIP); the kernel.
 bool QuantMmaAccepts(const MatMulArgs& args);
 // Whether kQuantMma runs its pipelined kernel for these args (M <= 16, K a multiple

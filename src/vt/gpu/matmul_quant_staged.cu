@@ -276,19 +276,37 @@ template <DType kW, int kBlocksPerSm>
 constexpr int kStagedDepth = static_cast<int>(kStagedWeightBytes<kBlocksPerSm> / (kStagedWarps * kStagedSlotBytes<kW>));
 static_assert(kStagedDepth<DType::kQ8_0, 1> == 4 && kStagedDepth<DType::kQ8_0, 2> == 2 && kStagedDepth<DType::kQ4_K, 2> == 3);
 
-template <typename X>
+// Where a (column group, stage) item's weight bytes come from: one dense weight
+// matrix, or the chosen experts' rows of MoeExperts at one token (matmul.h): the
+// gate|up pass reads, for pair j of the token, expert ids[j]'s I gate rows and then
+// its I up rows as output columns 2jI.., the down pass reads expert ids[j]'s rows
+// n of down [H, I] as stages jI/256.. of a row of K = kI (x: the pairs' weighted
+// activations back to back).
+enum class StagedRows { kDense, kExpertGateUp, kExpertDown };
+
+// x [m, K] of type X, out [m, N] of type Y.
+template <typename X, typename Y>
 struct StagedParams {
   const uint8_t* w;
   int64_t w_row_bytes;
   const X* x;
   int64_t x_row_stride;
-  X* out;
+  Y* out;
   int64_t out_row_stride;
   int n, m, stages, x_blocks_per_row;
+  // Expert rows (kDense: unused): row r of expert e of a part starts at
+  // part + e * expert_bytes + r * w_row_bytes (part: w, or w_up for the up rows).
+  const int32_t* expert_ids;  // [k] the token's experts
+  const uint8_t* w_up;
+  int64_t expert_bytes;
+  int part_rows;          // kExpertGateUp: I
+  int stages_per_expert;  // kExpertDown: I / 256
+  int experts, pairs;     // ids outside [0, experts) read zeros and (gate|up pass) are recorded
+  BadIndexRecord* bad_index;
 };
 
-template <DType kW, typename X, int kRows, int kBlocksPerSm>
-__global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedKernel(StagedParams<X> p) {
+template <DType kW, typename X, typename Y, int kRows, int kBlocksPerSm, StagedRows kMode>
+__global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedKernel(StagedParams<X, Y> p) {
   using Format = StagedFormat<kW>;
   constexpr int kDepth = kStagedDepth<kW, kBlocksPerSm>, kChunks = kStagedChunksPerRow<kW>;
   constexpr size_t kWeightBytes = kStagedWeightBytes<kBlocksPerSm>;
@@ -322,9 +340,26 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
   const auto issue = [&](int item) {
     const int group = first_group + (item / per_group) * group_step;
     const int stage = warp + kStagedWarps * (item % per_group);
-    const uint8_t* base = p.w + static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
-                          static_cast<int64_t>(stage) * Format::kStageBytes;
-    const int live_pieces = min(kStagedCols, p.n - group * kStagedCols) * kChunks;  // rows past N read nothing
+    const uint8_t* base;
+    int live_rows = min(kStagedCols, p.n - group * kStagedCols);  // rows past N read nothing
+    if constexpr (kMode == StagedRows::kDense) {
+      base = p.w + static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
+             static_cast<int64_t>(stage) * Format::kStageBytes;
+    } else if constexpr (kMode == StagedRows::kExpertGateUp) {
+      // part_rows is a multiple of 16: a group's rows lie in one part of one pair.
+      const int row = group * kStagedCols, pair = row / (2 * p.part_rows), r = row % (2 * p.part_rows);
+      const int expert = p.expert_ids[pair];
+      if (expert < 0 || expert >= p.experts) live_rows = 0;
+      base = (r < p.part_rows ? p.w : p.w_up) + static_cast<int64_t>(expert) * p.expert_bytes +
+             static_cast<int64_t>(r % p.part_rows) * p.w_row_bytes + static_cast<int64_t>(stage) * Format::kStageBytes;
+    } else {
+      const int expert = p.expert_ids[stage / p.stages_per_expert];
+      if (expert < 0 || expert >= p.experts) live_rows = 0;
+      base = p.w + static_cast<int64_t>(expert) * p.expert_bytes +
+             static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
+             static_cast<int64_t>(stage % p.stages_per_expert) * Format::kStageBytes;
+    }
+    const int live_pieces = live_rows * kChunks;
     const uint32_t dst = SharedAddress(my_slots + static_cast<size_t>(item % kDepth) * kSlotBytes);
 #pragma unroll
     for (int j = 0; j < kStagedCopiesPerLane<kW>; ++j) {
@@ -336,13 +371,23 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
     }
   };
 
-  // The first stages' weights are requested before the wait for the kernel ahead
-  // (gpu_launch.cuh): they stream in while it finishes; x is its output.
+  // A dense weight's first stages are requested before the wait for the kernel ahead
+  // (gpu_launch.cuh): they stream in while it finishes; x is its output. Experts'
+  // rows follow the ids that kernel wrote.
+  if constexpr (kMode != StagedRows::kDense) {
+    WaitForPriorKernels();
+    if (kMode == StagedRows::kExpertGateUp && blockIdx.x == 0 && tid < p.pairs) {
+      const int expert = p.expert_ids[tid];
+      if (expert < 0 || expert >= p.experts) {
+        RecordBadIndex(p.bad_index, CheckedIndexOp::kMoeExperts, tid, expert, p.experts, p.pairs);
+      }
+    }
+  }
   for (int item = 0; item < kDepth - 1; ++item) {
     if (item < items) issue(item);
     CommitAsyncCopies();  // empty groups keep one group an item
   }
-  WaitForPriorKernels();
+  if constexpr (kMode == StagedRows::kDense) WaitForPriorKernels();
   QuantizeXRowsTo(p.x, p.x_row_stride, p.x_blocks_per_row, static_cast<int64_t>(p.m) * p.x_blocks_per_row, tid,
                   kStagedThreads, [&](int64_t g, int part, const uint32_t (&packed)[2], float d, float s) {
                     const int row = static_cast<int>(g / p.x_blocks_per_row), block = static_cast<int>(g % p.x_blocks_per_row);
@@ -384,14 +429,14 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kStagedWarps; ++w) sum += buffer[(w * kRows + r) * kStagedCols + c];
-      if (r < p.m && out_column < p.n) p.out[r * p.out_row_stride + out_column] = FromFloat<X>(sum);
+      if (r < p.m && out_column < p.n) p.out[r * p.out_row_stride + out_column] = FromFloat<Y>(sum);
     }
   }
 }
 
-template <DType kW, typename X, int kRows, int kBlocksPerSm>
-void LaunchStaged(const StagedParams<X>& p, Device device, gpuStream_t stream) {
-  const auto kernel = &QuantGemvStagedKernel<kW, X, kRows, kBlocksPerSm>;
+template <DType kW, typename X, typename Y, int kRows, int kBlocksPerSm, StagedRows kMode = StagedRows::kDense>
+void LaunchStaged(const StagedParams<X, Y>& p, Device device, gpuStream_t stream) {
+  const auto kernel = &QuantGemvStagedKernel<kW, X, Y, kRows, kBlocksPerSm, kMode>;
   const size_t x_bytes = (StagedXBytes(p.m, static_cast<int64_t>(p.x_blocks_per_row) * kXBlockValues) + 15) / 16 * 16;
   const size_t shared = kStagedWeightBytes<kBlocksPerSm> + x_bytes + kStagedPartialBytes<kRows>;
   CheckGpu(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
@@ -433,28 +478,29 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
   const int64_t m = a.x.size(0), k = a.x.size(1);
   DispatchFloat(a.x.dtype(), "MatMul", [&](auto tag) {
     using X = decltype(tag);
-    const StagedParams<X> p{static_cast<const uint8_t*>(a.w.data()),
-                            BytesFor(a.w.dtype(), a.w.stride(0)),
-                            static_cast<const X*>(a.x.data()),
-                            a.x.stride(0),
-                            static_cast<X*>(a.out.data()),
-                            a.out.stride(0),
-                            static_cast<int>(a.w.size(0)),
-                            static_cast<int>(m),
-                            static_cast<int>(k / kStagedStageValues),
-                            static_cast<int>(k / kXBlockValues)};
+    StagedParams<X, X> p{};
+    p.w = static_cast<const uint8_t*>(a.w.data());
+    p.w_row_bytes = BytesFor(a.w.dtype(), a.w.stride(0));
+    p.x = static_cast<const X*>(a.x.data());
+    p.x_row_stride = a.x.stride(0);
+    p.out = static_cast<X*>(a.out.data());
+    p.out_row_stride = a.out.stride(0);
+    p.n = static_cast<int>(a.w.size(0));
+    p.m = static_cast<int>(m);
+    p.stages = static_cast<int>(k / kStagedStageValues);
+    p.x_blocks_per_row = static_cast<int>(k / kXBlockValues);
     static_assert(kQuantGemvStagedMaxRows == 8, "the row templates cover 1 to kQuantGemvStagedMaxRows");
     const auto launch = [&](auto format, auto blocks_per_sm) {
       constexpr DType kW = decltype(format)::value;
       constexpr int kB = decltype(blocks_per_sm)::value;
       if (m == 1) {
-        LaunchStaged<kW, X, 1, kB>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, X, 1, kB>(p, a.out.device(), stream);
       } else if (m == 2) {
-        LaunchStaged<kW, X, 2, kB>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, X, 2, kB>(p, a.out.device(), stream);
       } else if (m <= 4) {
-        LaunchStaged<kW, X, 4, kB>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, X, 4, kB>(p, a.out.device(), stream);
       } else {
-        LaunchStaged<kW, X, 8, kB>(p, a.out.device(), stream);
+        LaunchStaged<kW, X, X, 8, kB>(p, a.out.device(), stream);
       }
     };
     DispatchStagedFormat(a.w.dtype(), [&](auto format) {
@@ -468,6 +514,85 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
   CheckLaunch("MatMul");
 }
 
+bool StagedExpertsTake(const MoeExpertsArgs& a) {
+  const DType dtype = a.w_down.dtype();
+  if (a.x.size(0) != 1 || a.w_gate.dtype() != dtype || a.w_up.dtype() != dtype ||
+      !DispatchStagedFormat(dtype, [](auto) {})) {
+    return false;
+  }
+  const int64_t hidden = a.x.size(1), inter = a.w_gate.size(1), k = a.topk_ids.size(1);
+  const auto aligned = [&](const Tensor& w) {
+    return reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 && BytesFor(dtype, w.stride(0)) % 16 == 0 &&
+           BytesFor(dtype, w.stride(1)) % 16 == 0;
+  };
+  return hidden % kStagedStageValues == 0 && inter % kStagedStageValues == 0 && k <= kStagedThreads &&
+         aligned(a.w_gate) && aligned(a.w_up) && aligned(a.w_down) && a.w_up.stride(0) == a.w_gate.stride(0) &&
+         a.w_up.stride(1) == a.w_gate.stride(1) && StagedXBytes(1, hidden) <= kStagedMaxXBytes &&
+         StagedXBytes(1, k * inter) <= kStagedMaxXBytes && 2 * k * inter <= INT32_MAX &&
+         a.w_gate.size(0) <= INT32_MAX && kStagedCols * BytesFor(dtype, a.w_down.stride(1)) <= UINT32_MAX &&
+         kStagedCols * BytesFor(dtype, a.w_gate.stride(1)) <= UINT32_MAX;
+}
+
+void RunStagedExpertGateUp(const MoeExpertsArgs& a, const Tensor& gate_up) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const DType dtype = a.w_gate.dtype();
+  const int64_t hidden = a.x.size(1), inter = a.w_gate.size(1), k = a.topk_ids.size(1);
+  DispatchFloat(a.x.dtype(), "MoeExperts", [&](auto tag) {
+    using X = decltype(tag);
+    StagedParams<X, float> p{};
+    p.w = static_cast<const uint8_t*>(a.w_gate.data());
+    p.w_up = static_cast<const uint8_t*>(a.w_up.data());
+    p.w_row_bytes = BytesFor(dtype, a.w_gate.stride(1));
+    p.expert_bytes = BytesFor(dtype, a.w_gate.stride(0));
+    p.x = static_cast<const X*>(a.x.data());
+    p.x_row_stride = a.x.stride(0);
+    p.out = gate_up.data_ptr<float>();
+    p.out_row_stride = gate_up.stride(0);
+    p.n = static_cast<int>(2 * k * inter);
+    p.m = 1;
+    p.stages = static_cast<int>(hidden / kStagedStageValues);
+    p.x_blocks_per_row = static_cast<int>(hidden / kXBlockValues);
+    p.expert_ids = static_cast<const int32_t*>(a.topk_ids.data());
+    p.part_rows = static_cast<int>(inter);
+    p.experts = static_cast<int>(a.w_gate.size(0));
+    p.pairs = static_cast<int>(k);
+    p.bad_index = BadIndexRecordFor(a.x.device());
+    DispatchStagedFormat(dtype, [&](auto format) {
+      LaunchStaged<decltype(format)::value, X, float, 1, 1, StagedRows::kExpertGateUp>(p, a.x.device(), stream);
+    });
+  });
+  CheckLaunch("MoeExperts");
+}
+
+void RunStagedExpertDown(const MoeExpertsArgs& a, const Tensor& activations) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const DType dtype = a.w_down.dtype();
+  const int64_t inter = a.w_down.size(2), k = a.topk_ids.size(1);
+  DispatchFloat(a.out.dtype(), "MoeExperts", [&](auto tag) {
+    using Y = decltype(tag);
+    StagedParams<float, Y> p{};
+    p.w = static_cast<const uint8_t*>(a.w_down.data());
+    p.w_row_bytes = BytesFor(dtype, a.w_down.stride(1));
+    p.expert_bytes = BytesFor(dtype, a.w_down.stride(0));
+    p.x = activations.data_ptr<float>();
+    p.x_row_stride = activations.stride(0);
+    p.out = static_cast<Y*>(a.out.data());
+    p.out_row_stride = a.out.stride(0);
+    p.n = static_cast<int>(a.w_down.size(1));
+    p.m = 1;
+    p.stages = static_cast<int>(k * inter / kStagedStageValues);
+    p.x_blocks_per_row = static_cast<int>(k * inter / kXBlockValues);
+    p.expert_ids = static_cast<const int32_t*>(a.topk_ids.data());
+    p.stages_per_expert = static_cast<int>(inter / kStagedStageValues);
+    p.experts = static_cast<int>(a.w_down.size(0));
+    p.pairs = static_cast<int>(k);
+    DispatchStagedFormat(dtype, [&](auto format) {
+      LaunchStaged<decltype(format)::value, float, Y, 1, 1, StagedRows::kExpertDown>(p, a.x.device(), stream);
+    });
+  });
+  CheckLaunch("MoeExperts");
+}
+
 #else  // HIP: no cp.async
 
 bool QuantGemvStagedTakes(const MatMulArgs&) { return false; }
@@ -476,6 +601,14 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
   throw Error("vt::MatMul on " + a.x.device().ToString() +
               ": internal error: the staged int8 GEMV (cp.async) was chosen on a HIP device");
 }
+
+bool StagedExpertsTake(const MoeExpertsArgs&) { return false; }
+
+void RunStagedExpertGateUp(const MoeExpertsArgs& a, const Tensor&) {
+  throw Error("vt::MoeExperts on " + a.x.device().ToString() +
+              ": internal error: the staged int8 GEMV (cp.async) was chosen on a HIP device");
+}
+void RunStagedExpertDown(const MoeExpertsArgs& a, const Tensor& t) { RunStagedExpertGateUp(a, t); }
 
 #endif
 

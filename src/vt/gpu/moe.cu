@@ -328,19 +328,64 @@ using LaneOf = std::conditional_t<std::is_pointer_v<T>, void, T>;
 constexpr int64_t kGroupedMinPairsPerExpert = 32;  // between the measured 16 (slower) and 64 (faster)
 constexpr int64_t kGroupedInt8MinPairsPerExpert = 1;
 
-bool UseGroupedExperts(const MoeExpertsArgs& a) {
-  const std::string variant = tuning::Variant("gpu.moe_experts");
-  if (!variant.empty() && variant != "grouped" && variant != "per_pair") {
-    throw Error("vt::MoeExperts: unknown variant '" + variant + "' forced for gpu.moe_experts (known: grouped, per_pair)");
+// At one token (batch-1 decode) the staged int8 GEMV (matmul_quant_staged.cu) reads
+// the chosen experts' rows in 16-byte pieces, two launches and an activation pass in
+// between; the per-pair kernels give a warp one row of an expert each (H200, 35B-A3B
+// Q8_0 decode: ExpertHidden 14.8 us and ExpertDown 14 us a layer for 26.7 MB, ~0.9
+// TB/s). "staged" forces it where it takes the shapes (one token only).
+std::string MoeVariant() {
+  std::string variant = tuning::Variant("gpu.moe_experts");
+  if (!variant.empty() && variant != "grouped" && variant != "per_pair" && variant != "staged") {
+    throw Error("vt::MoeExperts: unknown variant '" + variant +
+                "' forced for gpu.moe_experts (known: grouped, per_pair, staged)");
   }
+  return variant;
+}
+
+bool UseStagedExperts(const MoeExpertsArgs& a, const std::string& variant) {
+  return (variant.empty() || variant == "staged") && StagedExpertsTake(a);
+}
+
+bool UseGroupedExperts(const MoeExpertsArgs& a, const std::string& variant) {
   if (variant == "per_pair" || !MoeGroupedSupported(a)) return false;
   const int64_t min_pairs = MoeGroupedInt8(a) ? kGroupedInt8MinPairsPerExpert : kGroupedMinPairsPerExpert;
   return variant == "grouped" || a.topk_ids.numel() >= min_pairs * a.w_gate.size(0);
 }
 
+// act[j I + i] = weights[j] SiLU(gate_up[2 j I + i]) gate_up[2 j I + I + i] of the
+// token's pair j (an expert id out of range: 0, as the per-pair kernels leave it out).
+__global__ void ExpertActivations(const float* gate_up, const float* weights, const int32_t* ids, int64_t k,
+                                  int64_t inter, int64_t experts, float* act) {
+  WaitForPriorKernels();  // gpu_launch.cuh
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < k * inter;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = i / inter, c = i % inter;
+    const bool valid = ids[j] >= 0 && ids[j] < experts;
+    act[i] = valid ? weights[j] * Silu(gate_up[2 * j * inter + c]) * gate_up[2 * j * inter + inter + c] : 0.0f;
+  }
+}
+
+void RunStagedExperts(const MoeExpertsArgs& a, gpuStream_t stream) {
+  const int64_t k = a.topk_ids.size(1), inter = a.w_gate.size(1);
+  const Tensor gate_up = Tensor::Empty({1, 2 * k * inter}, DType::kF32, a.x.device());
+  RunStagedExpertGateUp(a, gate_up);
+  const Tensor act = Tensor::Empty({1, k * inter}, DType::kF32, a.x.device());
+  LaunchKernel(ExpertActivations, GridStrideBlocks(k * inter, a.x.device(), "MoeExperts"), kElementwiseThreads, 0,
+               stream, gate_up.data_ptr<float>(), a.topk_weights.data_ptr<float>(),
+               static_cast<const int32_t*>(a.topk_ids.data()), k, inter, a.w_gate.size(0), act.data_ptr<float>());
+  CheckLaunch("MoeExperts");
+  RunStagedExpertDown(a, act);
+}
+
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
   gpuStream_t stream = PrepareDevice(a.x.device());
-  if (UseGroupedExperts(a)) {
+  const std::string variant = MoeVariant();
+  if (UseStagedExperts(a, variant)) {
+    reach::Hit("MoeExpertsGpu.staged");
+    RunStagedExperts(a, stream);
+    return;
+  }
+  if (UseGroupedExperts(a, variant)) {
     reach::Hit("MoeExpertsGpu.grouped");
     RunMoeGrouped(a, stream);
     return;

@@ -245,6 +245,56 @@ TEST(MoeExpertsTest, PerPairQuantizesXInSharedMemoryOrBefore) {
   }
 }
 
+// One token (batch-1 decode) of the formats the staged int8 GEMV reads takes it on
+// CUDA (matmul_quant_staged.cu: the gate|up rows of the chosen experts, then their
+// down rows as one long row): H and I of one and two 256-value stages, 2 and 6
+// experts a token (a pass of 4 and 12 parts), fused and separate gate|up, f32 and
+// bf16 x. Q6_K keeps the per-pair kernels. On CUDA each call checks which ran.
+TEST(MoeExpertsTest, OneTokenTakesTheStagedExpertRows) {
+  std::mt19937 rng(8);
+  bool cuda = false;
+  for (Device d : testing::GpuTestDevices()) cuda = cuda || d.type == DeviceType::kCUDA;
+  for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int64_t hidden : {int64_t{256}, int64_t{512}}) {
+      const int64_t inter = hidden == 256 ? 512 : 256;
+      const Experts experts = RandomExpertSet(w_dtype, hidden == 256, rng, hidden, inter);
+      for (int64_t k : {int64_t{2}, int64_t{6}}) {
+        reach::Reset();
+        CheckMoe(k == 2 ? DType::kBF16 : DType::kF32, experts, 1, k, rng);
+        if (cuda) {
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.staged") > 0, w_dtype != DType::kQ6_K) << DTypeName(w_dtype);
+        }
+      }
+    }
+  }
+}
+
+// A bad id met by the staged route (one token) is reported as the per-pair kernels' is.
+TEST(MoeExpertsTest, OutOfRangeExpertIdOfOneTokenThrows) {
+  std::mt19937 rng(9);
+  const Experts experts = RandomExpertSet(DType::kQ8_0, false, rng);
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    auto on = [&](const Tensor& t) { return OnDevice(t, device); };
+    const Tensor ids = Tensor::FromVector(std::vector<int32_t>{3, 8}, {1, 2});
+    const Tensor weights = Tensor::FromVector(std::vector<float>{0.5f, 0.5f}, {1, 2});
+    try {
+      MoeExperts({.x = Tensor::Zeros({1, kHidden}, DType::kF32, device),
+                  .w_gate = on(experts.w_gate),
+                  .w_up = on(experts.w_up),
+                  .w_down = on(experts.w_down),
+                  .topk_weights = on(weights),
+                  .topk_ids = on(ids),
+                  .out = Tensor::Zeros({1, kHidden}, DType::kF32, device)});
+      Synchronize(device);
+      ADD_FAILURE() << "expert id 8 of 8 experts was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("MoeExperts"), std::string::npos) << what;
+      EXPECT_NE(what.find("topk_ids[0, 1] = 8"), std::string::npos) << what;
+    }
+  });
+}
+
 TEST(MoeExpertsTest, OutOfRangeExpertIdThrows) {
   std::mt19937 rng(3);
   const Tensor w_gate = RandomExperts(4, 32, 64, DType::kF32, 0.1f, rng);
