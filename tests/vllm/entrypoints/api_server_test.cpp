@@ -145,7 +145,7 @@ TEST(ApiServerTest, StreamedChatConcatenatesToTheNonStreamedOne) {
     for (int32_t id : Ids(choice["token_ids"])) ids.push_back(id);
     EXPECT_EQ(choice["finish_reason"], i + 2 == events.size() ? json("length") : json(nullptr)) << i;
   }
-  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"].get<std::string>());
   EXPECT_EQ(ids, Ids(whole["choices"][0]["token_ids"]));
   EXPECT_TRUE(events.back()["choices"].empty());
   EXPECT_EQ(events.back()["usage"], whole["usage"]);

@@ -209,7 +209,7 @@ TEST(ApiServerToolsTest, ReasoningContentIsSplitOffInResponsesAndStreams) {
     content += delta.value("content", "");
   }
   EXPECT_EQ(reasoning, message["reasoning_content"].get<std::string>());
-  EXPECT_EQ(content, message["content"]);
+  EXPECT_EQ(content, message["content"].get<std::string>());
   body["stream"] = false;
   body["include_reasoning"] = false;
   const json without = server.PostOk("/v1/chat/completions", body)["choices"][0]["message"];
