@@ -45,7 +45,7 @@ std::map<std::string, FieldCase> FieldCases(Endpoint endpoint) {
       {"top_logprobs", {0, 200}},
       {"max_tokens", {3, 200}},
       {"max_completion_tokens", {3, 200}},
-      {"n", {2, 400}},
+      {"n", {2, 200}},
       {"presence_penalty", {0.5, 200}},
       {"response_format", {{{"type", "json_object"}}, 200}},
       {"seed", {7, 200}},

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "server_fixture.h"
 #include "vllm/version.h"
@@ -116,6 +118,87 @@ TEST(ApiServerTest, StreamedCompletionSendsTokensWhoseTextIsEmpty) {
   }
   EXPECT_EQ(last_count, 6);
   EXPECT_GE(chunks, 2) << res->body;
+}
+
+// n choices a prompt (vLLM's parallel sampling): each its own request, choice j of a
+// seeded request sampled with seed + j, so choice j equals a request with that seed;
+// prompt p's choices are p n .. p n + n - 1; usage counts a prompt once. Streamed,
+// each choice's chunks carry its index and concatenate to its non-streamed result.
+TEST(ApiServerTest, NChoicesAreSampledWithSeedsCountingUpFromTheRequests) {
+  TestServer server;
+  const json single = {{"prompt", "abc def"},       {"max_tokens", 6},   {"temperature", 1.0},
+                       {"ignore_eos", true},         {"return_token_ids", true}};
+  json body = single;
+  body["n"] = 3;
+  body["seed"] = 11;
+  const json many = server.PostOk("/v1/completions", body);
+  ASSERT_EQ(many["choices"].size(), 3u) << many;
+  std::set<std::vector<int32_t>> distinct;
+  for (int j = 0; j < 3; ++j) {
+    const json& choice = many["choices"][j];
+    EXPECT_EQ(choice["index"], j);
+    json alone = single;
+    alone["seed"] = 11 + j;
+    EXPECT_EQ(Ids(choice["token_ids"]), Ids(server.PostOk("/v1/completions", alone)["choices"][0]["token_ids"])) << j;
+    distinct.insert(Ids(choice["token_ids"]));
+  }
+  EXPECT_GT(distinct.size(), 1u) << "three seeds sampled the same six tokens";
+  const int64_t prompt_tokens = server.PostOk("/tokenize", {{"prompt", "abc def"}})["count"];
+  EXPECT_EQ(many["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(many["usage"]["completion_tokens"], 18);
+
+  // Two prompts, two choices each.
+  json two = Greedy({{"prompt", json::array({"abc def", "xyz"})}, {"return_token_ids", true}, {"n", 2}}, 4);
+  const json four = server.PostOk("/v1/completions", two);
+  ASSERT_EQ(four["choices"].size(), 4u);
+  const json xyz = server.PostOk("/tokenize", {{"prompt", "xyz"}});
+  EXPECT_EQ(four["choices"][2]["prompt_token_ids"], xyz["tokens"]);
+  EXPECT_EQ(four["choices"][3]["prompt_token_ids"], xyz["tokens"]);
+  EXPECT_EQ(four["usage"]["prompt_tokens"], prompt_tokens + xyz["count"].get<int64_t>());
+
+  body["stream"] = true;
+  httplib::Result res = server.Post("/v1/completions", body);
+  ASSERT_TRUE(res && res->status == 200);
+  std::map<int, std::vector<int32_t>> streamed;
+  for (const json& event : SseEvents(res->body)) {
+    for (const json& choice : event["choices"]) {
+      for (int32_t id : Ids(choice["token_ids"])) streamed[choice["index"].get<int>()].push_back(id);
+    }
+  }
+  ASSERT_EQ(streamed.size(), 3u);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(streamed[j], Ids(many["choices"][j]["token_ids"])) << j;
+
+  // Chat: the same, one role chunk a choice.
+  json chat = {{"messages", kChat}, {"max_tokens", 6}, {"temperature", 1.0}, {"ignore_eos", true}, {"seed", 5}};
+  json chat_n = chat;
+  chat_n["n"] = 2;
+  const json answers = server.PostOk("/v1/chat/completions", chat_n);
+  ASSERT_EQ(answers["choices"].size(), 2u) << answers;
+  EXPECT_EQ(answers["usage"]["completion_tokens"], 12);
+  for (int j = 0; j < 2; ++j) {
+    json alone = chat;
+    alone["seed"] = 5 + j;
+    EXPECT_EQ(answers["choices"][j]["index"], j);
+    EXPECT_EQ(answers["choices"][j]["message"]["content"],
+              server.PostOk("/v1/chat/completions", alone)["choices"][0]["message"]["content"])
+        << j;
+  }
+  chat_n["stream"] = true;
+  res = server.Post("/v1/chat/completions", chat_n);
+  ASSERT_TRUE(res && res->status == 200);
+  std::map<int, std::string> content;
+  std::map<int, int> roles;
+  for (const json& event : SseEvents(res->body)) {
+    for (const json& choice : event["choices"]) {
+      const int index = choice["index"];
+      if (choice["delta"].contains("role")) ++roles[index];
+      content[index] += choice["delta"].value("content", "");
+    }
+  }
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_EQ(roles[j], 1) << j;
+    EXPECT_EQ(content[j], answers["choices"][j]["message"]["content"].get<std::string>()) << j;
+  }
 }
 
 TEST(ApiServerTest, StreamedChatConcatenatesToTheNonStreamedOne) {

@@ -26,6 +26,13 @@ struct ChatRequest {
   std::optional<int> prompt_logprobs;  // vLLM's extra field
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
+  int64_t n = 1;  // choices, each its own engine request (choice j samples with seed + j)
+  // Choice j's sampling parameters (vLLM's parallel sampling: seed + j when seeded).
+  SamplingParams ParamsOf(int64_t j) const {
+    SamplingParams p = params;
+    if (p.seed) *p.seed += static_cast<uint64_t>(j);
+    return p;
+  }
   ChatTools tools;
   std::string reasoning_parser;       // the server's ("" or "qwen3")
   bool starts_in_reasoning = false;   // the rendered prompt left <think> open
@@ -61,6 +68,10 @@ void ReadRoleAndEcho(const json& body, ChatRequest& request) {
     for (const json& part : last["content"]) request.echo += (request.echo.empty() ? "" : "\n") + part.value("text", "");
   }
 }
+
+// vLLM caps nothing but the engine's sequences; a bound keeps one request from
+// queueing thousands of them.
+constexpr int64_t kMaxChoices = 128;
 
 ChatRequest ReadRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
@@ -104,6 +115,10 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
                                                        sampling.max_tokens, sampling.default_max_tokens, "messages");
   ValidateSampling(request.params, context.engine().vocab_size());
+  request.n = OptionalInt(body, "n").value_or(1);
+  if (request.n < 1 || request.n > kMaxChoices) {
+    BadRequest("'n' must be between 1 and " + std::to_string(kMaxChoices) + ", got " + std::to_string(request.n), "n");
+  }
   return request;
 }
 
@@ -162,28 +177,34 @@ json MessageJson(const ChatRequest& request, const std::string& text) {
   return out;
 }
 
-json ResponseJson(const ChatRequest& request, const RequestOutput& out, const Tokenizer* tokenizer) {
+json ResponseJson(const ChatRequest& request, const std::vector<RequestOutput>& outputs, const Tokenizer* tokenizer) {
   json response = ChunkBase(request, "chat.completion");
-  json logprobs = nullptr;
-  if (request.top_logprobs) {
-    const Tokenizer* names = request.return_tokens_as_token_ids ? nullptr : tokenizer;
-    logprobs = {{"content", LogprobsContent(names, out, *request.top_logprobs)}};
+  json choices = json::array();
+  int64_t completion_tokens = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const RequestOutput& out = outputs[i];
+    json logprobs = nullptr;
+    if (request.top_logprobs) {
+      const Tokenizer* names = request.return_tokens_as_token_ids ? nullptr : tokenizer;
+      logprobs = {{"content", LogprobsContent(names, out, *request.top_logprobs)}};
+    }
+    json message = MessageJson(request, out.text);
+    const bool called_tools = !message["tool_calls"].empty();
+    choices.push_back({{"index", i},
+                       {"message", std::move(message)},
+                       {"logprobs", std::move(logprobs)},
+                       {"finish_reason", FinishReasonOf(out.finish_reason, called_tools)},
+                       {"stop_reason", StopReasonJson(out, request.params)}});
+    if (request.return_token_ids) choices.back()["token_ids"] = out.token_ids;
+    completion_tokens += static_cast<int64_t>(out.token_ids.size());
   }
-  json message = MessageJson(request, out.text);
-  const bool called_tools = !message["tool_calls"].empty();
-  response["choices"] = json::array({{{"index", 0},
-                                      {"message", std::move(message)},
-                                      {"logprobs", std::move(logprobs)},
-                                      {"finish_reason", FinishReasonOf(out.finish_reason, called_tools)},
-                    {"stop_reason", StopReasonJson(out, request.params)}}});
-  response["usage"] =
-      UsageJson(static_cast<int64_t>(out.prompt_token_ids.size()), static_cast<int64_t>(out.token_ids.size()));
-  if (request.return_token_ids) {
-    response["prompt_token_ids"] = out.prompt_token_ids;
-    response["choices"][0]["token_ids"] = out.token_ids;
-  }
+  const RequestOutput& first = outputs.front();
+  response["choices"] = std::move(choices);
+  // The prompt is counted once, however many choices it has (as vLLM).
+  response["usage"] = UsageJson(static_cast<int64_t>(first.prompt_token_ids.size()), completion_tokens);
+  if (request.return_token_ids) response["prompt_token_ids"] = first.prompt_token_ids;
   response["prompt_logprobs"] =
-      request.prompt_logprobs ? PromptLogprobsJson(tokenizer, out, *request.prompt_logprobs) : json(nullptr);
+      request.prompt_logprobs ? PromptLogprobsJson(tokenizer, first, *request.prompt_logprobs) : json(nullptr);
   return response;
 }
 
@@ -194,16 +215,19 @@ class ChatStream : public EventStream {
   ChatStream(ChatRequest request, std::unique_ptr<RequestGroup> group, const Tokenizer* tokenizer)
       : request_(std::move(request)),
         group_(std::move(group)),
-        tokenizer_(request_.return_tokens_as_token_ids ? nullptr : tokenizer),
-        parser_(request_.MakeParser()) {}
+        tokenizer_(request_.return_tokens_as_token_ids ? nullptr : tokenizer) {
+    for (int64_t j = 0; j < request_.n; ++j) choices_.push_back({request_.MakeParser()});
+  }
 
   bool Next(std::chrono::milliseconds timeout, std::string& events) override {
     if (done_) return false;
-    if (!role_sent_) {
-      json role = Chunk({{"role", request_.role}, {"content", ""}}, nullptr, nullptr, nullptr);
-      if (request_.return_token_ids) role["prompt_token_ids"] = request_.prompt_ids;
-      events += SseEvent(role);
-      if (!request_.echo.empty()) events += SseEvent(Chunk({{"content", request_.echo}}, nullptr, nullptr, nullptr));
+    if (!role_sent_) {  // each choice's role chunk (and echo) first, as vLLM
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        json role = Chunk(i, {{"role", request_.role}, {"content", ""}}, nullptr, nullptr, nullptr);
+        if (request_.return_token_ids) role["prompt_token_ids"] = request_.prompt_ids;
+        events += SseEvent(role);
+        if (!request_.echo.empty()) events += SseEvent(Chunk(i, {{"content", request_.echo}}, nullptr, nullptr, nullptr));
+      }
       role_sent_ = true;
     }
     try {
@@ -220,7 +244,9 @@ class ChatStream : public EventStream {
     if (request_.stream.include_usage) {
       json usage = ChunkBase(request_, "chat.completion.chunk");
       usage["choices"] = json::array();
-      usage["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()), static_cast<int64_t>(num_tokens_sent_));
+      size_t completion_tokens = 0;
+      for (const Choice& choice : choices_) completion_tokens += choice.num_tokens_sent;
+      usage["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()), static_cast<int64_t>(completion_tokens));
       events += SseEvent(usage);
     }
     events += kSseDone;
@@ -229,43 +255,54 @@ class ChatStream : public EventStream {
   }
 
  private:
-  // `token_ids`: null, or the chunk's new token ids (return_token_ids).
-  json Chunk(json delta, json logprobs, json finish_reason, const std::vector<int32_t>* token_ids) const {
+  // One choice's state: its output parser, whether it called tools, its tokens.
+  struct Choice {
+    ChatOutputParser parser;
+    bool called_tools = false;
+    size_t num_tokens_sent = 0;
+  };
+
+  // A chunk of choice `index`; `token_ids`: null, or the chunk's new token ids (return_token_ids).
+  json Chunk(size_t index, json delta, json logprobs, json finish_reason, const std::vector<int32_t>* token_ids) const {
     json chunk = ChunkBase(request_, "chat.completion.chunk");
-    json choice = {{"index", 0},
+    json choice = {{"index", index},
                    {"delta", std::move(delta)},
                    {"logprobs", std::move(logprobs)},
                    {"finish_reason", std::move(finish_reason)}};
     if (token_ids) choice["token_ids"] = *token_ids;
     chunk["choices"] = json::array({std::move(choice)});
     if (request_.stream.include_usage && request_.stream.continuous_usage_stats) {
-      chunk["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()), static_cast<int64_t>(num_tokens_sent_));
+      chunk["usage"] = UsageJson(static_cast<int64_t>(request_.prompt_ids.size()),
+                                 static_cast<int64_t>(choices_[index].num_tokens_sent));
     }
     return chunk;
   }
 
   // `output` is a delta (RequestOutputKind::kDelta): its tokens and logprobs are new.
   void AddDelta(const RequestOutput& output, std::string& events) {
+    const size_t index = group_->IndexOf(output.request_id);
+    Choice& choice = choices_[index];
     const std::vector<int32_t>& new_ids = output.token_ids;
     json logprobs = nullptr;
     if (request_.top_logprobs) {
       logprobs = {{"content", LogprobsContent(tokenizer_, output, *request_.top_logprobs)}};
     }
-    num_tokens_sent_ += output.token_ids.size();
-    ChatDelta parsed = parser_.Feed(output.new_text);
+    choice.num_tokens_sent += output.token_ids.size();
+    ChatDelta parsed = choice.parser.Feed(output.new_text);
     if (output.finished) {
-      const ChatDelta rest = parser_.Finish();
+      const ChatDelta rest = choice.parser.Finish();
       parsed.reasoning += rest.reasoning;
       parsed.content += rest.content;
       parsed.tool_calls.insert(parsed.tool_calls.end(), rest.tool_calls.begin(), rest.tool_calls.end());
     }
     if (!request_.include_reasoning) parsed.reasoning.clear();
-    called_tools_ = called_tools_ || !parsed.tool_calls.empty();
+    choice.called_tools = choice.called_tools || !parsed.tool_calls.empty();
     const bool tokens_wanted = request_.top_logprobs || request_.return_token_ids;
     if (parsed.empty() && !output.finished && !(tokens_wanted && !new_ids.empty())) return;
-    events += SseEvent(Chunk(DeltaJson(parsed), std::move(logprobs),
-                             output.finished ? json(FinishReasonOf(output.finish_reason, called_tools_)) : json(nullptr),
-                             request_.return_token_ids ? &new_ids : nullptr));
+    events += SseEvent(
+        Chunk(index, DeltaJson(parsed), std::move(logprobs),
+              output.finished ? json(FinishReasonOf(output.finish_reason, choice.called_tools)) : json(nullptr),
+              request_.return_token_ids ? &new_ids : nullptr));
   }
 
   // vLLM's delta: reasoning_content, content and tool_calls, each when it has something;
@@ -293,9 +330,7 @@ class ChatStream : public EventStream {
   ChatRequest request_;
   std::unique_ptr<RequestGroup> group_;
   const Tokenizer* tokenizer_;
-  ChatOutputParser parser_;
-  bool called_tools_ = false;
-  size_t num_tokens_sent_ = 0;
+  std::vector<Choice> choices_;
   bool role_sent_ = false;
   bool done_ = false;
 };
@@ -305,18 +340,27 @@ class ChatStream : public EventStream {
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
   ChatRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
-  engine_requests.push_back({request.request_id, request.prompt_ids, request.params, request.user});
+  for (int64_t j = 0; j < request.n; ++j) {
+    // One request keeps vLLM's id; parallel samples get "-j" as in vLLM's fan-out.
+    const std::string id = request.n == 1 ? request.request_id : request.request_id + "-" + std::to_string(j);
+    engine_requests.push_back({id, request.prompt_ids, request.ParamsOf(j), request.user});
+  }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<ChatStream>(std::move(request), std::move(group), tokenizer)};
   }
-  return {200, ResponseJson(request, group->WaitAll(client_gone).front(), tokenizer), nullptr};
+  return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
 }
 
 EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const ServingContext& context) {
   const ChatRequest request = ReadRequest(body, context);
-  return {{request.prompt_ids}, {request.params}};
+  EngineRequestsOfBody out;
+  for (int64_t j = 0; j < request.n; ++j) {
+    out.prompt_ids.push_back(request.prompt_ids);
+    out.params.push_back(request.ParamsOf(j));
+  }
+  return out;
 }
 
 }  // namespace vllm::openai

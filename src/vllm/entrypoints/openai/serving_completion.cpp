@@ -27,9 +27,18 @@ struct CompletionRequest {
   std::string user;                    // OpenAI's user: shown in the request's log line
   std::optional<int> logprobs;         // top-K of OpenAI's legacy logprobs
   std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs field, as asked for
+  // Per choice: prompt p's n choices are choices p n .. p n + n - 1 (OpenAI's index),
+  // each its own engine request (as vLLM's parallel sampling fans a request out).
+  int64_t n = 1;
   std::vector<Prompt> prompts;
-  std::vector<SamplingParams> params;  // per prompt (max_tokens depends on its length)
+  std::vector<SamplingParams> params;  // per choice (max_tokens depends on the prompt's length)
+  // Usage counts a prompt once, however many choices it has.
+  bool CountsPrompt(size_t choice) const { return choice % static_cast<size_t>(n) == 0; }
 };
+
+// vLLM caps nothing but the engine's sequences; a bound keeps one request from
+// queueing thousands of them.
+constexpr int64_t kMaxChoicesPerPrompt = 128;
 
 int64_t CodePoints(const std::string& text) {
   int64_t n = 0;
@@ -127,13 +136,27 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).
   std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
   if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
+  request.n = OptionalInt(body, "n").value_or(1);
+  if (request.n < 1 || request.n > kMaxChoicesPerPrompt) {
+    BadRequest("'n' must be between 1 and " + std::to_string(kMaxChoicesPerPrompt) + ", got " +
+                   std::to_string(request.n),
+               "n");
+  }
+  std::vector<Prompt> choices;
   for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
     params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
                                                  fallback_max_tokens, "prompt");
     ValidateSampling(params, context.engine().vocab_size());
-    request.params.push_back(std::move(params));
+    for (int64_t j = 0; j < request.n; ++j) {
+      // As vLLM's parallel sampling: choice j of a seeded request samples with seed + j.
+      SamplingParams choice = params;
+      if (choice.seed) *choice.seed += static_cast<uint64_t>(j);
+      request.params.push_back(std::move(choice));
+      choices.push_back(prompt);
+    }
   }
+  request.prompts = std::move(choices);
   return request;
 }
 
@@ -222,7 +245,7 @@ json ResponseJson(const CompletionRequest& request, const std::vector<RequestOut
       choices.back()["prompt_token_ids"] = out.prompt_token_ids;
       choices.back()["token_ids"] = out.token_ids;
     }
-    prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
+    if (request.CountsPrompt(i)) prompt_tokens += static_cast<int64_t>(out.prompt_token_ids.size());
     completion_tokens += static_cast<int64_t>(out.token_ids.size());
   }
   response["choices"] = std::move(choices);
@@ -293,7 +316,7 @@ class CompletionStream : public EventStream {
     choice.echo_pending = false;
     choice.num_tokens_sent += output.token_ids.size();
     if (output.finished) {
-      prompt_tokens_ += static_cast<int64_t>(request_.prompts[index].ids.size());
+      if (request_.CountsPrompt(index)) prompt_tokens_ += static_cast<int64_t>(request_.prompts[index].ids.size());
       completion_tokens_ += static_cast<int64_t>(choice.num_tokens_sent);
     }
     // As vLLM: every step that produced tokens is a chunk, even when its text is empty

@@ -1,6 +1,6 @@
 // POST /v1/completions (vLLM's OpenAIServingCompletion): a prompt (a string, a list of
-// token ids, or a list of those: one choice each) -> text_completion, or with stream
-// an SSE stream of text_completion chunks.
+// token ids, or a list of those: n choices each, each its own engine request) ->
+// text_completion, or with stream an SSE stream of text_completion chunks.
 #pragma once
 
 #include <string>
