@@ -9,6 +9,7 @@ packages=(
   hipcc libamdhip64-dev rocm-device-libs   # the ROCm backend is compiled (not run) here
   clang-14 libclang-rt-14-dev                # libFuzzer targets
   gnuplot-nox                                # `vllm-cpp bench --plot` (run as a separate process)
+  g++-aarch64-linux-gnu qemu-user-static     # the vt tests built for aarch64, run under qemu
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The vt tests (every op contract test, the runtime, the CPU backend) built for 64-bit
+# ARM Linux with Debian's cross compiler and run under qemu-user-static: the portable
+# kernels on a CPU that is not x86-64 (src/vt/CMakeLists.txt builds no x86 kernel
+# there). Correctness only: qemu says nothing about speed on ARM.
+#
+#   tools/aarch64_tests.sh [BUILD_DIR]      (default build-aarch64)
+#
+# Needs g++-aarch64-linux-gnu and qemu-user-static (tools/install_deps.sh) and
+# googletest's sources (/usr/src/googletest, libgtest-dev), built here for the target.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$repo/build-aarch64}
+toolchain=$repo/cmake/aarch64-linux-gnu.cmake
+gtest=$build/googletest
+if [ ! -f "$gtest/lib/cmake/GTest/GTestConfig.cmake" ]; then
+  cmake -S /usr/src/googletest -B "$build/googletest-build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$gtest" >/dev/null
+  cmake --build "$build/googletest-build" --target install >/dev/null
+fi
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DVT_TARGET_PREFIX="$gtest" \
+  -DCMAKE_BUILD_TYPE=Release -DVT_BUILD_ENGINE=OFF -DVT_BUILD_BENCH=OFF -DVT_CUDA=OFF -DVT_ROCM=OFF >/dev/null
+cmake --build "$build" --target vt_tests
+qemu-aarch64-static -L /usr/aarch64-linux-gnu "$build/bin/vt_tests" --gtest_brief=1
