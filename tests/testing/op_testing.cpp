@@ -27,9 +27,21 @@ void ForEachCpuIsa(const std::function<void()>& body) {
   const cpu::Isa detected = cpu::DetectedIsa();
   cpu::SetAvxVnniAllowed(true);
   const bool avx_vnni = cpu::HasAvxVnni();
+  cpu::SetNeonDotprodAllowed(true);
+  const bool neon_dotprod = cpu::HasNeonDotprod();
   for (int level = 0; level <= static_cast<int>(detected); ++level) {
     auto isa = static_cast<cpu::Isa>(level);
     cpu::SetIsaLimit(isa);
+    // aarch64 with sdot: the portable kernels, then the Q8_0 / Q4_0 MatMul on sdot.
+    if (isa == cpu::Isa::kPortable && neon_dotprod) {
+      for (const bool dotprod : {false, true}) {
+        SCOPED_TRACE(std::string("cpu isa portable") + (dotprod ? " + neon dotprod" : ""));
+        cpu::SetNeonDotprodAllowed(dotprod);
+        body();
+      }
+      cpu::SetNeonDotprodAllowed(true);
+      continue;
+    }
     // AVX2 twice where the CPU has AVX-VNNI: the maddubs tiles, then the VNNI ones.
     for (const bool vnni : isa == cpu::Isa::kAvx2 && avx_vnni ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
       SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa) + (isa == cpu::Isa::kAvx2 && avx_vnni && vnni ? " + avx-vnni" : ""));

@@ -2,11 +2,17 @@
 
 #include <atomic>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 namespace vt::cpu {
 namespace {
 
 std::atomic<int> g_limit{static_cast<int>(Isa::kAvx512)};
 std::atomic<bool> g_avx_vnni_allowed{true};
+std::atomic<bool> g_neon_dotprod_allowed{true};
 
 #if defined(__x86_64__)
 // CPUID leaf 7 subleaf 1, EAX: bit 4 AVX-VNNI, bit 5 AVX512_BF16 (GCC 12's
@@ -83,5 +89,16 @@ bool HasAvxVnni() {
 }
 
 void SetAvxVnniAllowed(bool allowed) { g_avx_vnni_allowed.store(allowed, std::memory_order_relaxed); }
+
+bool HasNeonDotprod() {
+#if defined(__aarch64__) && defined(__linux__)
+  static const bool reported = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return reported && g_neon_dotprod_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void SetNeonDotprodAllowed(bool allowed) { g_neon_dotprod_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace vt::cpu

@@ -28,4 +28,11 @@ bool HasAvx512Bf16();
 bool HasAvxVnni();
 void SetAvxVnniAllowed(bool allowed);
 
+// aarch64 with the dot-product extension (sdot: 4 int8 products into each int32
+// lane; Armv8.2 optional, Armv8.4 mandatory), which the Q8_0 / Q4_0 MatMul uses on
+// top of the portable kernels where the CPU reports it and tests have not turned
+// it off (SetNeonDotprodAllowed: they run the portable MatMul too). x86: false.
+bool HasNeonDotprod();
+void SetNeonDotprodAllowed(bool allowed);
+
 }  // namespace vt::cpu

@@ -160,7 +160,8 @@ TEST(MatMulTest, Q8_KWeightsAreRejectedByName) {
 // The ISA variant a CPU call should take: AVX-512 paths need VNNI (block types) or
 // BF16 (bf16 weights); without them the AVX2 variant runs, for block types with
 // AVX-VNNI where the CPU has it (and ForEachCpuIsa allows it), but not in the
-// K-quant GEMV (M = 1 here).
+// K-quant GEMV (M = 1 here); on aarch64 with the dot-product extension Q8_0 and Q4_0
+// take the sdot kernel.
 std::string ExpectedCpuVariant(DType w_dtype, int64_t m) {
   const cpu::Isa isa = cpu::ActiveIsa();
   const bool k_quant = w_dtype == DType::kQ4_K || w_dtype == DType::kQ5_K || w_dtype == DType::kQ6_K;
@@ -170,6 +171,9 @@ std::string ExpectedCpuVariant(DType w_dtype, int64_t m) {
                      : w_dtype == DType::kBF16 ? cpu::HasAvx512Bf16()
                                                : true;
     return has ? "avx512" : avx2;
+  }
+  if (isa == cpu::Isa::kPortable && (w_dtype == DType::kQ8_0 || w_dtype == DType::kQ4_0) && cpu::HasNeonDotprod()) {
+    return "neon_dotprod";  // aarch64 with sdot (ForEachCpuIsa runs it and the portable kernel)
   }
   return isa == cpu::Isa::kAvx2 ? avx2 : cpu::IsaName(isa);
 }

@@ -31,7 +31,7 @@
 namespace vt::cpu::matmul {
 namespace {
 
-enum class Variant { kPortable, kAvx2, kAvx2Vnni, kAvx512 };
+enum class Variant { kPortable, kAvx2, kAvx2Vnni, kAvx512, kNeonDotprod };
 
 const char* VariantName(Variant v) {
   switch (v) {
@@ -39,6 +39,7 @@ const char* VariantName(Variant v) {
     case Variant::kAvx2: return "avx2";
     case Variant::kAvx2Vnni: return "avx2_vnni";
     case Variant::kAvx512: return "avx512";
+    case Variant::kNeonDotprod: return "neon_dotprod";
   }
   return "unknown";
 }
@@ -62,11 +63,14 @@ Variant ChooseVariant(DType w_dtype, int64_t m) {
     case Isa::kAvx2: return avx2;
     case Isa::kPortable: break;
   }
+  // aarch64 (ActiveIsa() is kPortable there): sdot for the 32-value block formats.
+  if ((w_dtype == DType::kQ8_0 || w_dtype == DType::kQ4_0) && HasNeonDotprod()) return Variant::kNeonDotprod;
   return Variant::kPortable;
 }
 
 XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
   if (variant == Variant::kPortable) return XFormat::kF32;
+  if (variant == Variant::kNeonDotprod) return XFormat::kQ8x32;
   if (IsQuantized(w_dtype) && variant == Variant::kAvx512 && HasAvx512Bf16() && m >= kBf16PanelMinRows) {
     return XFormat::kBf16;
   }
@@ -97,6 +101,9 @@ PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
                                   : variant == Variant::kAvx2Vnni ? &MatMulRowsAvx2Vnni
                                   : variant == Variant::kAvx2     ? &MatMulRowsAvx2
                                                                   : &MatMulRowsPortable};
+#if defined(__aarch64__)
+  if (variant == Variant::kNeonDotprod) prepared.rows = &MatMulRowsNeonDotprod;
+#endif
   const XRowOps x_ops = variant == Variant::kAvx512                                   ? Avx512XRowOps()
                         : variant == Variant::kAvx2 || variant == Variant::kAvx2Vnni ? Avx2XRowOps()
                                                                                      : PortableXRowOps();

@@ -90,6 +90,9 @@ void MatMulRowsPortable(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx2Vnni(const Problem& p, int64_t n_begin, int64_t n_end);
 void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
+// aarch64 with the dot-product extension: Q8_0 and Q4_0 weights, x as kQ8x32
+// (matmul_neon.cpp, built for aarch64 only).
+void MatMulRowsNeonDotprod(const Problem& p, int64_t n_begin, int64_t n_end);
 
 // From this many rows of x, block weights on AVX-512 with BF16 take the bf16 GEMM:
 // each weight panel is dequantized once (about 0.2 ns per value) and then feeds
