@@ -2,7 +2,9 @@
 // rows (CUDA), out[M, N] = x[M, K] . w[N, K]^T with M <= kQuantGemvStagedMaxRows, K a
 // multiple of 256 and 16-byte aligned weight rows (every such model's projections and
 // LM head). The Q8_0 case is described below; the other formats differ only in a
-// stage's bytes and their decode (StagedFormat).
+// stage's bytes and their decode (StagedFormat). The same kernel reads MoeExperts'
+// chosen experts at one token (StagedRows: the group or stage addresses follow the
+// expert ids; docs/gpu_kernels.md §3).
 //
 // Why not the dot lanes of matmul_quant.cu: a Q8_0 block is 34 bytes, so a lane that
 // reads its part of a block straight from global memory issues 2-byte loads, and a
