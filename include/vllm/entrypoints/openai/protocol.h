@@ -85,6 +85,14 @@ struct RequestSampling {
   bool return_tokens_as_token_ids = false;
 };
 RequestSampling ReadSampling(const nlohmann::json& body, const SamplingDefaults& defaults = {});
+
+// `n`, the choices a prompt gets (vLLM's parallel sampling: each its own engine
+// request), in [1, kMaxChoices]; a 400 naming n otherwise. vLLM caps nothing but the
+// engine's sequences; the bound keeps one request from queueing thousands of them.
+inline constexpr int64_t kMaxChoices = 128;
+int64_t ReadChoiceCount(const nlohmann::json& body);
+// Choice j's sampling parameters: `params`, with seed + j when seeded (vLLM's children).
+SamplingParams ChoiceParams(const SamplingParams& params, int64_t j);
 // SamplingParams::Validate as a 400 naming the field.
 void ValidateSampling(const SamplingParams& params, int64_t vocab_size);
 

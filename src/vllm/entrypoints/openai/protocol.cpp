@@ -170,6 +170,20 @@ StreamOptions ReadStreamOptions(const json& body) {
   return options;
 }
 
+int64_t ReadChoiceCount(const json& body) {
+  const int64_t n = OptionalInt(body, "n").value_or(1);
+  if (n < 1 || n > kMaxChoices) {
+    BadRequest("'n' must be between 1 and " + std::to_string(kMaxChoices) + ", got " + std::to_string(n), "n");
+  }
+  return n;
+}
+
+SamplingParams ChoiceParams(const SamplingParams& params, int64_t j) {
+  SamplingParams choice = params;
+  if (choice.seed) *choice.seed += static_cast<uint64_t>(j);
+  return choice;
+}
+
 RequestSampling ReadSampling(const json& body, const SamplingDefaults& defaults) {
   RequestSampling sampling;
   try {

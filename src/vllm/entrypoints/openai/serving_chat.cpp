@@ -26,13 +26,7 @@ struct ChatRequest {
   std::optional<int> prompt_logprobs;  // vLLM's extra field
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
-  int64_t n = 1;  // choices, each its own engine request (choice j samples with seed + j)
-  // Choice j's sampling parameters (vLLM's parallel sampling: seed + j when seeded).
-  SamplingParams ParamsOf(int64_t j) const {
-    SamplingParams p = params;
-    if (p.seed) *p.seed += static_cast<uint64_t>(j);
-    return p;
-  }
+  int64_t n = 1;  // choices, each its own engine request (ChoiceParams)
   ChatTools tools;
   std::string reasoning_parser;       // the server's ("" or "qwen3")
   bool starts_in_reasoning = false;   // the rendered prompt left <think> open
@@ -68,10 +62,6 @@ void ReadRoleAndEcho(const json& body, ChatRequest& request) {
     for (const json& part : last["content"]) request.echo += (request.echo.empty() ? "" : "\n") + part.value("text", "");
   }
 }
-
-// vLLM caps nothing but the engine's sequences; a bound keeps one request from
-// queueing thousands of them.
-constexpr int64_t kMaxChoices = 128;
 
 ChatRequest ReadRequest(const std::string& text, const ServingContext& context) {
   const json body = ParseBody(text);
@@ -115,10 +105,7 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
   request.params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(request.prompt_ids.size()),
                                                        sampling.max_tokens, sampling.default_max_tokens, "messages");
   ValidateSampling(request.params, context.engine().vocab_size());
-  request.n = OptionalInt(body, "n").value_or(1);
-  if (request.n < 1 || request.n > kMaxChoices) {
-    BadRequest("'n' must be between 1 and " + std::to_string(kMaxChoices) + ", got " + std::to_string(request.n), "n");
-  }
+  request.n = ReadChoiceCount(body);
   return request;
 }
 
@@ -343,7 +330,7 @@ ApiResponse ServingChat::Create(const std::string& body, const ClientGone& clien
   for (int64_t j = 0; j < request.n; ++j) {
     // One request keeps vLLM's id; parallel samples get "-j" as in vLLM's fan-out.
     const std::string id = request.n == 1 ? request.request_id : request.request_id + "-" + std::to_string(j);
-    engine_requests.push_back({id, request.prompt_ids, request.ParamsOf(j), request.user});
+    engine_requests.push_back({id, request.prompt_ids, ChoiceParams(request.params, j), request.user});
   }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
@@ -358,7 +345,7 @@ EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const Servi
   EngineRequestsOfBody out;
   for (int64_t j = 0; j < request.n; ++j) {
     out.prompt_ids.push_back(request.prompt_ids);
-    out.params.push_back(request.ParamsOf(j));
+    out.params.push_back(ChoiceParams(request.params, j));
   }
   return out;
 }

@@ -36,10 +36,6 @@ struct CompletionRequest {
   bool CountsPrompt(size_t choice) const { return choice % static_cast<size_t>(n) == 0; }
 };
 
-// vLLM caps nothing but the engine's sequences; a bound keeps one request from
-// queueing thousands of them.
-constexpr int64_t kMaxChoicesPerPrompt = 128;
-
 int64_t CodePoints(const std::string& text) {
   int64_t n = 0;
   for (unsigned char c : text) n += (c & 0xc0) != 0x80;
@@ -136,12 +132,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   // Without max_tokens: the generation config's, else OpenAI's 16 (an explicit null: all that fits).
   std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
   if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
-  request.n = OptionalInt(body, "n").value_or(1);
-  if (request.n < 1 || request.n > kMaxChoicesPerPrompt) {
-    BadRequest("'n' must be between 1 and " + std::to_string(kMaxChoicesPerPrompt) + ", got " +
-                   std::to_string(request.n),
-               "n");
-  }
+  request.n = ReadChoiceCount(body);
   std::vector<Prompt> choices;
   for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
@@ -149,10 +140,7 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
                                                  fallback_max_tokens, "prompt");
     ValidateSampling(params, context.engine().vocab_size());
     for (int64_t j = 0; j < request.n; ++j) {
-      // As vLLM's parallel sampling: choice j of a seeded request samples with seed + j.
-      SamplingParams choice = params;
-      if (choice.seed) *choice.seed += static_cast<uint64_t>(j);
-      request.params.push_back(std::move(choice));
+      request.params.push_back(ChoiceParams(params, j));
       choices.push_back(prompt);
     }
   }
