@@ -9,14 +9,16 @@ Usage:
 
 --data holds train.txt / valid.txt from prepare_corpus.py (texts separated by
 <|endoftext|>). --smoke trains 20 steps of a tiny batch: a check that every stage runs.
+--reference-only rewrites the references (and samples) of an existing --out/hf.
 
 Writes into --out:
   hf/                     config.json, generation_config.json, model.safetensors (bf16,
                           trunk + mtp.* tensors), tokenizer.json, tokenizer_config.json
   reference.safetensors   the HF f32 reference of hf/ in the format of tests/data/models
                           (logits.<i>, decode_logits.<i>, prompt_ids.<i>, greedy_ids.<i>),
-                          plus mtp_logits.<i> [n-1, vocab]: the MTP head's logits over
-                          prompt + greedy[:-1] (row j predicts token j+2)
+                          plus mtp_logits.<i> [len_i - 1, vocab] for i >= 1: the MTP
+                          head's logits over prompt i (row j predicts prompt token j+2,
+                          the last row the token after the prompt's next)
   reference.json          prompts, greedy ids, checks, versions
   metrics.json            perplexities (model, unigram baseline), MTP accuracy, loss history
   loss.png                train (blue) and valid (orange) loss against the step
@@ -53,9 +55,9 @@ CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
 MTP_LOSS_WEIGHT = 0.3
-REFERENCE_PROMPTS = ["The", "The history of", "In the morning the old man walked down to the",
-                     "The committee said that the new law would",
-                     "\"I don't know,\" she said. \"We could go back to the house and"]
+# The reference prompts: the first tokens of held-out texts, of the lengths of the other
+# reference models (tools/oracle/model_specs.py: 64 = one GDN chunk, 100 spans two).
+REFERENCE_PROMPT_LENGTHS = (1, 5, 17, 64, 100)
 SAMPLE_PROMPTS = ["The history of", "In the morning", "The President said", "She looked at him and"]
 
 
@@ -86,6 +88,7 @@ def parse_args():
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--reference-only", action="store_true")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
@@ -296,6 +299,11 @@ def load_mtp(hf_dir, c):
     return mtp.float().eval()
 
 
+def reference_prompts(valid_ids_per_text):
+    """Prompt i: the first REFERENCE_PROMPT_LENGTHS[i] tokens of held-out text i."""
+    return [torch.tensor(ids[:n], dtype=torch.long) for ids, n in zip(valid_ids_per_text, REFERENCE_PROMPT_LENGTHS)]
+
+
 @torch.no_grad()
 def mtp_logits_over(model, mtp, ids):
     """The MTP logits over ids [n]: row j (0..n-2) predicts ids position j+2."""
@@ -303,7 +311,7 @@ def mtp_logits_over(model, mtp, ids):
     return mtp(hidden[:, :-1], ids[None, 1:], model.model.embed_tokens, model.lm_head)[0].float()
 
 
-def write_references(hf_dir, out, tok, c, env):
+def write_references(hf_dir, out, tok, c, env, prompt_ids):
     import oracle_torch
     from safetensors.torch import save_file
 
@@ -312,15 +320,15 @@ def write_references(hf_dir, out, tok, c, env):
     oracle_torch.check_tying(model, True, "after loading")
     mtp = load_mtp(hf_dir, c)
     tensors, prompts = {}, []
-    for i, text in enumerate(REFERENCE_PROMPTS):
-        ids = torch.tensor(tok.encode(text).ids, dtype=torch.long)
+    for i, ids in enumerate(prompt_ids):
+        text = tok.decode(ids.tolist())
         r = oracle_torch.run_prompt(model, ids)
-        full = torch.cat([ids, r["new"][:-1]])
         tensors[f"logits.{i}"] = r["logits"].contiguous()
         tensors[f"decode_logits.{i}"] = r["decode_logits"].contiguous()
         tensors[f"prompt_ids.{i}"] = ids.to(torch.int32).contiguous()
         tensors[f"greedy_ids.{i}"] = r["new"].to(torch.int32).contiguous()
-        tensors[f"mtp_logits.{i}"] = mtp_logits_over(model, mtp, full).contiguous()
+        if ids.numel() >= 2:
+            tensors[f"mtp_logits.{i}"] = mtp_logits_over(model, mtp, ids).contiguous()
         prompts.append(dict(r["checks"], text=text, ids=ids.tolist(), greedy_ids=r["new"].tolist(),
                             greedy_text=tok.decode(r["new"].tolist())))
         log(f"reference {i}: {text!r} -> {tok.decode(r['new'].tolist())!r}")
@@ -328,7 +336,7 @@ def write_references(hf_dir, out, tok, c, env):
               metadata={"format": "pt", "producer": "tools/demo_model/train.py"})
     meta = {"model": "demo", "arch": spec["arch"], "seed": SEED, "storage_dtype": "bfloat16", "tied_embeddings": True,
             "environment": env, "loading": loading, "prompts": prompts,
-            "mtp_logits": "mtp_logits.<i>: MTP head over prompt + greedy[:-1], row j predicts position j+2"}
+            "mtp_logits": "mtp_logits.<i> (prompts of 2+ tokens): MTP head over the prompt, row j predicts position j+2"}
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
@@ -379,8 +387,20 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     hf_dir = os.path.join(args.out, "hf")
     os.makedirs(hf_dir, exist_ok=True)
-    train_texts = read_texts(os.path.join(args.data, "train.txt"))
     valid_texts = read_texts(os.path.join(args.data, "valid.txt"))
+    if args.reference_only:  # needs valid.txt alone
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+        c = text_config(tok.get_vocab_size())
+        prompts = reference_prompts([e.ids for e in tok.encode_batch(valid_texts)])
+        ref_model, _ = write_references(hf_dir, args.out, tok, c, env, prompts)
+        with open(os.path.join(args.out, "samples.json"), "w") as f:
+            json.dump(samples(ref_model, tok), f, indent=1)
+            f.write("\n")
+        log("done (references only)")
+        return
+    train_texts = read_texts(os.path.join(args.data, "train.txt"))
     tok = train_tokenizer(train_texts)
     train_ids, valid_ids = encode_stream(tok, train_texts), encode_stream(tok, valid_texts)
     vocab = tok.get_vocab_size()
@@ -400,7 +420,8 @@ def main():
     mtp.load_state_dict(best["mtp"])
     names = save_hf(model, mtp, tok, hf_dir)
     log(f"saved {len(names)} tensors (best step {best['step']}, valid loss {best['loss']:.4f})")
-    ref_model, ref_mtp = write_references(hf_dir, args.out, tok, c, env)
+    prompts = reference_prompts([e.ids for e in tok.encode_batch(valid_texts)])
+    ref_model, ref_mtp = write_references(hf_dir, args.out, tok, c, env, prompts)
     saved = saved_model_perplexity(copy.deepcopy(ref_model).to(device), copy.deepcopy(ref_mtp).to(device),
                                    valid_batches, device)
     metrics = {

@@ -13,6 +13,9 @@
 namespace vllm {
 
 void AddEngineArgs(CliArgs& cli);
+// The model option `option` ("model") when given; otherwise the embedded demo model
+// (kDemoModelName) where this binary registered one, else CliError naming `command`.
+std::string ModelOrDemoModel(const CliArgs& cli, const std::string& command, const std::string& option = "model");
 EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model);
 
 void AddGenerationConfigArg(CliArgs& cli);

@@ -1,4 +1,5 @@
-// A model file's bytes, read-only: an mmapped file or an owned buffer.
+// A model file's bytes, read-only: an mmapped file, an owned buffer, or a file
+// compiled into the binary (embedded_files.h), which Open serves by its name.
 //
 // Weight tensors are vt::Tensor views into these bytes (no copies); every such
 // tensor holds a shared_ptr to its MappedFile, so the mapping lives as long as any
@@ -16,7 +17,8 @@ namespace vllm {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. Throws vt::Error naming the path and the OS error.
+  // Maps `path` read-only (a registered embedded file of that name: its bytes, not
+  // copied). Throws vt::Error naming the path and the OS error.
   static std::shared_ptr<const MappedFile> Open(const std::string& path);
   // Owns `bytes`; `name` stands in for the path in error messages (fuzzers, tests).
   static std::shared_ptr<const MappedFile> FromBytes(std::vector<uint8_t> bytes, std::string name);

@@ -8,6 +8,7 @@
 
 #include "output_processor.h"
 #include "vllm/engine/structured_output_manager.h"
+#include "vllm/model_loader/embedded_files.h"
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
@@ -22,7 +23,7 @@ namespace {
 // tokenizer.ggml.* metadata).
 bool HasTokenizer(const std::string& path, const LoadedModel& loaded) {
   namespace fs = std::filesystem;
-  if (fs::is_directory(path)) return fs::exists(fs::path(path) / "tokenizer.json");
+  if (!IsEmbeddedFile(path) && fs::is_directory(path)) return fs::exists(fs::path(path) / "tokenizer.json");
   return loaded.gguf_metadata && loaded.gguf_metadata->Find("tokenizer.ggml.tokens") != nullptr;
 }
 
@@ -31,7 +32,8 @@ bool HasTokenizer(const std::string& path, const LoadedModel& loaded) {
 std::optional<Tokenizer> LoadTokenizer(const EngineConfig& config, const LoadedModel& loaded) {
   if (!config.tokenizer.empty()) return Tokenizer::FromPath(config.tokenizer);
   if (!HasTokenizer(config.model, loaded)) return std::nullopt;
-  if (loaded.gguf_metadata && std::filesystem::path(config.model).extension() == ".gguf") {
+  if (loaded.gguf_metadata &&
+      (std::filesystem::path(config.model).extension() == ".gguf" || IsEmbeddedFile(config.model))) {
     return Tokenizer::FromGguf(GgufTokenizerDataFromMetadata(*loaded.gguf_metadata));
   }
   return Tokenizer::FromPath(config.model);

@@ -1,5 +1,7 @@
 #include "vllm/entrypoints/engine_args.h"
 
+#include "vllm/model_loader/embedded_files.h"
+
 namespace vllm {
 
 void AddEngineArgs(CliArgs& cli) {
@@ -32,6 +34,12 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads", "CPU threads (0 = all)", "0");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
+}
+
+std::string ModelOrDemoModel(const CliArgs& cli, const std::string& command, const std::string& option) {
+  if (cli.WasGiven(option)) return cli.GetString(option);
+  if (IsEmbeddedFile(kDemoModelName)) return kDemoModelName;
+  throw CliError(command + ": give the model (an HF folder or a .gguf file); this build has no embedded demo model");
 }
 
 EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) {

@@ -16,6 +16,7 @@
 #include "vllm/entrypoints/commands.h"
 #include "vllm/entrypoints/engine_args.h"
 #include "vllm/entrypoints/sampling_params_json.h"
+#include "vllm/model_loader/embedded_files.h"
 
 namespace vllm {
 namespace {
@@ -133,7 +134,8 @@ std::string IdsText(const std::vector<int32_t>& ids) {
 }
 
 void DeclareArgs(CliArgs& cli) {
-  cli.AddOption("model", "HF checkpoint folder or .gguf file");
+  cli.AddOption("model", std::string("HF checkpoint folder or .gguf file (default: the embedded demo model, ") +
+                             kDemoModelName + ")");
   cli.AddOption("prompt", "prompt text (needs the model's tokenizer)");
   cli.AddOption("prompt-ids", "prompt token ids, comma-separated");
   cli.AddOption("input-file", "JSONL: one {\"prompt\" | \"prompt_token_ids\", sampling fields...} per line");
@@ -158,7 +160,7 @@ int RunGenerateCommand(const CommandArgs& args) {
   DeclareArgs(cli);
   if (!cli.ParseOrShowHelp(args)) return 0;
   const bool as_json = cli.GetFlag("json");
-  EngineConfig config = EngineConfigFromArgs(cli, cli.GetString("model"));
+  EngineConfig config = EngineConfigFromArgs(cli, ModelOrDemoModel(cli, "generate"));
   const SamplingDefaults defaults = SamplingDefaultsFromArgs(
       cli, config.model, [](const std::string& line) { std::fprintf(stderr, "vllm-cpp generate: %s\n", line.c_str()); });
   LLMEngine engine(config, [](int64_t done, int64_t total) {

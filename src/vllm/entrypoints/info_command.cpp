@@ -9,6 +9,7 @@
 
 #include "vllm/entrypoints/cli_args.h"
 #include "vllm/entrypoints/commands.h"
+#include "vllm/model_loader/embedded_files.h"
 #include "vllm/model_loader/gguf_reader.h"
 #include "vllm/model_loader/model_loader.h"
 #include "vllm/model_loader/safetensors.h"
@@ -83,8 +84,9 @@ int RunInfoCommand(const CommandArgs& args) {
   const LoadOptions options{.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order")),
                             .on_warning = [](const std::string&) {}};
   std::printf("path: %s\n", path.c_str());
-  if (!std::filesystem::exists(path)) throw vt::Error(path + ": no such file or folder");
-  const bool is_folder = std::filesystem::is_directory(path);
+  const bool embedded = IsEmbeddedFile(path);
+  if (!embedded && !std::filesystem::exists(path)) throw vt::Error(path + ": no such file or folder");
+  const bool is_folder = !embedded && std::filesystem::is_directory(path);
   std::optional<GgufFile> gguf;
   if (!is_folder) gguf = GgufFile::Open(path);
   const StoredTensors stored = is_folder ? ReadHfTensors(path) : ReadGgufTensors(*gguf);

@@ -27,12 +27,16 @@
 #include "vllm/entrypoints/engine_args.h"
 #include "vllm/entrypoints/openai/api_server.h"
 #include "vllm/entrypoints/openai/server_args.h"
+#include "vllm/model_loader/embedded_files.h"
 
 namespace vllm {
 namespace {
 
 void DeclareArgs(CliArgs& cli) {
-  cli.AddPositional("model", "HF checkpoint folder or .gguf file", false);
+  cli.AddPositional("model",
+                    std::string("HF checkpoint folder or .gguf file (default: the embedded demo model, ") +
+                        kDemoModelName + ")",
+                    false);
   openai::AddServerArgs(cli);
   cli.AddFlag("help", "show this help");
   AddEngineArgs(cli);
@@ -133,9 +137,8 @@ int RunServeCommand(const CommandArgs& args) {
   CliArgs cli("serve");
   DeclareArgs(cli);
   if (!cli.ParseOrShowHelp(args)) return 0;
-  if (!cli.WasGiven("model")) throw CliError("serve: give the MODEL to serve (an HF folder or a .gguf file)");
   const sigset_t stop_signals = BlockStopSignals();
-  const std::string model = cli.GetString("model");
+  const std::string model = ModelOrDemoModel(cli, "serve");
   openai::ServerConfig server_config = openai::ServerConfigFromArgs(cli);
   // Before the model loads: a bad generation_config.json fails at once.
   server_config.sampling_defaults = SamplingDefaultsFromArgs(

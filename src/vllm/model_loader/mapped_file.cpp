@@ -8,11 +8,19 @@
 #include <cerrno>
 #include <cstring>
 
+#include "vllm/model_loader/embedded_files.h"
 #include "vt/error.h"
 
 namespace vllm {
 
 std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+  if (const EmbeddedFile* embedded = FindEmbeddedFile(path)) {
+    std::shared_ptr<MappedFile> file(new MappedFile());
+    file->path_ = path;
+    file->data_ = embedded->data;
+    file->size_ = embedded->size;
+    return file;
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw vt::Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};

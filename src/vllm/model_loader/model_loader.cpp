@@ -8,6 +8,7 @@
 #include <map>
 
 #include "loader_util.h"
+#include "vllm/model_loader/embedded_files.h"
 #include "vllm/model_loader/gguf_reader.h"
 #include "vt/error.h"
 
@@ -55,6 +56,7 @@ bool HasGgufMagic(const std::string& path) {
 
 void CheckIsModelPath(const std::string& path) {
   namespace fs = std::filesystem;
+  if (IsEmbeddedFile(path)) return;  // the embedded demo model: a GGUF
   if (!fs::exists(path)) throw vt::Error(path + ": no such file or folder");
   if (!fs::is_directory(path) && !HasGgufMagic(path)) {
     throw vt::Error(path + ": not a GGUF file (no \"GGUF\" magic) and not an HF checkpoint folder");
@@ -65,12 +67,13 @@ void CheckIsModelPath(const std::string& path) {
 
 LoadedModel LoadModel(const std::string& path, const LoadOptions& options) {
   CheckIsModelPath(path);
-  return std::filesystem::is_directory(path) ? LoadHfFolder(path, options) : LoadGgufFile(path, options);
+  return !IsEmbeddedFile(path) && std::filesystem::is_directory(path) ? LoadHfFolder(path, options)
+                                                                      : LoadGgufFile(path, options);
 }
 
 ModelConfig LoadModelConfig(const std::string& path, const LoadOptions& options) {
   CheckIsModelPath(path);
-  if (std::filesystem::is_directory(path)) return LoadHfConfig(path);
+  if (!IsEmbeddedFile(path) && std::filesystem::is_directory(path)) return LoadHfConfig(path);
   ModelConfig config = ModelConfigFromGguf(GgufFile::Open(path), options.on_warning);
   if (options.gdn_value_head_order == GdnValueHeadOrder::kGrouped) config.gdn_tiled_value_heads = false;
   return config;

@@ -11,6 +11,7 @@
 #include "utf8.h"
 #include "vocab_index.h"
 #include "vllm/model_loader/gguf_reader.h"
+#include "vllm/model_loader/embedded_files.h"
 #include "vllm/tokenizer/chat_template.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vt/error.h"
@@ -200,6 +201,9 @@ Tokenizer Tokenizer::FromHfDirectory(const std::filesystem::path& dir) {
 }
 
 Tokenizer Tokenizer::FromPath(const std::filesystem::path& path) {
+  if (IsEmbeddedFile(path.string())) {  // the embedded demo model, a GGUF (embedded_files.h)
+    return FromGguf(GgufTokenizerDataFromMetadata(GgufFile::Open(path.string()).metadata()));
+  }
   if (std::filesystem::is_directory(path)) return FromHfDirectory(path);
   if (path.filename() == "tokenizer.json") return FromHfDirectory(path.parent_path());
   if (!std::filesystem::exists(path)) throw vt::Error(path.string() + ": no such file or folder");

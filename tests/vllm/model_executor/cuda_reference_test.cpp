@@ -48,6 +48,11 @@ using testing::ReferencePrompt;
 
 constexpr int64_t kDecodeSteps = 24;
 constexpr double kBoundOverControl = 4.0;
+// The trained demo model rounds worse in bf16 activations, relative to one rounding of
+// its weights, than the random-weight models: its trained norms give activations with
+// outlier channels. Measured when it was added: prompt rms 3.4x the control (the others
+// 1.0-2.7x), worst decode row 4.2x on the CPU and 3.3x on cuda:0 (an H200).
+constexpr double kDemoBoundOverControl = 5.0;
 
 struct Bounds {
   double rel_rms = 0;  // prompt logits, over everything
@@ -71,7 +76,8 @@ Bounds ControlBounds(const LoadedReference& r) {
   const double u = std::ldexp(1.0, -9) / std::sqrt(3.0);
   const testing::PromptLogitErrors control = testing::MeasurePromptLogits(
       testing::WithMatrixNoise(r.loaded, testing::UniformNoiseLevels(r.loaded, u), 1), prompts, ref_logits);
-  return {kBoundOverControl * control.rel_rms, kBoundOverControl * control.rows.max_abs};
+  const double factor = r.ref.name == "demo" ? kDemoBoundOverControl : kBoundOverControl;
+  return {factor * control.rel_rms, factor * control.rows.max_abs};
 }
 
 const LoadedReference& Reference(const std::string& variant) {

@@ -279,7 +279,7 @@ TEST(GgufFixtureTest, RotaryWidthZeroMeansNoRotation) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GgufForwardTest,
                          ::testing::Values("qwen35_dense_untied", "qwen35_tied_realshapes", "qwen35_norope",
-                                           "qwen35_moe", "qwen3", "qwen35_causallm"),
+                                           "qwen35_moe", "qwen3", "qwen35_causallm", "demo"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

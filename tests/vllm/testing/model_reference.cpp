@@ -17,6 +17,11 @@ constexpr int kNumPrompts = 5;
 
 std::string ModelsDir() { return std::string(VT_TEST_DATA_DIR) + "/models"; }
 
+// tests/data/models/<name>, except the demo model, which ships in models/demo.
+std::string ModelDir(const std::string& name) {
+  return name == "demo" ? std::string(VLLM_DEMO_MODEL_DIR) : ModelsDir() + "/" + name;
+}
+
 template <typename T>
 std::vector<T> ReadAll(const SafetensorsFile& file, const std::string& name, vt::DType dtype, vt::Shape* shape) {
   const SafetensorsTensorInfo* info = file.FindTensor(name);
@@ -33,7 +38,7 @@ std::vector<T> ReadAll(const SafetensorsFile& file, const std::string& name, vt:
 }  // namespace
 
 ReferenceModel LoadReference(const std::string& name, const std::string& hf_subfolder) {
-  const std::string dir = ModelsDir() + "/" + name;
+  const std::string dir = ModelDir(name);
   const SafetensorsFile file = SafetensorsFile::Open(dir + "/reference.safetensors");
   ReferenceModel model;
   model.name = name;
@@ -60,7 +65,7 @@ std::string VariantTestName(const std::string& variant) {
 
 std::vector<std::string> ReferenceModelVariants() {
   return {"qwen35_dense_untied", "qwen35_tied_realshapes", "qwen35_norope", "qwen35_moe",
-          "qwen35_moe/hf_fused",  "qwen3",                  "qwen35_causallm"};
+          "qwen35_moe/hf_fused",  "qwen3",                  "qwen35_causallm",       "demo"};
 }
 
 ReferenceModel LoadReferenceVariant(const std::string& variant) {
