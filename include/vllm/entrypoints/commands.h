@@ -16,6 +16,10 @@ int RunSelfCheckCommand(const CommandArgs& args);
 // Runs prompts through the engine (vllm-cpp generate --model PATH ...).
 int RunGenerateCommand(const CommandArgs& args);
 
+// An interactive chat in the terminal over the model's chat template: a user turn per
+// line of stdin, each reply streamed to stdout (vllm-cpp chat [--model PATH] ...).
+int RunChatCommand(const CommandArgs& args);
+
 // Prints the token ids of texts (vllm-cpp tokenize --model PATH --text TEXT ...).
 int RunTokenizeCommand(const CommandArgs& args);
 

@@ -1,6 +1,8 @@
-// The engine flags shared by `generate`, `serve` and `bench` (vLLM's names), declared
-// on a CliArgs and read back into an EngineConfig; and --generation-config, which only
-// the commands that take requests' sampling fields (`generate`, `serve`) declare.
+// The engine flags shared by `generate`, `chat`, `serve` and `bench` (vLLM's names),
+// declared on a CliArgs and read back into an EngineConfig; --generation-config, which
+// only the commands that take requests' sampling fields (`generate`, `chat`, `serve`)
+// declare; and the sampling flags of the commands that make requests from their own
+// flags (`generate`, `chat`).
 #pragma once
 
 #include <functional>
@@ -23,5 +25,11 @@ void AddGenerationConfigArg(CliArgs& cli);
 // startup lines (overridden defaults, ignored fields) sent to `log`.
 SamplingDefaults SamplingDefaultsFromArgs(const CliArgs& cli, const std::string& model,
                                           const std::function<void(const std::string&)>& log);
+
+// --max-tokens (default `max_tokens`), --temperature, --top-k, --top-p, --min-p.
+void AddSamplingArgs(CliArgs& cli, const std::string& max_tokens);
+// Those flags where given, else the generation config's `defaults`, else SamplingParams'
+// own; and --seed (AddEngineArgs) as the request's seed where given.
+SamplingParams SamplingParamsFromArgs(const CliArgs& cli, const SamplingDefaults& defaults);
 
 }  // namespace vllm

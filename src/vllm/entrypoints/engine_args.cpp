@@ -86,4 +86,24 @@ SamplingDefaults SamplingDefaultsFromArgs(const CliArgs& cli, const std::string&
   return defaults;
 }
 
+// The defaults shown are SamplingParams' own, which SamplingParamsFromArgs starts from.
+void AddSamplingArgs(CliArgs& cli, const std::string& max_tokens) {
+  cli.AddOption("max-tokens", "tokens to generate at most (per request)", max_tokens);
+  cli.AddOption("temperature", "0 = greedy", "1.0");
+  cli.AddOption("top-k", "keep the k most likely tokens (0 or -1 = all)", "0");
+  cli.AddOption("top-p", "nucleus sampling mass", "1.0");
+  cli.AddOption("min-p", "drop tokens below min-p times the top probability", "0.0");
+}
+
+SamplingParams SamplingParamsFromArgs(const CliArgs& cli, const SamplingDefaults& defaults) {
+  SamplingParams p = defaults.ApplyTo({});
+  p.max_tokens = cli.WasGiven("max-tokens") || !defaults.max_tokens ? cli.GetInt("max-tokens") : *defaults.max_tokens;
+  if (cli.WasGiven("temperature")) p.temperature = cli.GetDouble("temperature");
+  if (cli.WasGiven("top-k")) p.top_k = static_cast<int>(cli.GetInt("top-k"));
+  if (cli.WasGiven("top-p")) p.top_p = cli.GetDouble("top-p");
+  if (cli.WasGiven("min-p")) p.min_p = cli.GetDouble("min-p");
+  if (cli.WasGiven("seed")) p.seed = static_cast<uint64_t>(cli.GetInt("seed"));
+  return p;
+}
+
 }  // namespace vllm

@@ -46,22 +46,10 @@ std::vector<int32_t> ParseIds(const std::string& text) {
   return ids;
 }
 
-// The flags given, else the generation config's defaults, else the flags' defaults.
+// The sampling flags (SamplingParamsFromArgs) and this command's own.
 SamplingParams ParamsFromFlags(const CliArgs& cli, const SamplingDefaults& defaults) {
-  SamplingParams p;
+  SamplingParams p = SamplingParamsFromArgs(cli, defaults);
   p.output_kind = RequestOutputKind::kFinalOnly;  // the steps' new_text is all this command prints before the end
-  p.max_tokens = cli.GetInt("max-tokens");
-  p.temperature = cli.GetDouble("temperature");
-  p.top_k = static_cast<int>(cli.GetInt("top-k"));
-  p.top_p = cli.GetDouble("top-p");
-  p.min_p = cli.GetDouble("min-p");
-  if (!cli.WasGiven("max-tokens") && defaults.max_tokens) p.max_tokens = *defaults.max_tokens;
-  if (!cli.WasGiven("temperature") && defaults.temperature) p.temperature = *defaults.temperature;
-  if (!cli.WasGiven("top-k") && defaults.top_k) p.top_k = *defaults.top_k;
-  if (!cli.WasGiven("top-p") && defaults.top_p) p.top_p = *defaults.top_p;
-  if (!cli.WasGiven("min-p") && defaults.min_p) p.min_p = *defaults.min_p;
-  if (defaults.repetition_penalty) p.repetition_penalty = *defaults.repetition_penalty;
-  if (cli.WasGiven("seed")) p.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   p.ignore_eos = cli.GetFlag("ignore-eos");
   if (cli.WasGiven("logprobs")) p.logprobs = static_cast<int>(cli.GetInt("logprobs"));
   if (cli.WasGiven("prompt-logprobs")) p.prompt_logprobs = static_cast<int>(cli.GetInt("prompt-logprobs"));
@@ -139,11 +127,7 @@ void DeclareArgs(CliArgs& cli) {
   cli.AddOption("prompt", "prompt text (needs the model's tokenizer)");
   cli.AddOption("prompt-ids", "prompt token ids, comma-separated");
   cli.AddOption("input-file", "JSONL: one {\"prompt\" | \"prompt_token_ids\", sampling fields...} per line");
-  cli.AddOption("max-tokens", "tokens to generate at most", "16");
-  cli.AddOption("temperature", "0 = greedy", "1.0");
-  cli.AddOption("top-k", "keep the k most likely tokens (0 or -1 = all)", "0");
-  cli.AddOption("top-p", "nucleus sampling mass", "1.0");
-  cli.AddOption("min-p", "drop tokens below min-p times the top probability", "0.0");
+  AddSamplingArgs(cli, "16");
   cli.AddFlag("ignore-eos", "keep generating after EOS");
   cli.AddOption("logprobs", "top-K logprobs per generated token (-1 = whole vocabulary)");
   cli.AddOption("prompt-logprobs", "top-K logprobs per prompt position (-1 = whole vocabulary)");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "vllm/demo_model/demo_model.h"
 #include "vllm/entrypoints/commands.h"
 #include "vllm/version.h"
 
@@ -20,6 +21,7 @@ constexpr Command kCommands[] = {
     {"selfcheck", "list backends, devices and op coverage; run a small check on each device",
      vllm::RunSelfCheckCommand},
     {"generate", "run prompts through the engine and print the completions", vllm::RunGenerateCommand},
+    {"chat", "an interactive chat in the terminal (the model's chat template)", vllm::RunChatCommand},
 #ifdef VLLM_WITH_SERVER  // builds without cpp-httplib (CMake VT_BUILD_SERVER) have no server
     {"serve", "start the OpenAI-compatible server (completions, chat, tokenize, metrics)", vllm::RunServeCommand},
 #endif
@@ -38,6 +40,7 @@ void PrintUsage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vllm::RegisterDemoModel();  // "vllm-cpp/demo": the model of generate / chat / serve when none is given
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     PrintUsage();
     return argc < 2 ? 2 : 0;
