@@ -183,6 +183,7 @@ int RunGenerateCommand(const CommandArgs& args) {
                   engine.has_tokenizer() ? out.text.c_str() : IdsText(out.token_ids).c_str());
     }
   }
+  std::fflush(stdout);  // the completions before the summary, also when both streams go to one terminal or file
   std::fprintf(stderr, "%zu requests, %lld prompt tokens, %lld generated tokens in %.2f s (%.1f generated tok/s), %lld preemptions\n",
                inputs.size(), static_cast<long long>(prompt_tokens), static_cast<long long>(generated), seconds,
                seconds > 0 ? generated / seconds : 0.0, static_cast<long long>(engine.stats().num_preemptions));
