@@ -91,6 +91,19 @@ __host__ __device__ inline bool IsBlockDType(DType dtype) {
 
 // ---- element access by run-time dtype (dtype is uniform across a launch) --------
 
+// f(p) with `base` as a typed pointer of the float dtype `dtype` (f32, f16, else bf16).
+// For loops of loads: one switch outside the loop lets the loads issue back to back,
+// where LoadAsFloat's switch per value puts each load in a branch of its own and the
+// thread waits a memory latency per value (7 us for a [1, 4096] AddRmsNorm).
+template <typename F>
+__device__ inline void WithFloatPointer(const void* base, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f(static_cast<const float*>(base)); break;
+    case DType::kF16: f(static_cast<const f16_t*>(base)); break;
+    default: f(static_cast<const bf16_t*>(base)); break;
+  }
+}
+
 __device__ inline float LoadAsFloat(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
     case DType::kF32: return static_cast<const float*>(base)[i];

@@ -100,6 +100,24 @@ __device__ inline void LoadThreadValues(const T* row, int64_t dim, int lane, int
   }
 }
 
+// The norm weight's values of this thread's columns, + weight_offset, all loads issued
+// before the first use (WithFloatPointer, gpu_common.cuh).
+template <typename T>
+__device__ inline void LoadWeightValues(const RowNormParams<T>& p, int lane, int lanes,
+                                        float (&factor)[kNormValuesPerThread]) {
+  WithFloatPointer(p.weight, p.weight_dtype, [&](const auto* w) {
+    using W = std::remove_cv_t<std::remove_pointer_t<decltype(w)>>;
+    W raw[kNormValuesPerThread];
+#pragma unroll
+    for (int j = 0; j < kNormValuesPerThread; ++j) {
+      const int64_t i = lane + static_cast<int64_t>(j) * lanes;
+      raw[j] = i < p.dim ? w[i * p.weight_stride] : W{};
+    }
+#pragma unroll
+    for (int j = 0; j < kNormValuesPerThread; ++j) factor[j] = ToFloat(raw[j]) + p.weight_offset;
+  });
+}
+
 // kPerWarp: rows of at most 8 x warp width values (the GDN and attention heads'
 // q/k norms, 128-256 values; a 2048-token 9B prefill ran 153 norms at 44 us each
 // with one block per short row): one warp per row, blockDim / warp rows per block,
@@ -121,16 +139,17 @@ __global__ void __launch_bounds__(kMaxNormThreads) NormRowsInRegisters(RowNormPa
   // go out with x's, before any store (which might alias them) and before the
   // block reduction waits.
   float factor[kNormValuesPerThread];  // weight (+ offset), times silu(z) for GatedRmsNorm
+  if constexpr (kKind != NormKind::kL2) {
+    LoadWeightValues(p, lane, lanes, factor);
+  } else {
 #pragma unroll
-  for (int j = 0; j < kNormValuesPerThread; ++j) {
-    const int64_t i = lane + static_cast<int64_t>(j) * lanes;
-    factor[j] = 1.0f;
-    if (i < p.dim) {
-      if constexpr (kKind != NormKind::kL2) {
-        factor[j] = LoadAsFloat(p.weight, p.weight_dtype, i * p.weight_stride) + p.weight_offset;
-      }
-      if constexpr (kKind == NormKind::kGatedRms) factor[j] *= Silu(ToFloat(p.z[p.z_rows.Offset(row) + i]));
-    }
+    for (int j = 0; j < kNormValuesPerThread; ++j) factor[j] = 1.0f;
+  }
+  if constexpr (kKind == NormKind::kGatedRms) {
+    float z[kNormValuesPerThread];
+    LoadThreadValues(p.z + p.z_rows.Offset(row), p.dim, lane, lanes, z);
+#pragma unroll
+    for (int j = 0; j < kNormValuesPerThread; ++j) factor[j] *= Silu(z[j]);
   }
   if constexpr (kKind == NormKind::kAddRms) {
     T* residual = p.residual + p.residual_rows.Offset(row);

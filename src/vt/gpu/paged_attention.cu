@@ -317,19 +317,25 @@ __global__ void __launch_bounds__(kPagedAttentionThreads) PagedAttentionGroups(A
   const int num_slots = static_cast<int>(blockDim.x) / kLanes;
 
   float q[kGroup][kDims], acc[kGroup][kDims] = {}, max[kGroup], sum[kGroup];
+  // The group's q values, every load issued before the first use (WithFloatPointer).
+  WithFloatPointer(p.q, p.q_dtype, [&](const auto* qp) {
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) {
-    const int64_t q_row = row * p.q_strides[0] + (kv_head * p.kv_group + g) * p.q_strides[1];
-    max[g] = -INFINITY;
-    sum[g] = 0.0f;
+    for (int g = 0; g < kGroup; ++g) {
+      const int64_t q_row = row * p.q_strides[0] + (kv_head * p.kv_group + g) * p.q_strides[1];
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int64_t d0 = static_cast<int64_t>(c * kLanes + sub_lane) * kWidth;
+      for (int c = 0; c < kChunks; ++c) {
+        const int64_t d0 = static_cast<int64_t>(c * kLanes + sub_lane) * kWidth;
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) {
-        q[g][c * kWidth + i] = g < p.kv_group && d0 < D ? LoadAsFloat(p.q, p.q_dtype, q_row + d0 + i) * p.scale : 0.0f;
+        for (int i = 0; i < kWidth; ++i) {
+          q[g][c * kWidth + i] = g < p.kv_group && d0 < D ? ToFloat(qp[q_row + d0 + i]) * p.scale : 0.0f;
+        }
       }
     }
+  });
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    max[g] = -INFINITY;
+    sum[g] = 0.0f;
   }
 
   for (int64_t base = begin; base < end; base += static_cast<int64_t>(num_slots) * kKeysPerStep) {
@@ -500,12 +506,14 @@ __global__ void __launch_bounds__(kTileThreads, 3) PagedAttentionQueryTiles(Atte
   const int tid = static_cast<int>(threadIdx.x), r = tid / kTileKeys, j = tid % kTileKeys;
   const int64_t position = first_position + r;  // row r's position (keys 0..position)
   const bool row_valid = r < rows;
-  for (int64_t i = tid; i < kTileRows * D; i += kTileThreads) {
-    const int64_t row = i / D, d = i % D;
-    q[row * pitch + d] = row < rows ? LoadAsFloat(p.q, p.q_dtype, (first_row + row) * p.q_strides[0] + head * p.q_strides[1] + d) *
-                            p.scale
-                      : 0.0f;
-  }
+  WithFloatPointer(p.q, p.q_dtype, [&](const auto* qp) {
+#pragma unroll 4
+    for (int64_t i = tid; i < kTileRows * D; i += kTileThreads) {
+      const int64_t row = i / D, d = i % D;
+      q[row * pitch + d] =
+          row < rows ? ToFloat(qp[(first_row + row) * p.q_strides[0] + head * p.q_strides[1] + d]) * p.scale : 0.0f;
+    }
+  });
   float max = -INFINITY, sum = 0.0f, acc[kTileMaxDimsPerThread] = {};
   const int64_t context = first_position + rows;  // keys the tile's last row sees
   for (int64_t first_key = 0; first_key < context; first_key += kTileKeys) {

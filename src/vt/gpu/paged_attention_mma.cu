@@ -101,12 +101,14 @@ __global__ void __launch_bounds__(kMmaThreads, 2) PagedAttentionMmaTiles(MmaPara
   const int quad_row = lane / 4, quad_col = lane % 4;  // the mma fragment coordinates
 
   // q rows as the cache dtype (rows past the sequence are zeros).
-  for (int i = tid; i < kMmaRows * kD; i += kMmaThreads) {
-    const int r = i / kD, d = i % kD;
-    const float v =
-        r < rows ? LoadAsFloat(p.q, p.q_dtype, (first_row + r) * p.q_strides[0] + head * p.q_strides[1] + d) : 0.0f;
-    q_tile[r * kPitch + d] = FromFloat<T>(v);
-  }
+  WithFloatPointer(p.q, p.q_dtype, [&](const auto* qp) {  // loads issued back to back (gpu_common.cuh)
+#pragma unroll 4
+    for (int i = tid; i < kMmaRows * kD; i += kMmaThreads) {
+      const int r = i / kD, d = i % kD;
+      const float v = r < rows ? ToFloat(qp[(first_row + r) * p.q_strides[0] + head * p.q_strides[1] + d]) : 0.0f;
+      q_tile[r * kPitch + d] = FromFloat<T>(v);
+    }
+  });
 
   // Thread's rows: quad_row and quad_row + 8 of its warp's 16.
   const int64_t row_position[2] = {first_position + warp * 16 + quad_row, first_position + warp * 16 + quad_row + 8};
