@@ -157,11 +157,17 @@ __global__ void __launch_bounds__(kGroupThreads) GroupedGemm(GroupedParams p) {
   float acc0[kGroupCols / 8][4] = {}, acc1[kTwo ? kGroupCols / 8 : 1][4] = {};
   for (int64_t k0 = 0; k0 < p.kdim; k0 += kGroupK) {
     __syncthreads();  // the previous step's tiles are no longer read
+    WithFloatPointer(p.a, p.a_dtype, [&](const auto* a) {  // the 16 loads back to back (gpu_common.cuh)
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int64_t i = k0 + stage_col + j;
+        a_tile[stage_row * kGroupPitch + stage_col + j] =
+            FromFloat<bf16_t>(a_row >= 0 ? ToFloat(a[a_row * p.a_row_stride + i]) : 0.0f);
+      }
+    });
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int64_t i = k0 + stage_col + j;
-      const float a = a_row >= 0 ? LoadAsFloat(p.a, p.a_dtype, a_row * p.a_row_stride + i) : 0.0f;
-      a_tile[stage_row * kGroupPitch + stage_col + j] = FromFloat<bf16_t>(a);
       w0_tile[stage_row * kGroupPitch + stage_col + j] = FromFloat<bf16_t>(w_valid ? WeightAt(w0_row, kW, i) : 0.0f);
       if constexpr (kTwo) {
         w1_tile[stage_row * kGroupPitch + stage_col + j] = FromFloat<bf16_t>(w_valid ? WeightAt(w1_row, kW, i) : 0.0f);
