@@ -269,14 +269,18 @@ for name in ${models//,/ }; do
   if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ]; then
     # One decode step at batch 1 and at 16 (context ~512), captured alone: the bench
     # turns the profiler's capture on only around it (--profile-decode-step), so
-    # Nsight Compute replays ~1,000 launches instead of the whole run.
+    # Nsight Compute replays ~1,000 launches instead of the whole run. The prompts
+    # prefill 2048 tokens a step (batch x 512 / 2048 steps), and the output is longer
+    # than that, so that no request has finished when the last one starts: the
+    # captured step decodes the whole batch (with 8 tokens out, a batch-256 capture
+    # ran the last 16 requests only).
     for batch in ${ncu_batches//,/ }; do
       [ "$(left)" -lt 60 ] && { echo "skipped the batch-$batch capture: $(left) s left"; continue; }
       stage "$name: kernel times of one batch-$batch decode step (Nsight Compute)"
       t=$(( $(left) - 20 )); [ $t -gt 120 ] && t=120
       timeout $t "$ncu_bin" --profile-from-start off --clock-control none --cache-control none \
         --metrics gpu__time_duration.sum --csv "$bin/vllm-cpp" bench latency --model "$file" --device cuda \
-        --input-len 512 --output-len 8 --batch-size $batch --num-iters 1 --num-iters-warmup 0 \
+        --input-len 512 --output-len $(( batch * 512 / 2048 + 16 )) --batch-size $batch --num-iters 1 --num-iters-warmup 0 \
         --profile-decode-step 4 >"$out/$name.ncu$batch.csv" 2>"$out/$name.ncu$batch.err"
       echo "rc $?"
       python3 "$repo/tools/gpu/kernel_times.py" "$out/$name.ncu$batch.csv" --step >"$out/$name.step$batch.txt" 2>&1
