@@ -53,6 +53,10 @@ struct ModelConfig {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;  // the main stack; MTP layers are not counted
+  // MTP (multi-token prediction) layers the checkpoint declares: HF
+  // mtp_num_hidden_layers, GGUF nextn_predict_layers (docs/qwen35.md §8). Loaded only
+  // with LoadOptions::load_mtp.
+  int64_t mtp_num_hidden_layers = 0;
   int64_t intermediate_size = 0;  // dense MLP width (0 for MoE models)
   int64_t max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;

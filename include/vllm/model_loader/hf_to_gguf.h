@@ -10,7 +10,11 @@
 // matrices take --outtype. A quantized type needs whole blocks in each row: rows
 // that are not fall back (K-quants -> q8_0 -> f16) like llama.cpp's converter does.
 // The tokenizer (tokenizer.json + tokenizer_config.json) becomes tokenizer.ggml.*
-// and tokenizer.chat_template when the folder has one.
+// and tokenizer.chat_template when the folder has one. The MTP module (mtp.*, when
+// the config declares one and the files hold it) becomes block L as llama.cpp's
+// converter writes it: block_count L + 1, nextn_predict_layers 1, mtp.layers.0.* as
+// blk.L.*, mtp.fc / pre_fc_norm_embedding / pre_fc_norm_hidden / norm as
+// blk.L.nextn.{eh_proj, enorm, hnorm, shared_head_norm} (+1 in the norms).
 #pragma once
 
 #include <string>
@@ -37,6 +41,7 @@ const char* GgufOutTypeName(GgufOutType type);
 struct ConvertOptions {
   GgufOutType outtype = GgufOutType::kAuto;
   bool copy_tokenizer = true;
+  bool copy_mtp = true;  // false: the GGUF has no MTP block, as older converters wrote
 };
 
 // Everything ready to Write(): metadata set, tensors produced lazily (one at a time)

@@ -21,7 +21,8 @@
 //
 // Errors (vt::Error) name the file, the canonical weight and the source tensor name
 // looked for: a missing or mis-shaped weight, an unknown tensor. HF's model.visual.*
-// and mtp.* tensors and a GGUF's MTP block (blk.L and beyond) are skipped.
+// tensors are skipped, and so are HF's mtp.* and a GGUF's MTP block (blk.L and
+// beyond) unless LoadOptions::load_mtp asks for them (weight_names.h MtpWeightSpecs).
 #pragma once
 
 #include <map>
@@ -47,6 +48,9 @@ GdnValueHeadOrder ParseGdnValueHeadOrder(const std::string& text);  // "auto", "
 
 struct LoadOptions {
   GdnValueHeadOrder gdn_value_head_order = GdnValueHeadOrder::kAuto;
+  // Also load the MTP module (speculative decoding): every weight of MtpWeightSpecs
+  // must then be there; a model without one (mtp_num_hidden_layers 0) is an error.
+  bool load_mtp = false;
   WarningSink on_warning;  // empty: warnings go to stderr
 };
 

@@ -16,6 +16,9 @@
 //                    [E, Ie, H], layers.N.mlp.experts.down_proj [E, H, Ie],
 //                    layers.N.mlp.shared_expert.{gate_proj, up_proj [Is, H], down_proj [H, Is]}.weight,
 //                    layers.N.mlp.shared_expert_gate.weight [1, H]
+//   MTP (MtpWeightSpecs, docs/qwen35.md §8; names as the checkpoint's, layer = L):
+//                    mtp.fc.weight [H, 2H], mtp.{pre_fc_norm_embedding, pre_fc_norm_hidden,
+//                    norm}.weight [H], mtp.layers.0.* a full-attention layer with the model's FFN
 #pragma once
 
 #include <string>
@@ -50,6 +53,11 @@ struct WeightSpec {
 // layer by layer). lm_head.weight is listed only when the embeddings are untied.
 std::vector<WeightSpec> ModelWeightSpecs(const ModelConfig& config);
 
+// The MTP module's weights (config.mtp_num_hidden_layers must be 1, the layout of every
+// Qwen3.5 release; throws naming the key otherwise). Their `layer` is
+// num_hidden_layers, the GGUF block the converter writes them to.
+std::vector<WeightSpec> MtpWeightSpecs(const ModelConfig& config);
+
 // Kinds the loaders expand to f32 at load: norms, A, dt_bias, conv1d and the two
 // MoE routing matrices (small; GGUF stores them in F32 anyway, so both sources give
 // the same tensors). Every other weight stays in its stored dtype.
@@ -57,7 +65,9 @@ bool IsExpandedToF32(WeightKind kind);
 
 // The GGUF tensor name of a canonical weight (docs/qwen35.md §5.3), e.g.
 // layers.3.linear_attn.A -> blk.3.ssm_a; post_attention_layernorm is
-// blk.N.post_attention_norm in qwen35/qwen35moe and blk.N.ffn_norm in qwen3.
+// blk.N.post_attention_norm in qwen35/qwen35moe and blk.N.ffn_norm in qwen3; the MTP
+// weights are blk.L.* (mtp.layers.0.*) and blk.L.nextn.{eh_proj, enorm, hnorm,
+// shared_head_norm}.weight.
 std::string GgufWeightName(const WeightSpec& spec, ModelFamily family);
 
 }  // namespace vllm

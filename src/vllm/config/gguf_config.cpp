@@ -150,6 +150,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& file, const WarningSink& warn) {
   const int64_t blocks = m.GetInt(a + ".block_count");
   const int64_t nextn = m.FindInt(a + ".nextn_predict_layers").value_or(0);
   c.num_hidden_layers = blocks - nextn;
+  c.mtp_num_hidden_layers = nextn;
   if (nextn < 0 || c.num_hidden_layers <= 0 || c.num_hidden_layers > kMaxNumLayers) {
     throw vt::Error(file.path() + ": " + a + ".block_count " + std::to_string(blocks) + " minus " + a +
                     ".nextn_predict_layers " + std::to_string(nextn) + " leaves " +
@@ -203,7 +204,8 @@ void WriteGgufModelConfig(const ModelConfig& c, GgufMetadata& m) {
   m.Set("general.architecture", GgufValue::String(a));
   u32("context_length", c.max_position_embeddings);
   u32("embedding_length", c.hidden_size);
-  u32("block_count", c.num_hidden_layers);
+  u32("block_count", c.num_hidden_layers + c.mtp_num_hidden_layers);  // the MTP blocks follow the main stack
+  if (c.mtp_num_hidden_layers > 0) u32("nextn_predict_layers", c.mtp_num_hidden_layers);
   u32("vocab_size", c.vocab_size);
   u32("attention.head_count", c.num_attention_heads);
   u32("attention.head_count_kv", c.num_key_value_heads);

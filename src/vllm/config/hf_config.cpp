@@ -191,6 +191,7 @@ ModelConfig ModelConfigFromHfJson(const json& config, const json* generation, co
   c.vocab_size = f.Int("vocab_size");
   c.hidden_size = f.Int("hidden_size");
   c.num_hidden_layers = f.Int("num_hidden_layers");
+  c.mtp_num_hidden_layers = qwen3_5 ? f.Int("mtp_num_hidden_layers", 0) : 0;
   c.max_position_embeddings = f.Int("max_position_embeddings");
   c.rms_norm_eps = static_cast<float>(f.Number("rms_norm_eps", 1e-6));
   c.tie_word_embeddings = f.Bool("tie_word_embeddings", false);

@@ -19,6 +19,7 @@ int RunConvertCommand(const CommandArgs& args) {
                 "q4_k, q5_k or q6_k; norms, ssm_a/ssm_dt, conv1d and routers stay f32",
                 "auto");
   cli.AddFlag("tokenizer", "copy tokenizer.json / tokenizer_config.json into tokenizer.ggml.* keys", true);
+  cli.AddFlag("mtp", "copy the MTP module (mtp.*) as block L's nextn tensors when the checkpoint has one", true);
   cli.AddFlag("help", "show this help");
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     std::printf("%s", cli.Help().c_str());
@@ -27,7 +28,8 @@ int RunConvertCommand(const CommandArgs& args) {
   cli.Parse(args);
   const std::string out = cli.GetString("OUT");
   const ConvertOptions options{.outtype = ParseGgufOutType(cli.GetString("outtype")),
-                               .copy_tokenizer = cli.GetFlag("tokenizer")};
+                               .copy_tokenizer = cli.GetFlag("tokenizer"),
+                               .copy_mtp = cli.GetFlag("mtp")};
   const GgufWriter plan = PlanHfToGguf(cli.GetString("HF_FOLDER"), options);
   plan.Write(out);
   std::printf("wrote %s: %zu tensors, %zu metadata keys, %llu bytes\n", out.c_str(), plan.tensors().size(),

@@ -8,7 +8,8 @@
 //   ffn_gate_up_exps (fused, gate first) -> views, when the split tensors are absent
 //   output.weight absent -> tied (config.tie_word_embeddings, no lm_head.weight)
 // Tensors of blk.L .. blk.(block_count - 1) (the MTP blocks, L = block_count -
-// nextn_predict_layers) are skipped; any other tensor the table does not name is an error.
+// nextn_predict_layers) are skipped unless LoadOptions::load_mtp reads them (blk.L.* and
+// blk.L.nextn.*); any other tensor the table does not name is an error.
 #include <cstdlib>
 #include <map>
 
@@ -37,7 +38,7 @@ class GgufWeightResolver {
   GgufWeightResolver(const GgufFile& file, const ModelConfig& config) : file_(file), config_(config) {}
 
   vt::Tensor Resolve(const WeightSpec& spec) const;
-  void CheckNoUnknownTensors(const std::vector<WeightSpec>& specs) const;
+  void CheckNoUnknownTensors(const std::vector<WeightSpec>& specs, bool load_mtp) const;
 
  private:
   vt::Tensor ResolveFusedGateUp(const WeightSpec& spec) const;
@@ -83,7 +84,7 @@ vt::Tensor GgufWeightResolver::Resolve(const WeightSpec& spec) const {
   return f;
 }
 
-void GgufWeightResolver::CheckNoUnknownTensors(const std::vector<WeightSpec>& specs) const {
+void GgufWeightResolver::CheckNoUnknownTensors(const std::vector<WeightSpec>& specs, bool load_mtp) const {
   std::map<std::string, bool> known;
   for (const WeightSpec& spec : specs) {
     known[GgufWeightName(spec, config_.family)] = true;
@@ -91,7 +92,7 @@ void GgufWeightResolver::CheckNoUnknownTensors(const std::vector<WeightSpec>& sp
   }
   const int64_t block_count = file_.metadata().GetInt(config_.architecture + ".block_count");
   for (const GgufTensorInfo& t : file_.tensors()) {
-    if (known.count(t.name) || IsMtpBlock(t.name, config_.num_hidden_layers, block_count)) continue;
+    if (known.count(t.name) || (!load_mtp && IsMtpBlock(t.name, config_.num_hidden_layers, block_count))) continue;
     throw vt::Error(file_.path() + ": unexpected tensor '" + t.name + "': not a weight of a " +
                     config_.architecture + " model with this metadata");
   }
@@ -111,9 +112,9 @@ LoadedModel LoadGgufFile(const std::string& path, const LoadOptions& options) {
   const GgufFile file = GgufFile::Open(path);
   model.config = ModelConfigFromGguf(file, [&](const std::string& m) { detail::EmitWarning(model, options.on_warning, m); });
   ApplyValueHeadOrder(model.config, options.gdn_value_head_order);
-  const std::vector<WeightSpec> specs = ModelWeightSpecs(model.config);
+  const std::vector<WeightSpec> specs = detail::WeightSpecsToLoad(model.config, options, path);
   const GgufWeightResolver resolver(file, model.config);
-  resolver.CheckNoUnknownTensors(specs);
+  resolver.CheckNoUnknownTensors(specs, options.load_mtp);
   for (const WeightSpec& spec : specs) model.weights.Add(spec.name, resolver.Resolve(spec));
   model.config.dtype = detail::MajorityWeightDtype(model.weights, specs);
   model.gguf_metadata = std::make_shared<const GgufMetadata>(file.metadata());

@@ -7,7 +7,8 @@
 //   layers.N.mlp.experts.*        <- fused gate_up_proj [E, 2I, H] (gate rows first) and
 //                                    down_proj [E, H, I], or per-expert
 //                                    experts.{e}.{gate,up,down}_proj.weight, stacked
-// lm_head.weight has no prefix. model.visual.* and mtp.* are skipped.
+// lm_head.weight and the MTP module's mtp.* (LoadOptions::load_mtp, else skipped) have
+// no prefix. model.visual.* is skipped.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -25,7 +26,11 @@ namespace {
 constexpr const char* kVlmPrefix = "model.language_model.";
 constexpr const char* kTextPrefix = "model.";
 
-bool IsSkipped(const std::string& name) { return name.rfind("model.visual.", 0) == 0 || name.rfind("mtp.", 0) == 0; }
+bool IsSkipped(const std::string& name, bool load_mtp) {
+  return name.rfind("model.visual.", 0) == 0 || (!load_mtp && name.rfind("mtp.", 0) == 0);
+}
+
+bool IsMtpWeight(const WeightSpec& spec) { return spec.name.rfind("mtp.", 0) == 0; }
 
 std::string DetectPrefix(const SafetensorsCheckpoint& ckpt) {
   for (const std::string& name : ckpt.names()) {
@@ -45,12 +50,12 @@ class HfWeightResolver {
 
  private:
   std::string Source(const WeightSpec& spec) const {
-    if (spec.layer < 0 && spec.name == "lm_head.weight") return spec.name;
+    if ((spec.layer < 0 && spec.name == "lm_head.weight") || IsMtpWeight(spec)) return spec.name;
     if (spec.kind == WeightKind::kGdnA) return prefix_ + "layers." + std::to_string(spec.layer) + ".linear_attn.A_log";
     return prefix_ + spec.name;
   }
-  std::string ExpertsPrefix(const WeightSpec& spec) const {
-    return prefix_ + "layers." + std::to_string(spec.layer) + ".mlp.experts.";
+  std::string ExpertsPrefix(const WeightSpec& spec) const {  // spec.name is <layer prefix>mlp.experts.<proj>
+    return Source(spec).substr(0, Source(spec).rfind('.') + 1);
   }
   // "gate_proj", "up_proj" or "down_proj"
   static std::string ExpertProj(const WeightSpec& spec) { return spec.name.substr(spec.name.rfind('.') + 1); }
@@ -174,9 +179,10 @@ vt::Tensor HfWeightResolver::Resolve(const WeightSpec& spec) const {
   return IsExpandedToF32(spec.kind) ? detail::ToF32(t, false) : t;
 }
 
-void CheckNoUnknownTensors(const SafetensorsCheckpoint& ckpt, const std::set<std::string>& known, bool tied) {
+void CheckNoUnknownTensors(const SafetensorsCheckpoint& ckpt, const std::set<std::string>& known, bool tied,
+                           bool load_mtp) {
   for (const std::string& name : ckpt.names()) {
-    if (known.count(name) || IsSkipped(name) || (tied && name == "lm_head.weight")) continue;
+    if (known.count(name) || IsSkipped(name, load_mtp) || (tied && name == "lm_head.weight")) continue;
     throw vt::Error(ckpt.FileOf(name) + ": unexpected tensor '" + name +
                     "': not a weight of this model's config (and not model.visual.* or mtp.*)");
   }
@@ -193,9 +199,9 @@ LoadedModel LoadHfFolder(const std::string& folder, const LoadOptions& options) 
   model.path = folder;
   model.config = LoadHfConfig(folder);
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::Open(folder);
-  const std::vector<WeightSpec> specs = ModelWeightSpecs(model.config);
+  const std::vector<WeightSpec> specs = detail::WeightSpecsToLoad(model.config, options, folder);
   const HfWeightResolver resolver(ckpt, model.config, folder);
-  CheckNoUnknownTensors(ckpt, resolver.KnownSourceNames(specs), model.config.tie_word_embeddings);
+  CheckNoUnknownTensors(ckpt, resolver.KnownSourceNames(specs), model.config.tie_word_embeddings, options.load_mtp);
   for (const WeightSpec& spec : specs) model.weights.Add(spec.name, resolver.Resolve(spec));
   model.config.dtype = detail::MajorityWeightDtype(model.weights, specs);
   return model;

@@ -10,6 +10,7 @@
 #include "loader_util.h"
 #include "vllm/model_loader/gdn_value_heads.h"
 #include "vllm/model_loader/model_loader.h"
+#include "vllm/model_loader/safetensors.h"
 #include "vllm/model_loader/weight_names.h"
 #include "vt/error.h"
 #include "vt/quant.h"
@@ -120,8 +121,13 @@ const char* GgufOutTypeName(GgufOutType type) {
 }
 
 GgufWriter PlanHfToGguf(const std::string& hf_folder, const ConvertOptions& options) {
-  auto model = std::make_shared<LoadedModel>(LoadHfFolder(hf_folder));
-  const ModelConfig& c = model->config;
+  // The MTP module goes along when the config declares one and the files hold it
+  // (checkpoints re-saved by transformers drop mtp.*: those convert without it).
+  const bool mtp = options.copy_mtp && LoadHfConfig(hf_folder).mtp_num_hidden_layers > 0 &&
+                   SafetensorsCheckpoint::Open(hf_folder).Has("mtp.fc.weight");
+  auto model = std::make_shared<LoadedModel>(LoadHfFolder(hf_folder, {.load_mtp = mtp}));
+  ModelConfig c = model->config;
+  if (!mtp) c.mtp_num_hidden_layers = 0;  // block_count and nextn_predict_layers say what the file holds
   ReorderGdnValueHeads(model->weights, c, ValueHeadOrder::kGrouped, ValueHeadOrder::kTiled);
   const vt::DType target = ResolveOutType(options.outtype, c.dtype);
   GgufWriter writer;
@@ -129,7 +135,12 @@ GgufWriter PlanHfToGguf(const std::string& hf_folder, const ConvertOptions& opti
   m.Set("general.architecture", GgufValue::String(GgufArchitectureName(c.family)));
   AddGeneralKeys(hf_folder, target, m);
   WriteGgufModelConfig(c, m);
-  for (const WeightSpec& spec : ModelWeightSpecs(c)) {
+  std::vector<WeightSpec> specs = ModelWeightSpecs(c);
+  if (mtp) {
+    const std::vector<WeightSpec> mtp_specs = MtpWeightSpecs(c);
+    specs.insert(specs.end(), mtp_specs.begin(), mtp_specs.end());
+  }
+  for (const WeightSpec& spec : specs) {
     const vt::Shape shape = spec.kind == WeightKind::kSharedExpertGate ? vt::Shape{c.hidden_size} : spec.shape;
     const vt::DType dtype = StoredDtype(spec.kind, shape, target);
     const bool add_one = spec.kind == WeightKind::kNorm && c.zero_centered_norms;

@@ -20,6 +20,11 @@ void CheckWeightShape(const std::string& file, const std::string& source_name, c
 // The dtype most elements of the projection / embedding / expert weights are stored in.
 vt::DType MajorityWeightDtype(const WeightStore& weights, const std::vector<WeightSpec>& specs);
 
+// The weights to load: the model's, plus the MTP module's when options.load_mtp (a
+// config without one is an error naming `source` and the config key).
+std::vector<WeightSpec> WeightSpecsToLoad(const ModelConfig& config, const LoadOptions& options,
+                                          const std::string& source);
+
 // Records a warning in the model and sends it to the sink (stderr when empty).
 void EmitWarning(LoadedModel& model, const WarningSink& sink, const std::string& message);
 

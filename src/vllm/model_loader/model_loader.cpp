@@ -81,6 +81,19 @@ ModelConfig LoadModelConfig(const std::string& path, const LoadOptions& options)
 
 namespace detail {
 
+std::vector<WeightSpec> WeightSpecsToLoad(const ModelConfig& config, const LoadOptions& options,
+                                          const std::string& source) {
+  std::vector<WeightSpec> specs = ModelWeightSpecs(config);
+  if (!options.load_mtp) return specs;
+  if (config.mtp_num_hidden_layers == 0) {
+    throw vt::Error(source + ": the MTP module was asked for, but the model has none (mtp_num_hidden_layers / "
+                    "nextn_predict_layers is 0 or absent)");
+  }
+  std::vector<WeightSpec> mtp = MtpWeightSpecs(config);
+  specs.insert(specs.end(), mtp.begin(), mtp.end());
+  return specs;
+}
+
 vt::Tensor ToF32(const vt::Tensor& t, bool always_copy) {
   if (!always_copy && t.dtype() == vt::DType::kF32 && t.is_contiguous()) return t;
   vt::Tensor out = vt::Tensor::Empty(t.shape(), vt::DType::kF32, vt::kCpu);

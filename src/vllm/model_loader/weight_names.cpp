@@ -86,7 +86,40 @@ const std::map<std::string, std::string>& LayerGgufNames() {
   return names;
 }
 
+// The MTP module's own weights -> GGUF suffix within blk.L (llama.cpp's nextn names).
+const std::map<std::string, std::string>& MtpGgufNames() {
+  static const std::map<std::string, std::string> names = {
+      {"mtp.fc.weight", "nextn.eh_proj.weight"},
+      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+      {"mtp.norm.weight", "nextn.shared_head_norm.weight"},
+  };
+  return names;
+}
+
+constexpr const char* kMtpLayerPrefix = "mtp.layers.0.";
+
 }  // namespace
+
+std::vector<WeightSpec> MtpWeightSpecs(const ModelConfig& c) {
+  if (c.mtp_num_hidden_layers != 1) {
+    throw vt::Error("MTP weights: mtp_num_hidden_layers (GGUF nextn_predict_layers) is " +
+                    std::to_string(c.mtp_num_hidden_layers) + "; only a one-layer MTP module (every Qwen3.5 release) "
+                    "is supported");
+  }
+  const int64_t H = c.hidden_size, L = c.num_hidden_layers;
+  std::vector<WeightSpec> out;
+  out.push_back({"mtp.fc.weight", {H, 2 * H}, WeightKind::kMatrix, L});  // input: [embedding | hidden]
+  out.push_back({"mtp.pre_fc_norm_embedding.weight", {H}, WeightKind::kNorm, L});
+  out.push_back({"mtp.pre_fc_norm_hidden.weight", {H}, WeightKind::kNorm, L});
+  out.push_back({"mtp.norm.weight", {H}, WeightKind::kNorm, L});
+  const std::string p = kMtpLayerPrefix;
+  out.push_back({p + "input_layernorm.weight", {H}, WeightKind::kNorm, L});
+  out.push_back({p + "post_attention_layernorm.weight", {H}, WeightKind::kNorm, L});
+  AddAttention(c, p, L, out);
+  AddFeedForward(c, p, L, out);
+  return out;
+}
 
 std::vector<WeightSpec> ModelWeightSpecs(const ModelConfig& c) {
   std::vector<WeightSpec> out;
@@ -124,9 +157,11 @@ std::string GgufWeightName(const WeightSpec& spec, ModelFamily family) {
     if (spec.name == "lm_head.weight") return "output.weight";
     throw vt::Error("GgufWeightName: unknown global weight '" + spec.name + "'");
   }
-  const std::string prefix = "layers." + std::to_string(spec.layer) + ".";
-  const std::string suffix = spec.name.substr(prefix.size());
   const std::string blk = "blk." + std::to_string(spec.layer) + ".";
+  if (auto mtp = MtpGgufNames().find(spec.name); mtp != MtpGgufNames().end()) return blk + mtp->second;
+  const std::string prefix =
+      spec.name.starts_with(kMtpLayerPrefix) ? kMtpLayerPrefix : "layers." + std::to_string(spec.layer) + ".";
+  const std::string suffix = spec.name.substr(prefix.size());
   if (suffix == "post_attention_layernorm.weight") {
     return blk + (family == ModelFamily::kQwen3 ? "ffn_norm.weight" : "post_attention_norm.weight");
   }

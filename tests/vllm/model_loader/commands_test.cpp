@@ -86,6 +86,15 @@ TEST(ConvertCommandTest, WritesALoadableGguf) {
   EXPECT_NE(RunCaptured(RunConvertCommand, {"--help"}).find("--outtype"), std::string::npos);
 }
 
+TEST(ConvertCommandTest, TheMtpModuleGoesAlongUnlessNoMtp) {
+  testing::TempDir dir;
+  const std::string demo = std::string(VLLM_DEMO_MODEL_DIR) + "/hf";
+  RunCaptured(RunConvertCommand, {demo, dir.File("with.gguf")});
+  RunCaptured(RunConvertCommand, {demo, dir.File("without.gguf"), "--no-mtp"});
+  EXPECT_NE(GgufFile::Open(dir.File("with.gguf")).FindTensor("blk.8.nextn.eh_proj.weight"), nullptr);
+  EXPECT_EQ(GgufFile::Open(dir.File("without.gguf")).FindTensor("blk.8.nextn.eh_proj.weight"), nullptr);
+}
+
 TEST(ConvertCommandTest, TokenizerKeys) {
   testing::TempDir dir;
   const ModelConfig config = testing::DenseConfig(testing::DenseDims{});
