@@ -36,7 +36,21 @@ class DecoderModel final : public Model {
   vt::DType activation_dtype() const override { return options_.activation_dtype; }
   std::vector<LayerCacheSpec> cache_spec() const override;
   vt::Tensor Forward(const ForwardBatch& batch, const ModelCaches& caches) const override;
+  // The final norm's output [T, H] (activation dtype) at every token row: what the LM
+  // head reads, and what the MTP head drafts from.
+  vt::Tensor ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches) const;
+  // logits [N, V] f32 of the rows `logits_indices` of `hidden` [T, H].
+  vt::Tensor LmHead(const vt::Tensor& hidden, const vt::Tensor& logits_indices) const;
   const ModelConfig& config() const { return config_; }
+  const vt::Tensor& embed_tokens() const { return embed_tokens_; }
+
+  // The full-attention block and the FFN of the decoder layer whose weights are named
+  // `prefix` + "self_attn.*" / "mlp.*" (a main layer's "layers.N.", the MTP head's
+  // "mtp.layers.0."), on this model's device.
+  dense_attn::AttnBlock BuildAttention(const WeightStore& weights, const std::string& prefix) const;
+  void BuildFeedForward(const WeightStore& weights, const std::string& prefix, std::optional<GatedMlp>& mlp,
+                        std::optional<SparseMoe>& moe) const;
+  vt::Tensor Weight(const WeightStore& weights, const std::string& name) const;  // on this model's device
 
  private:
   struct DecoderLayer {
@@ -47,7 +61,6 @@ class DecoderModel final : public Model {
     std::optional<SparseMoe> moe;
   };
   DecoderLayer BuildLayer(int64_t index, const WeightStore& weights) const;
-  vt::Tensor Weight(const WeightStore& weights, const std::string& name) const;
 
   ModelConfig config_;
   ModelOptions options_;

@@ -52,32 +52,56 @@ vt::Tensor DecoderModel::Weight(const WeightStore& weights, const std::string& n
   return options_.device == w.device() ? w : w.To(options_.device);
 }
 
+dense_attn::AttnBlock DecoderModel::BuildAttention(const WeightStore& weights, const std::string& p) const {
+  // Projections that read one input are handed over where the loader put them: the
+  // MergedProjection builds them on the device (merged off the CPU, see
+  // merged_projection.h) instead of a copy per part here.
+  auto P = [&](const std::string& name) { return weights.Get(p + name); };
+  auto W = [&](const std::string& name) { return Weight(weights, p + name); };
+  const dense_attn::AttnDims dims{.hidden_size = config_.hidden_size,
+                                  .num_heads = config_.num_attention_heads,
+                                  .num_kv_heads = config_.num_key_value_heads,
+                                  .head_dim = config_.head_dim,
+                                  .rotary_dim = config_.rotary_dim,
+                                  .rope_theta = config_.rope_theta,
+                                  .rms_norm_eps = config_.rms_norm_eps,
+                                  .output_gate = config_.attn_output_gate,
+                                  .qk_norm_weight_offset = norm_offset_};
+  return dense_attn::AttnBlock(dims,
+                               dense_attn::AttnWeights{P("self_attn.q_proj.weight"), P("self_attn.k_proj.weight"),
+                                                       P("self_attn.v_proj.weight"), W("self_attn.o_proj.weight"),
+                                                       W("self_attn.q_norm.weight"), W("self_attn.k_norm.weight")},
+                               ProjectionPlacement{.device = options_.device});
+}
+
+void DecoderModel::BuildFeedForward(const WeightStore& weights, const std::string& p, std::optional<GatedMlp>& mlp,
+                                    std::optional<SparseMoe>& moe) const {
+  auto P = [&](const std::string& name) { return weights.Get(p + name); };
+  auto W = [&](const std::string& name) { return Weight(weights, p + name); };
+  const ProjectionPlacement placement{.device = options_.device};
+  if (config_.is_moe()) {
+    MoeWeights w{W("mlp.gate.weight"), W("mlp.experts.gate_proj"), W("mlp.experts.up_proj"),
+                 W("mlp.experts.down_proj"), std::nullopt, vt::Tensor()};
+    if (config_.shared_expert_intermediate_size > 0) {
+      w.shared_expert = MlpWeights{P("mlp.shared_expert.gate_proj.weight"), P("mlp.shared_expert.up_proj.weight"),
+                                   W("mlp.shared_expert.down_proj.weight")};
+      w.shared_expert_gate = W("mlp.shared_expert_gate.weight");
+    }
+    moe.emplace(std::move(w), config_.num_experts_per_tok, config_.norm_topk_prob, placement);
+  } else {
+    mlp.emplace(MlpWeights{P("mlp.gate_proj.weight"), P("mlp.up_proj.weight"), W("mlp.down_proj.weight")}, placement);
+  }
+}
+
 DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore& weights) const {
   const std::string p = "layers." + std::to_string(i) + ".";
   auto W = [&](const std::string& name) { return Weight(weights, p + name); };
-  // Projections that read one input are handed over where the loader put them: the
-  // layer's MergedProjection builds them on the device (merged off the CPU, see
-  // merged_projection.h) instead of a copy per part here.
   auto P = [&](const std::string& name) { return weights.Get(p + name); };
-  const ProjectionPlacement placement{.device = options_.device};
   DecoderLayer layer;
   layer.input_layernorm = W("input_layernorm.weight");
   layer.post_attention_layernorm = W("post_attention_layernorm.weight");
   if (config_.layer_types.at(i) == LayerType::kFullAttention) {
-    dense_attn::AttnDims dims{.hidden_size = config_.hidden_size,
-                              .num_heads = config_.num_attention_heads,
-                              .num_kv_heads = config_.num_key_value_heads,
-                              .head_dim = config_.head_dim,
-                              .rotary_dim = config_.rotary_dim,
-                              .rope_theta = config_.rope_theta,
-                              .rms_norm_eps = config_.rms_norm_eps,
-                              .output_gate = config_.attn_output_gate,
-                              .qk_norm_weight_offset = norm_offset_};
-    layer.attn.emplace(dims,
-                       dense_attn::AttnWeights{P("self_attn.q_proj.weight"), P("self_attn.k_proj.weight"),
-                                               P("self_attn.v_proj.weight"), W("self_attn.o_proj.weight"),
-                                               W("self_attn.q_norm.weight"), W("self_attn.k_norm.weight")},
-                       placement);
+    layer.attn.emplace(BuildAttention(weights, p));
   } else {
     gdn::GdnDims dims{.hidden_size = config_.hidden_size,
                       .num_key_heads = config_.linear_num_key_heads,
@@ -92,21 +116,9 @@ DecoderModel::DecoderLayer DecoderModel::BuildLayer(int64_t i, const WeightStore
                                       P("linear_attn.in_proj_b.weight"), P("linear_attn.in_proj_a.weight"),
                                       W("linear_attn.conv1d.weight"), W("linear_attn.A"), W("linear_attn.dt_bias"),
                                       W("linear_attn.norm.weight"), W("linear_attn.out_proj.weight")},
-                      placement);
+                      ProjectionPlacement{.device = options_.device});
   }
-  if (config_.is_moe()) {
-    MoeWeights moe{W("mlp.gate.weight"), W("mlp.experts.gate_proj"), W("mlp.experts.up_proj"),
-                   W("mlp.experts.down_proj"), std::nullopt, vt::Tensor()};
-    if (config_.shared_expert_intermediate_size > 0) {
-      moe.shared_expert = MlpWeights{P("mlp.shared_expert.gate_proj.weight"), P("mlp.shared_expert.up_proj.weight"),
-                                     W("mlp.shared_expert.down_proj.weight")};
-      moe.shared_expert_gate = W("mlp.shared_expert_gate.weight");
-    }
-    layer.moe.emplace(std::move(moe), config_.num_experts_per_tok, config_.norm_topk_prob, placement);
-  } else {
-    layer.mlp.emplace(MlpWeights{P("mlp.gate_proj.weight"), P("mlp.up_proj.weight"), W("mlp.down_proj.weight")},
-                      placement);
-  }
+  BuildFeedForward(weights, p, layer.mlp, layer.moe);
   return layer;
 }
 
@@ -132,6 +144,10 @@ std::vector<LayerCacheSpec> DecoderModel::cache_spec() const {
 }
 
 vt::Tensor DecoderModel::Forward(const ForwardBatch& batch, const ModelCaches& caches) const {
+  return LmHead(ForwardHidden(batch, caches), batch.logits_indices);
+}
+
+vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches) const {
   const int64_t T = batch.input_ids.size(0), H = config_.hidden_size;
   const vt::DType dt = options_.activation_dtype;
   const vt::Device dev = options_.device;
@@ -160,13 +176,17 @@ vt::Tensor DecoderModel::Forward(const ForwardBatch& batch, const ModelCaches& c
   if (layers_.empty()) {
     vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
   }
+  return normed;
+}
+
+vt::Tensor DecoderModel::LmHead(const vt::Tensor& hidden, const vt::Tensor& logits_indices) const {
   // The LM head runs in f32 whatever the activation dtype: the rows are gathered
   // as f32 (exact for bf16/f16), so the logits are not rounded to 8 (bf16) mantissa
   // bits, which at |logit| ~ 8 would be steps of 0.03 in every logprob.
-  const int64_t N = batch.logits_indices.size(0);
-  vt::Tensor last = vt::Tensor::Empty({N, H}, vt::DType::kF32, dev);  // [N, H]
-  vt::GatherRows({.table = normed, .ids = batch.logits_indices, .out = last});
-  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, dev);  // [N, V]
+  const int64_t N = logits_indices.size(0);
+  vt::Tensor last = vt::Tensor::Empty({N, config_.hidden_size}, vt::DType::kF32, options_.device);  // [N, H]
+  vt::GatherRows({.table = hidden, .ids = logits_indices, .out = last});
+  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, options_.device);  // [N, V]
   vt::MatMul({.x = last, .w = lm_head_, .out = logits});
   return logits;
 }
