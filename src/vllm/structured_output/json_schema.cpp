@@ -8,6 +8,7 @@
 #include <set>
 
 #include "integer_range.h"
+#include "number_range.h"
 #include "regex.h"
 #include "tokenizer/utf8.h"
 #include "vllm/structured_output/grammar_compiler.h"
@@ -22,7 +23,7 @@ using json = nlohmann::ordered_json;
 const std::set<std::string> kAnnotations = {"title",   "description", "default",  "examples",   "$schema",
                                             "$id",     "$comment",    "deprecated", "readOnly", "writeOnly",
                                             "$defs",   "definitions"};
-// Numeric bounds (enforced on integers; refused on numbers by name).
+// Numeric bounds (on integers any value; on numbers integral values, refused otherwise by name).
 constexpr const char* kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 const std::map<std::string, std::set<std::string>> kTypeKeywords = {
     {"string", {"minLength", "maxLength", "pattern", "format"}},
@@ -242,7 +243,8 @@ class JsonSchemaCompiler {
     }
     // A bound alone says nothing of the type (non-numbers pass it): not guessed.
     if (const char* bound = FirstBound(s)) {
-      Fail(std::string("\"") + bound + "\" without \"type\": \"integer\" is not supported", pointer + "/" + bound);
+      Fail(std::string("\"") + bound + "\" without \"type\": \"integer\" or \"number\" is not supported",
+           pointer + "/" + bound);
     }
     for (const auto& [type, keywords] : kTypeKeywords) {
       for (const std::string& k : keywords) {
@@ -298,14 +300,7 @@ class JsonSchemaCompiler {
   Expr Typed(const std::string& type, const json& s, const std::string& pointer) {
     if (type == "string") return String(s, pointer);
     if (type == "integer") return HasBounds(s) ? IntegerBounds(s, pointer) : Number(true);
-    if (type == "number") {
-      if (HasBounds(s)) {
-        Fail(std::string("\"") + FirstBound(s) + "\" on \"type\": \"number\" is not supported (bounds are enforced on "
-             "\"type\": \"integer\" only)",
-             pointer + "/" + FirstBound(s));
-      }
-      return Number(false);
-    }
+    if (type == "number") return HasBounds(s) ? NumberBounds(s, pointer) : Number(false);
     if (type == "boolean") return Expr::Alt({Expr::Literal("true"), Expr::Literal("false")});
     if (type == "null") return Expr::Literal("null");
     if (type == "object") return Object(s, pointer);
@@ -323,19 +318,26 @@ class JsonSchemaCompiler {
   // minimum / maximum (inclusive) and exclusiveMinimum / exclusiveMaximum (numbers, as
   // since draft 6) as the integers they allow: [ceil(min), floor(max)], exclusive
   // bounds one further in.
+  // The value of bound `key` of s: a number within +-10^18 (magnitudes stay in int64).
+  static double BoundValue(const json& s, const char* key, const std::string& where) {
+    constexpr double kLimit = 1e18;
+    const json& v = s[key];
+    if (!v.is_number()) {
+      Fail(std::string(key) + " must be a number" + (v.is_boolean() ? " (draft 4's boolean form is not supported)" : ""),
+           where);
+    }
+    const double value = v.get<double>();
+    if (!(std::abs(value) <= kLimit)) Fail(std::string(key) + " must be within +-10^18", where);
+    return value;
+  }
+
   static Expr IntegerBounds(const json& s, const std::string& pointer) {
-    constexpr int64_t kLimit = 1000000000000000000;  // 10^18: magnitudes stay in int64
     std::optional<int64_t> lo, hi;
     for (const char* key : kBounds) {
       if (!s.contains(key)) continue;
       const json& v = s[key];
       const std::string where = pointer + "/" + key;
-      if (!v.is_number()) {
-        Fail(std::string(key) + " must be a number" + (v.is_boolean() ? " (draft 4's boolean form is not supported)" : ""),
-             where);
-      }
-      const double value = v.get<double>();
-      if (!(std::abs(value) <= static_cast<double>(kLimit))) Fail(std::string(key) + " must be within +-10^18", where);
+      const double value = BoundValue(s, key, where);
       const std::string name = key;
       const bool lower = name == "minimum" || name == "exclusiveMinimum", exclusive = name.rfind("exclusive", 0) == 0;
       int64_t bound;
@@ -351,6 +353,33 @@ class JsonSchemaCompiler {
     }
     if (lo && hi && *lo > *hi) Fail("no integer lies within the bounds: nothing can match", pointer);
     return IntegerRange(lo, hi);
+  }
+
+  // The same keywords on numbers, for integral bound values (number_range.h): the
+  // tightest lower and upper bound (at equal values the exclusive one). Bounded
+  // numbers are spelled without an exponent.
+  static Expr NumberBounds(const json& s, const std::string& pointer) {
+    std::optional<NumberBound> lo, hi;
+    for (const char* key : kBounds) {
+      if (!s.contains(key)) continue;
+      const std::string where = pointer + "/" + key;
+      const double value = BoundValue(s, key, where);
+      if (value != std::floor(value)) {
+        Fail(std::string("\"") + key + "\" " + s[key].dump() + " on \"type\": \"number\" is not supported (bounds on "
+             "numbers must be integers)",
+             where);
+      }
+      const std::string name = key;
+      const NumberBound bound{static_cast<int64_t>(value), name.rfind("exclusive", 0) == 0};
+      if (name == "minimum" || name == "exclusiveMinimum") {
+        if (!lo || bound.value > lo->value || (bound.value == lo->value && bound.exclusive)) lo = bound;
+      } else if (!hi || bound.value < hi->value || (bound.value == hi->value && bound.exclusive)) {
+        hi = bound;
+      }
+    }
+    std::optional<Expr> range = NumberRange(lo, hi);
+    if (!range) Fail("no number lies within the bounds: nothing can match", pointer);
+    return std::move(*range);
   }
 
   Expr String(const json& s, const std::string& pointer) {

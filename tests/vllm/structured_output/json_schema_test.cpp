@@ -216,10 +216,64 @@ TEST(JsonSchemaGrammarTest, IntegerBoundsAdmitExactlyTheIntegersWithin) {
   }
 }
 
+// The same keywords on "type": "number" with integral bounds: a spelling (no
+// exponent) is admitted iff its value is within, for random bounds of every sign,
+// each side present or not, inclusive or exclusive; values on and next to each bound
+// with zero, tiny and large fractions, and numbers of both signs around zero.
+TEST(JsonSchemaGrammarTest, NumberBoundsAdmitExactlyTheNumbersWithin) {
+  std::mt19937 rng(22);
+  const auto random_value = [&]() -> int64_t {
+    const int64_t choices[] = {0, 1, 2, 9, 10, 99, 100, 1000000000000};
+    const int64_t magnitude = rng() % 2 ? choices[rng() % std::size(choices)] : static_cast<int64_t>(rng() % 5000);
+    return rng() % 3 == 0 ? -magnitude : magnitude;
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    json schema = {{"type", "number"}};
+    const int64_t a = random_value(), b = random_value();
+    const int64_t low = std::min(a, b), high = std::max(a, b);
+    const bool has_lo = trial % 4 != 1, has_hi = trial % 4 != 2;
+    const bool lo_excl = rng() % 2, hi_excl = rng() % 2;
+    if (has_lo) schema[lo_excl ? "exclusiveMinimum" : "minimum"] = low;
+    if (has_hi) schema[hi_excl ? "exclusiveMaximum" : "maximum"] = high;
+    if (has_lo && has_hi && (low > high || (low == high && (lo_excl || hi_excl)))) continue;  // unsatisfiable
+    SCOPED_TRACE(schema.dump());
+    const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
+                                                                  testing::SyntheticVocab());
+    const auto accepts = [&](const std::string& text) {
+      GrammarMatcher m(compiled);
+      return m.AcceptBytes(text) && m.CanTerminate();
+    };
+    // Spellings of value v + fraction (fraction in [0, 1)): sign, integer part, digits.
+    std::vector<std::pair<std::string, long double>> cases;
+    for (const int64_t base : {low, high, int64_t{0}}) {
+      for (int64_t d = -2; d <= 2; ++d) {
+        const int64_t i = base + d;
+        for (const char* frac : {"", ".0", ".000", ".5", ".001", ".999"}) {
+          const long double magnitude = static_cast<long double>(i < 0 ? -i : i) + (frac[0] ? std::stold(std::string("0") + frac) : 0);
+          if (i == 0 && frac[0] && std::string(frac).find_first_not_of(".0") != std::string::npos) {
+            cases.push_back({std::string("-0") + frac, -magnitude});  // -0.5: negative with integer part 0
+          }
+          const std::string text = (i < 0 ? "-" : "") + std::to_string(i < 0 ? -i : i) + frac;
+          cases.push_back({text, i < 0 ? -magnitude : magnitude});
+        }
+      }
+    }
+    for (const auto& [text, value] : cases) {
+      const bool within = (!has_lo || (lo_excl ? value > low : value >= low)) &&
+                          (!has_hi || (hi_excl ? value < high : value <= high));
+      EXPECT_EQ(accepts(text), within) << text;
+    }
+    EXPECT_FALSE(accepts("1e2"));
+    EXPECT_FALSE(accepts("01"));
+    EXPECT_FALSE(accepts("1."));
+  }
+}
+
 TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPointer) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-      {R"({"type": "number", "minimum": 0})", "\"minimum\" on \"type\": \"number\"", "#/minimum"},
-      {R"({"maximum": 3})", "\"maximum\" without \"type\": \"integer\"", "#/maximum"},
+      {R"({"type": "number", "minimum": 0.5})", "\"minimum\" 0.5 on \"type\": \"number\"", "#/minimum"},
+      {R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})", "no number lies within", "#"},
+      {R"({"maximum": 3})", "\"maximum\" without \"type\": \"integer\" or \"number\"", "#/maximum"},
       {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "nothing can match", "#"},
       {R"({"type": "integer", "exclusiveMinimum": true})", "draft 4", "#/exclusiveMinimum"},
       {R"({"type": "integer", "maximum": 1e19})", "10^18", "#/maximum"},

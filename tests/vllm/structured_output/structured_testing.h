@@ -246,7 +246,13 @@ inline json RandomSchema(std::mt19937& rng, int depth, bool allow_ref) {
       if (rng() % 2) s[rng() % 2 ? "maximum" : "exclusiveMaximum"] = low + 2 + static_cast<int64_t>(rng() % 500);
       return s;
     }
-    case 2: return {{"type", "number"}};
+    case 2: {  // numbers, with integral bounds on either side or both about half the time
+      json s = {{"type", "number"}};
+      const int64_t low = static_cast<int64_t>(rng() % 201) - 100;
+      if (rng() % 2) s[rng() % 2 ? "minimum" : "exclusiveMinimum"] = low;
+      if (rng() % 2) s[rng() % 2 ? "maximum" : "exclusiveMaximum"] = low + 1 + static_cast<int64_t>(rng() % 50);
+      return s;
+    }
     case 3: return {{"type", "boolean"}};
     case 4: return rng() % 2 ? json{{"type", "null"}} : json{{"const", 42}};
     case 5: return {{"enum", json::array({1, "two", nullptr, 3.5, json::array({1, 2}), json{{"k", "v"}}})}};
