@@ -104,6 +104,7 @@ void ValidateModelConfig(const ModelConfig& c, const std::string& source) {
   Require(static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers, source,
           std::to_string(c.layer_types.size()) + " layer types for " + Field("num_hidden_layers", c.num_hidden_layers));
   Require(c.rms_norm_eps > 0, source, "rms_norm_eps must be > 0");
+  Require(c.mtp_num_hidden_layers >= 0, source, Field("mtp_num_hidden_layers", c.mtp_num_hidden_layers) + ", expected >= 0");
   if (c.num_layers_of(LayerType::kFullAttention) > 0) ValidateAttention(c, source);
   if (c.has_linear_attention()) ValidateLinearAttention(c, source);
   ValidateFeedForward(c, source);
@@ -118,6 +119,7 @@ std::string DescribeModelConfig(const ModelConfig& c) {
   line("vocab_size", c.vocab_size);
   line("hidden_size", c.hidden_size);
   line("num_hidden_layers", c.num_hidden_layers);
+  if (c.mtp_num_hidden_layers > 0) line("mtp_num_hidden_layers", c.mtp_num_hidden_layers);
   std::string types;
   for (LayerType t : c.layer_types) types += t == LayerType::kFullAttention ? 'F' : 'L';
   line("layer_types (F full, L linear)", types);

@@ -31,7 +31,7 @@ const std::map<std::string, std::set<std::string>> kTypeKeywords = {
     {"number", {std::begin(kBounds), std::end(kBounds)}},
     {"boolean", {}},
     {"null", {}},
-    {"object", {"properties", "required", "additionalProperties"}},
+    {"object", {"properties", "required", "additionalProperties", "minProperties", "maxProperties"}},
     {"array", {"items", "minItems", "maxItems"}},
 };
 const std::set<std::string> kGeneralKeywords = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
@@ -436,20 +436,20 @@ class JsonSchemaCompiler {
                                         : Expr::Seq({Expr::Byte('"'), KeyNotIn(declared, 0), Expr::Byte('"')});
       extra_member = Expr::Rule(b_.AddRule("extra_member", Expr::Seq({key, Punct(':'), value})));
     }
+    std::vector<std::pair<std::string, const json*>> members;
+    for (const auto& [key, value] : props.items()) members.emplace_back(key, &value);
+    if (s.contains("minProperties") || s.contains("maxProperties")) {
+      return CountedObject(s, pointer, members, required, extra_member);
+    }
     // Members in the order of "properties". After(i): the rest from property i on,
     // given that one member is already written (so each starts with a comma); First(i):
     // the same with no member written yet.
     const Expr tail = extra_member ? Expr::Star(Expr::Seq({Punct(','), *extra_member})) : Expr::Empty();
     Expr after = tail;
     Expr first = extra_member ? Expr::Optional(Expr::Seq({*extra_member, tail})) : Expr::Empty();
-    std::vector<std::pair<std::string, const json*>> members;
-    for (const auto& [key, value] : props.items()) members.emplace_back(key, &value);
     for (size_t k = members.size(); k-- > 0;) {
       const std::string& key = members[k].first;
-      const Expr member = Expr::Rule(b_.AddRule(
-          "prop_" + key,
-          Expr::Seq({Expr::Literal(json(key).dump()), Punct(':'),
-                     Schema(*members[k].second, pointer + "/properties/" + PointerToken(key))})));
+      const Expr member = Member(key, *members[k].second, pointer);
       const int32_t after_rule = b_.AddRule("after_" + key, Expr::Empty());
       const int32_t first_rule = b_.AddRule("first_" + key, Expr::Empty());
       const Expr with_comma = Expr::Seq({Punct(','), member, after});
@@ -465,6 +465,72 @@ class JsonSchemaCompiler {
       first = Expr::Rule(first_rule);
     }
     return Expr::Seq({Expr::Byte('{'), Ws(), first, Ws(), Expr::Byte('}')});
+  }
+
+  Expr Member(const std::string& key, const json& schema, const std::string& pointer) {
+    return Expr::Rule(b_.AddRule("prop_" + key, Expr::Seq({Expr::Literal(json(key).dump()), Punct(':'),
+                                                           Schema(schema, pointer + "/properties/" + PointerToken(key))})));
+  }
+
+  // An object with minProperties / maxProperties: the members in the order of
+  // "properties", then extra members; State(k, c) = the rest from property k on with c
+  // declared members written (c > 0: the next starts with a comma). maxProperties counts
+  // every member. minProperties counts the declared ones only: nothing keeps the names
+  // of extra members apart (two "" members are one member once parsed), so they cannot
+  // make up the minimum; a minimum above the declared properties is refused. Both
+  // bounds are at most kMaxCountedProperties.
+  static constexpr int32_t kMaxCountedProperties = 64;
+  Expr CountedObject(const json& s, const std::string& pointer,
+                     const std::vector<std::pair<std::string, const json*>>& members,
+                     const std::set<std::string>& required, const std::optional<Expr>& extra) {
+    for (const char* key : {"minProperties", "maxProperties"}) {
+      if (s.contains(key) && Count(s, key, 0, pointer) > kMaxCountedProperties) {
+        Fail(std::string(key) + " above " + std::to_string(kMaxCountedProperties) + " is not supported",
+             pointer + "/" + key);
+      }
+    }
+    const int32_t lo = Count(s, "minProperties", 0, pointer), hi = Count(s, "maxProperties", -1, pointer);
+    if (hi >= 0 && hi < lo) Fail("maxProperties < minProperties: nothing can match", pointer);
+    const int32_t n = static_cast<int32_t>(members.size());
+    if (lo > n) {
+      Fail("minProperties " + std::to_string(lo) + " above the " + std::to_string(n) +
+               " declared properties is not supported (extra members' names cannot be kept distinct)",
+           pointer + "/minProperties");
+    }
+    const int32_t top = hi >= 0 ? std::min(hi, n) : n;  // declared members that can be written
+    std::vector<std::vector<std::optional<Expr>>> state(static_cast<size_t>(n) + 1,
+                                                        std::vector<std::optional<Expr>>(static_cast<size_t>(top) + 1));
+    const auto comma = [&](int32_t c) { return c > 0 ? Punct(',') : Expr::Empty(); };
+    const auto as_rule = [&](std::vector<Expr> options, int32_t k, int32_t c) -> std::optional<Expr> {
+      if (options.empty()) return std::nullopt;
+      Expr e = options.size() == 1 ? std::move(options[0]) : Expr::Alt(std::move(options));
+      return Expr::Rule(b_.AddRule("props_" + std::to_string(k) + "_" + std::to_string(c), std::move(e)));
+    };
+    for (int32_t c = 0; c <= top; ++c) {  // after the declared members: up to hi - c extra ones
+      if (c < lo) continue;
+      const int32_t room = hi >= 0 ? hi - c : -1;
+      std::vector<Expr> options = {Expr::Empty()};
+      if (extra && room != 0) {
+        const Expr more = Expr::Repeat(Expr::Seq({Punct(','), *extra}), 0, room < 0 ? -1 : room - 1);
+        options.push_back(c > 0 ? Expr::Seq({Punct(','), *extra, more}) : Expr::Seq({*extra, more}));
+      }
+      state[static_cast<size_t>(n)][static_cast<size_t>(c)] = as_rule(std::move(options), n, c);
+    }
+    for (int32_t k = n; k-- > 0;) {
+      const Expr member = Member(members[static_cast<size_t>(k)].first, *members[static_cast<size_t>(k)].second, pointer);
+      const bool is_required = required.count(members[static_cast<size_t>(k)].first) > 0;
+      for (int32_t c = 0; c <= std::min(k, top); ++c) {
+        std::vector<Expr> options;
+        const auto& next = state[static_cast<size_t>(k) + 1];
+        if (c + 1 <= top && next[static_cast<size_t>(c) + 1]) {
+          options.push_back(Expr::Seq({comma(c), member, *next[static_cast<size_t>(c) + 1]}));
+        }
+        if (!is_required && next[static_cast<size_t>(c)]) options.push_back(*next[static_cast<size_t>(c)]);
+        state[static_cast<size_t>(k)][static_cast<size_t>(c)] = as_rule(std::move(options), k, c);
+      }
+    }
+    if (!state[0][0]) Fail("no object has a member count within minProperties / maxProperties here", pointer);
+    return Expr::Seq({Expr::Byte('{'), Ws(), *state[0][0], Ws(), Expr::Byte('}')});
   }
 
   static std::u32string Codepoints(const std::string& key) {

@@ -185,6 +185,12 @@ TEST(HfConfigTest, ErrorsNameTheFileAndKey) {
   text = Qwen35Text();
   text["num_hidden_layers"] = int64_t{1} << 40;
   EXPECT_TRUE(ThrowsWith([&] { Parse(Nested(text)); }, {"num_hidden_layers = 1099511627776", "expected 0..65536"}));
+  text = Qwen35Text();
+  text["mtp_num_hidden_layers"] = -1;
+  EXPECT_TRUE(ThrowsWith([&] { Parse(Nested(text)); }, {"mtp_num_hidden_layers = -1", "expected >= 0"}));
+  text["mtp_num_hidden_layers"] = 1;
+  EXPECT_EQ(Parse(Nested(text)).mtp_num_hidden_layers, 1);
+  EXPECT_EQ(Parse(Nested(Qwen35Text())).mtp_num_hidden_layers, 0);  // absent: no MTP module
   json llama = Nested(Qwen35Text());
   llama["architectures"] = {"LlamaForCausalLM"};
   EXPECT_TRUE(ThrowsWith([&] { Parse(llama); }, {"architecture 'LlamaForCausalLM' is not supported", "Qwen3ForCausalLM"}));

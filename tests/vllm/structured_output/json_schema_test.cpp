@@ -269,6 +269,42 @@ TEST(JsonSchemaGrammarTest, NumberBoundsAdmitExactlyTheNumbersWithin) {
   }
 }
 
+// maxProperties counts declared and extra members, minProperties the declared ones
+// (extra names are not kept distinct): every subset of the declared members (in order)
+// with 0..3 extra ones, admitted iff both counts are within and the required member is
+// there.
+TEST(JsonSchemaGrammarTest, MemberCountsAdmitExactlyTheObjectsWithin) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{2, 3}, {0, 1}, {3, -1}, {1, 1}, {0, 0}, {2, -1}}) {
+    json schema = json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                  "c": {"type": "integer"}}, "required": ["b"], "additionalProperties": {"type": "integer"}})");
+    if (lo > 0) schema["minProperties"] = lo;
+    if (hi >= 0) schema["maxProperties"] = hi;
+    SCOPED_TRACE(schema.dump());
+    if (hi == 0) {  // "b" is required: no object fits
+      EXPECT_THROW(GrammarFromJsonSchema(std::string_view(schema.dump())), std::exception);
+      continue;
+    }
+    const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
+                                                                  testing::SyntheticVocab());
+    for (int subset = 0; subset < 8; ++subset) {
+      for (int extras = 0; extras <= 3; ++extras) {
+        std::string text = "{";
+        int count = 0;
+        for (int k = 0; k < 3; ++k) {
+          if (!(subset >> k & 1)) continue;
+          text += std::string(count++ ? "," : "") + "\"" + static_cast<char>('a' + k) + "\":1";
+        }
+        for (int e = 0; e < extras; ++e) text += std::string(count++ ? "," : "") + "\"x" + std::to_string(e) + "\":2";
+        text += "}";
+        const int declared = __builtin_popcount(static_cast<unsigned>(subset));
+        const bool within = (subset & 2) && declared >= lo && (hi < 0 || count <= hi);
+        GrammarMatcher m(compiled);
+        EXPECT_EQ(m.AcceptBytes(text) && m.CanTerminate(), within) << text;
+      }
+    }
+  }
+}
+
 TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPointer) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {R"({"type": "number", "minimum": 0.5})", "\"minimum\" 0.5 on \"type\": \"number\"", "#/minimum"},
@@ -288,6 +324,12 @@ TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPo
       {R"({"not": {"type": "string"}})", "\"not\"", "#/not"},
       {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "\"b\" is not in properties", "#/required"},
       {R"({"type": "string", "minLength": 5, "maxLength": 2})", "maxLength < minLength", "#"},
+      {R"({"type": "object", "minProperties": 3, "maxProperties": 2})", "maxProperties < minProperties", "#"},
+      {R"({"type": "object", "maxProperties": 65})", "maxProperties above 64", "#/maxProperties"},
+      {R"({"type": "object", "properties": {"a": {}}, "minProperties": 2})", "above the 1 declared properties",
+       "#/minProperties"},
+      {R"({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})",
+       "minProperties / maxProperties", "#"},
       {R"({"type": "integer", "enum": ["a", "b"]})", "nothing can match", "#/enum"},
       {R"({"type": "strin"})", "\"type\" must name JSON types", "#/type"},
       {R"({"anyOf": [{"type": "string"}], "maxLength": 3})", "\"maxLength\"", "#/maxLength"},

@@ -169,6 +169,8 @@ inline bool Validate(const json& v, const json& s, const json& root, std::string
     }
   }
   if (v.is_object()) {
+    if (s.contains("minProperties") && v.size() < s["minProperties"].get<size_t>()) return why = "too few members", false;
+    if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) return why = "too many members", false;
     const json props = s.value("properties", json::object());
     for (const json& r : s.value("required", json::array())) {
       if (!v.contains(r.get<std::string>())) return why = "missing required " + r.dump(), false;
@@ -231,6 +233,13 @@ inline json RandomObjectSchema(std::mt19937& rng, int depth, bool allow_ref) {
     case 2: s["additionalProperties"] = RandomSchema(rng, depth - 1, allow_ref); break;
     case 3: s.erase("properties"); s.erase("required"); s["additionalProperties"] = RandomSchema(rng, depth - 1, allow_ref); break;
     default: break;
+  }
+  if (rng() % 4 == 0) {  // member counts: from the required ones up to the declared ones (extras count for the maximum)
+    const int64_t have = static_cast<int64_t>(s.value("required", json::array()).size());
+    const int64_t most = static_cast<int64_t>(s.value("properties", json::object()).size());
+    const int64_t lo = have + static_cast<int64_t>(rng() % static_cast<uint32_t>(most - have + 1));
+    if (rng() % 2) s["minProperties"] = lo;
+    if (rng() % 2) s["maxProperties"] = lo + static_cast<int64_t>(rng() % 3);
   }
   return s;
 }
