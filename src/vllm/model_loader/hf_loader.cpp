@@ -55,7 +55,8 @@ class HfWeightResolver {
     return prefix_ + spec.name;
   }
   std::string ExpertsPrefix(const WeightSpec& spec) const {  // spec.name is <layer prefix>mlp.experts.<proj>
-    return Source(spec).substr(0, Source(spec).rfind('.') + 1);
+    const std::string source = Source(spec);
+    return source.substr(0, source.rfind('.') + 1);
   }
   // "gate_proj", "up_proj" or "down_proj"
   static std::string ExpertProj(const WeightSpec& spec) { return spec.name.substr(spec.name.rfind('.') + 1); }

@@ -201,13 +201,13 @@ Tokenizer Tokenizer::FromHfDirectory(const std::filesystem::path& dir) {
 }
 
 Tokenizer Tokenizer::FromPath(const std::filesystem::path& path) {
-  if (IsEmbeddedFile(path.string())) {  // the embedded demo model, a GGUF (embedded_files.h)
-    return FromGguf(GgufTokenizerDataFromMetadata(GgufFile::Open(path.string()).metadata()));
+  const bool embedded = IsEmbeddedFile(path.string());  // the embedded demo model, a GGUF (embedded_files.h)
+  if (!embedded) {
+    if (std::filesystem::is_directory(path)) return FromHfDirectory(path);
+    if (path.filename() == "tokenizer.json") return FromHfDirectory(path.parent_path());
+    if (!std::filesystem::exists(path)) throw vt::Error(path.string() + ": no such file or folder");
   }
-  if (std::filesystem::is_directory(path)) return FromHfDirectory(path);
-  if (path.filename() == "tokenizer.json") return FromHfDirectory(path.parent_path());
-  if (!std::filesystem::exists(path)) throw vt::Error(path.string() + ": no such file or folder");
-  if (path.extension() == ".gguf") {
+  if (embedded || path.extension() == ".gguf") {
     return FromGguf(GgufTokenizerDataFromMetadata(GgufFile::Open(path.string()).metadata()));
   }
   throw vt::Error(path.string() + ": not a tokenizer (give an HF model folder with tokenizer.json, or a .gguf file)");

@@ -18,8 +18,15 @@
 #include "vllm/model_executor/layers/mlp.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/model_loader/model_loader.h"
+#include "vllm/model_loader/weight_names.h"
 
 namespace vllm {
+
+// Every weight of `specs` (weight_names.h) must exist with its canonical shape, so a
+// config/weights mismatch is named before any layer is built; `missing_hint` ends the
+// message of a missing one.
+void CheckWeightsMatchSpecs(const std::vector<WeightSpec>& specs, const ModelConfig& config, const WeightStore& weights,
+                            const std::string& missing_hint = "");
 
 struct ModelOptions {
   vt::Device device = vt::kCpu;

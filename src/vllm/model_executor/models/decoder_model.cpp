@@ -7,15 +7,12 @@
 #include "vt/ops.h"
 
 namespace vllm {
-namespace {
-
-// Every weight the config implies must exist with the canonical shape
-// (weight_names.h), so a config/weights mismatch is named before any layer is built.
-void CheckWeightsMatchConfig(const ModelConfig& config, const WeightStore& weights) {
-  for (const WeightSpec& spec : ModelWeightSpecs(config)) {
+void CheckWeightsMatchSpecs(const std::vector<WeightSpec>& specs, const ModelConfig& config, const WeightStore& weights,
+                            const std::string& missing_hint) {
+  for (const WeightSpec& spec : specs) {
     if (!weights.Has(spec.name)) {
       throw vt::Error("the " + config.architecture + " config needs weight '" + spec.name + "' " +
-                      vt::ShapeToString(spec.shape) + ", which the weights lack");
+                      vt::ShapeToString(spec.shape) + ", which the weights lack" + missing_hint);
     }
     const vt::Tensor& w = weights.Get(spec.name);
     if (w.shape() != spec.shape) {
@@ -26,7 +23,6 @@ void CheckWeightsMatchConfig(const ModelConfig& config, const WeightStore& weigh
   }
 }
 
-}  // namespace
 
 DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options)
     : config_(config), options_(options), norm_offset_(config.zero_centered_norms ? 1.0f : 0.0f) {
@@ -34,7 +30,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights
     throw vt::Error(std::string("activations must be float32, bfloat16 or float16, got ") +
                     vt::DTypeName(options.activation_dtype));
   }
-  CheckWeightsMatchConfig(config, weights);
+  CheckWeightsMatchSpecs(ModelWeightSpecs(config), config, weights);
   embed_tokens_ = Weight(weights, "embed_tokens.weight");
   final_norm_ = Weight(weights, "norm.weight");
   lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");

@@ -11,12 +11,8 @@ namespace vllm {
 MtpHead::MtpHead(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options,
                  const DecoderModel& trunk)
     : config_(config), options_(options), norm_offset_(config.zero_centered_norms ? 1.0f : 0.0f), trunk_(trunk) {
-  for (const WeightSpec& spec : MtpWeightSpecs(config)) {  // throws unless a one-layer module
-    if (!weights.Has(spec.name)) {
-      throw vt::Error("the MTP head needs weight '" + spec.name + "' " + vt::ShapeToString(spec.shape) +
-                      ", which the weights lack (load the model with LoadOptions::load_mtp)");
-    }
-  }
+  // MtpWeightSpecs throws unless a one-layer module.
+  CheckWeightsMatchSpecs(MtpWeightSpecs(config), config, weights, " (load the model with LoadOptions::load_mtp)");
   const std::string p = "mtp.layers.0.";
   fc_ = trunk.Weight(weights, "mtp.fc.weight");
   embedding_norm_ = trunk.Weight(weights, "mtp.pre_fc_norm_embedding.weight");
