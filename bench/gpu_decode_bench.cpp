@@ -305,16 +305,15 @@ vt::Tensor GemvInput(int64_t k, vt::DType dtype, vt::Device device,
 }
 
 // Every weight matrix of the checkpoint once (x [1, K] -> out [1, N], in the
-// model's weight order, x bf16 except for the LM head, which the model runs with
-// f32 x and out).
+// model's weight order, x bf16; out bf16 except for the LM head's f32 logits).
 std::vector<GemvCall> SeparateGemvs(const LoadedModel& loaded, vt::Device device) {
   std::vector<GemvCall> calls;
   std::map<std::pair<int64_t, vt::DType>, vt::Tensor> inputs;
   for (const WeightSpec& spec : ModelWeightSpecs(loaded.config)) {
     if (spec.kind != WeightKind::kMatrix) continue;
-    const vt::DType dtype = spec.name == "lm_head.weight" ? vt::DType::kF32 : vt::DType::kBF16;
-    calls.push_back({GemvInput(spec.shape[1], dtype, device, inputs), loaded.weights.Get(spec.name),
-                     vt::Tensor::Empty({1, spec.shape[0]}, dtype, device)});
+    const vt::DType out_dtype = spec.name == "lm_head.weight" ? vt::DType::kF32 : vt::DType::kBF16;
+    calls.push_back({GemvInput(spec.shape[1], vt::DType::kBF16, device, inputs), loaded.weights.Get(spec.name),
+                     vt::Tensor::Empty({1, spec.shape[0]}, out_dtype, device)});
   }
   return calls;
 }
@@ -344,7 +343,7 @@ std::vector<GemvCall> MergedGemvs(const ModelConfig& c, vt::Device device) {
     calls.push_back({GemvInput(k, vt::DType::kBF16, device, inputs), vt::Tensor::Empty({n, k}, vt::DType::kBF16, device),
                      vt::Tensor::Empty({1, n}, vt::DType::kBF16, device)});
   }
-  calls.push_back({GemvInput(H, vt::DType::kF32, device, inputs),
+  calls.push_back({GemvInput(H, vt::DType::kBF16, device, inputs),
                    vt::Tensor::Empty({c.vocab_size, H}, vt::DType::kBF16, device),
                    vt::Tensor::Empty({1, c.vocab_size}, vt::DType::kF32, device)});
   return calls;

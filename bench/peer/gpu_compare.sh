@@ -5,7 +5,7 @@
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
-#                             [--no-bench] [--budget S]
+#                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -39,6 +39,11 @@
 #      same file, which is deleted afterwards (the disk holds one large model at a time).
 #      With --prefix-cache, for the first model: hybrid prefix caching through the
 #      server, cache on and off (tools/gpu/prefix_cache_turns.sh).
+#      With --structured MODEL:DIR (DIR: a folder with tokenizer.json, or a .tar.xz of
+#      one, relative to the repository, e.g. carried in .gpu_carry), MODEL's GGUF carries that tokenizer
+#      and `vllm-cpp bench throughput` at 64 prompts runs unconstrained, with a regex
+#      and with a JSON schema on every request, alternating (what the token masks cost
+#      on the GPU, docs/structured_output.md).
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
 # Builds live in /tmp and are reused when the machine is still warm from a previous
 # call. Results (JSON) and logs are written to a work folder and packed at the end
@@ -65,6 +70,8 @@ prefix_cache=0
 kernel_bench=1
 with_peer=1
 with_bench=1
+structured_model=
+structured_tokenizer=
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
@@ -80,6 +87,7 @@ while [ $# -gt 0 ]; do
     --no-peer) with_peer=0; shift ;;
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
+    --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -93,6 +101,12 @@ build=/tmp/vllm_gpu_build
 llama_src=/tmp/llama_src
 llama_build=/tmp/llama_build
 source "$repo/tools/gpu/gpu_build_env.sh"
+
+if [[ "$structured_tokenizer" == *.tar.xz ]]; then  # carried packed: the call's tree has a size limit
+  rm -rf /tmp/structured_tokenizer && mkdir -p /tmp/structured_tokenizer &&
+    tar xJf "$structured_tokenizer" -C /tmp/structured_tokenizer
+  structured_tokenizer=/tmp/structured_tokenizer
+fi
 
 stage "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv
@@ -246,8 +260,10 @@ for name in ${models//,/ }; do
   stage "$name: write the GGUF"
   file=/tmp/peer_$name.gguf
   if [ "$(left)" -lt 90 ]; then echo "skipped: $(left) s left"; break; fi
+  tokenizer_args=()
+  [ "$name" = "$structured_model" ] && tokenizer_args=(--tokenizer "$structured_tokenizer")
   timeout $(( $(left) - 60 )) "$bin/random_gguf" --shape "$(model_shape "$name")" --outtype "$(model_type "$name")" \
-    --threads "$jobs" --out "$file" >"$out/$name.write.log" 2>&1
+    --threads "$jobs" --out "$file" "${tokenizer_args[@]}" >"$out/$name.write.log" 2>&1
   echo "rc $?: $(tail -1 "$out/$name.write.log")"; ls -la "$file" 2>/dev/null || continue
 
   stage "$name: vllm-cpp bench"
@@ -258,6 +274,19 @@ for name in ${models//,/ }; do
     --num-iters-warmup 1
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
+  fi
+
+  if [ "$name" = "$structured_model" ] && [ "$(left)" -gt 120 ]; then
+    stage "$name: structured outputs at 64 prompts (none, regex, JSON schema; twice)"
+    schema='{"json": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name", "tags"]}}'
+    for round in 1 2; do
+      ours "$name" so_none$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
+        --max-model-len 512
+      ours "$name" so_regex$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
+        --max-model-len 512 --structured-outputs '{"regex": "[a-z ]+"}'
+      ours "$name" so_json$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
+        --max-model-len 512 --structured-outputs "$schema"
+    done
   fi
 
   if [ $prefix_cache = 1 ] && [ "$(left)" -gt 150 ]; then

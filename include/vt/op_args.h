@@ -39,8 +39,9 @@ struct GatherRowsArgs {
 };
 
 // x [M, K] float, w [N, K] with contiguous rows (f32/f16/bf16 or a block type whose
-// block divides K), out [M, N] float. x and out have unit stride in the last dim.
-// Accumulation is f32.
+// block divides K), out [M, N] of x's dtype, or f32 for f16/bf16 x (the f32 sums
+// stored unrounded: the LM head's logits from 16-bit activations). x and out have
+// unit stride in the last dim. Accumulation is f32.
 struct MatMulArgs {
   Tensor x, w, out;
 };

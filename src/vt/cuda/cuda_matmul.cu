@@ -6,7 +6,8 @@
 // w is read as a K x N column-major matrix (ld = w row stride) and transposed,
 // x as K x M column-major (ld = x row stride). f32 inputs use
 // CUBLAS_COMPUTE_32F_PEDANTIC (true f32, never TF32, so the f32 contract
-// tolerances hold); f16/bf16 inputs use f32 accumulation on the tensor cores.
+// tolerances hold); f16/bf16 inputs use f32 accumulation on the tensor cores,
+// stored in out's dtype (x's, or f32: the f32 sums unrounded).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -68,7 +69,7 @@ void CublasMatMul(const MatMulArgs& a) {
   gpuStream_t stream = PrepareDevice(a.out.device());
   cublasHandle_t handle = HandleFor(a.out.device(), stream, a);
   const float alpha = 1.0f, beta = 0.0f;
-  const cudaDataType type = CudaDataType(a.x.dtype());
+  const cudaDataType type = CudaDataType(a.x.dtype()), out_type = CudaDataType(a.out.dtype());
   const cublasComputeType_t compute =
       a.x.dtype() == DType::kF32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
   const auto m = static_cast<int>(a.x.size(0)), n = static_cast<int>(a.w.size(0)), k = static_cast<int>(a.x.size(1));
@@ -77,7 +78,7 @@ void CublasMatMul(const MatMulArgs& a) {
   const auto ld = [k](const Tensor& t) { return static_cast<int>(t.size(0) == 1 ? k : t.stride(0)); };
   const cublasStatus_t status =
       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, a.w.data(), type, ld(a.w), a.x.data(), type,
-                   ld(a.x), &beta, a.out.data(), type, a.out.size(0) == 1 ? n : static_cast<int>(a.out.stride(0)),
+                   ld(a.x), &beta, a.out.data(), out_type, a.out.size(0) == 1 ? n : static_cast<int>(a.out.stride(0)),
                    compute, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS) ThrowCublas(status, a);
   reach::Hit("MatMulGpu.cublas");
@@ -143,6 +144,8 @@ void MatMulCuda(const MatMulArgs& a) {
     DequantCublasMatMul(a);
   } else if (kernel == MatMulKernel::kCastVendorBlas) {
     CastCublasMatMul(a);
+  } else if (a.out.dtype() != a.x.dtype()) {
+    MatMulCuda(WithWidenedX(a));  // f32 out from 16-bit x on our kernels (decode sizes)
   } else {
     RunOwnMatMul(a, kernel);
   }

@@ -339,7 +339,18 @@ MatMulShape DescribeMatMul(const MatMulArgs& a, bool vendor_blas_available) {
   return shape;
 }
 
+MatMulArgs WithWidenedX(const MatMulArgs& a) {
+  const Tensor x = Tensor::Empty({a.x.size(0), a.x.size(1)}, DType::kF32, a.out.device());
+  Copy({.src = a.x, .dst = x});
+  reach::Hit("MatMulGpu.widened_x");
+  return {.x = x, .w = a.w, .out = a.out};
+}
+
 void RunOwnMatMul(const MatMulArgs& a, MatMulKernel kernel) {
+  if (a.out.dtype() != a.x.dtype()) {
+    throw Error("vt::MatMul on " + a.out.device().ToString() + ": internal error: our kernels got x " +
+                a.x.Describe() + " with out " + a.out.Describe() + " (widen x first)");
+  }
   if (kernel == MatMulKernel::kQuantGemv) {
     RunQuantGemv(a);
     return;

@@ -14,8 +14,13 @@ namespace vt::gpu {
 // The choice inputs of a validated MatMul call.
 MatMulShape DescribeMatMul(const MatMulArgs& args, bool vendor_blas_available);
 
-// Runs any of our kernels (throws for the vendor routes).
+// Runs any of our kernels (throws for the vendor routes). They write x's dtype, so
+// a call with f32 out from 16-bit x goes through WithWidenedX first.
 void RunOwnMatMul(const MatMulArgs& args, MatMulKernel kernel);
+
+// The same product with x widened to f32 (exact; a decode-sized copy), for the
+// backends' MatMul entries to run again when out is f32 and x is not.
+MatMulArgs WithWidenedX(const MatMulArgs& args);
 
 // matmul_quant.cu: whether the int8 dot lanes (gpu_quant_dot.cuh) read the rows of
 // block weights w (a format with a lane type, K a multiple of 32, rows aligned as

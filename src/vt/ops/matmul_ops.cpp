@@ -13,7 +13,7 @@ void MatMul(const MatMulArgs& args) {
   check.FloatDType(args.x, "x");
   check.WeightDType(args.w, "w");
   check.Size(args.w, "w", 1, args.x.size(1), "K, the inner size of x");
-  check.DType(args.out, "out", {args.x.dtype()});
+  check.DType(args.out, "out", {args.x.dtype(), DType::kF32});
   check.Shape(args.out, "out", {args.x.size(0), args.w.size(0)});
   check.LastDimContiguous(args.x, "x");
   check.LastDimContiguous(args.w, "w");

@@ -9,6 +9,7 @@ namespace vt::gpu {
 namespace {
 
 void MatMulRocm(const MatMulArgs& a) {
+  if (a.out.dtype() != a.x.dtype()) return MatMulRocm(WithWidenedX(a));  // our kernels write x's dtype
   const MatMulShape shape = DescribeMatMul(a, false);
   RunOwnMatMul(a, ApplySkinnyVariant(ChooseMatMul(shape), shape, tuning::Variant(kSkinnyVariantFamily)));
 }

@@ -52,25 +52,30 @@ Tensor OnDevice(const Tensor& t, Device device) { return device == t.device() ? 
 //    vdpbf16ps, everything else in f32 FMAs), so only f32 accumulation and out's
 //    rounding remain. (An earlier AVX-512 path kept 16 mantissa bits of f32 x for
 //    bf16 weights, a 1e-5 error that put f32 models 1e-4 off HF; this bound catches it.)
-double Tolerance(DType x_dtype, DType w_dtype) {
-  const double out_rounding = testing::DefaultTolerance(x_dtype);
+double Tolerance(DType out_dtype, DType w_dtype) {
+  const double out_rounding = testing::DefaultTolerance(out_dtype);
   if (IsQuantized(w_dtype)) return 1e-2 + out_rounding;
   return out_rounding;
 }
 
-void CheckMatMul(DType x_dtype, DType w_dtype, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
-  SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " M=" + std::to_string(m) +
-               " N=" + std::to_string(n) + " K=" + std::to_string(k));
+void CheckMatMul(DType x_dtype, DType w_dtype, int64_t m, int64_t n, int64_t k, std::mt19937& rng,
+                 DType out_dtype) {
+  SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " out " + DTypeName(out_dtype) +
+               " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
   const int64_t pad = m % 2;  // odd M: strided rows everywhere; even M: contiguous
   const Tensor w = RandomWeights(n, k, w_dtype, pad, rng);
   const Tensor x = testing::WithPaddedRows(testing::RandomTensor({m, k}, x_dtype, kCpu, rng), 3 * pad);
   const std::vector<double> ref = testing::MatMulReference(x, w);
   testing::ForEachDeviceAndIsa([&](Device device) {
-    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({m, n}, x_dtype, device), 5 * pad);
+    const Tensor out = testing::WithPaddedRows(Tensor::Zeros({m, n}, out_dtype, device), 5 * pad);
     testing::Poison(out);
     MatMul({.x = OnDevice(x, device), .w = OnDevice(w, device), .out = out});
-    EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(x_dtype, w_dtype)));
+    EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(out_dtype, w_dtype)));
   });
+}
+
+void CheckMatMul(DType x_dtype, DType w_dtype, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
+  CheckMatMul(x_dtype, w_dtype, m, n, k, rng, x_dtype);
 }
 
 TEST(MatMulTest, FloatWeightsOddK) {
@@ -139,6 +144,34 @@ TEST(MatMulTest, WeightViewIntoFusedTensor) {
       });
     }
   }
+}
+
+// f32 out from 16-bit x (the LM head's logits): the sums are stored unrounded, so
+// float weights meet the f32 bound (bf16 rounding of out would be ~100x over it),
+// across the decode kernels (x widened on the GPU) and the vendor routes.
+TEST(MatMulTest, F32OutFrom16BitX) {
+  std::mt19937 rng(8);
+  for (DType x_dtype : {DType::kBF16, DType::kF16}) {
+    for (DType w_dtype : {DType::kBF16, DType::kF16, DType::kF32, DType::kQ8_0, DType::kQ4_K}) {
+      for (int64_t m : {1, 2, 8, 9, 16, 17, 64, 129}) CheckMatMul(x_dtype, w_dtype, m, 37, 512, rng, DType::kF32);
+    }
+  }
+  // Past the size below which our tiled kernel keeps the shape: the vendor route.
+  CheckMatMul(DType::kBF16, DType::kBF16, 300, 1000, 512, rng, DType::kF32);
+  CheckMatMul(DType::kBF16, DType::kQ8_0, 300, 1000, 512, rng, DType::kF32);
+}
+
+TEST(MatMulTest, OutOfAnotherDTypeThanXIsRefusedUnlessF32) {
+  testing::ForEachDeviceAndIsa([&](Device device) {
+    const Tensor w = Tensor::Zeros({4, 32}, DType::kBF16, device);
+    const Tensor x = Tensor::Zeros({1, 32}, DType::kF32, device);
+    try {
+      MatMul({.x = x, .w = w, .out = Tensor::Zeros({1, 4}, DType::kBF16, device)});
+      ADD_FAILURE() << "MatMul accepted f32 x with bf16 out";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out"), std::string::npos) << e.what();
+    }
+  });
 }
 
 TEST(MatMulTest, Q8_KWeightsAreRejectedByName) {

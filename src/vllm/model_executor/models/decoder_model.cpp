@@ -176,11 +176,14 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
 }
 
 vt::Tensor DecoderModel::LmHead(const vt::Tensor& hidden, const vt::Tensor& logits_indices) const {
-  // The LM head runs in f32 whatever the activation dtype: the rows are gathered
-  // as f32 (exact for bf16/f16), so the logits are not rounded to 8 (bf16) mantissa
-  // bits, which at |logit| ~ 8 would be steps of 0.03 in every logprob.
+  // The logits are f32 whatever the activation dtype, so they are not rounded to 8
+  // (bf16) mantissa bits, which at |logit| ~ 8 would be steps of 0.03 in every
+  // logprob. The rows stay in the activation dtype: MatMul stores its f32 sums
+  // unrounded (f32 out from 16-bit x), and at batch sizes a GPU runs on tensor cores
+  // (cuBLAS bf16 with f32 output), where f32 x would put the largest GEMM of a step
+  // on f32 FMA units (~24% of a 256-sequence 9B step, bench/gpu_notes.md).
   const int64_t N = logits_indices.size(0);
-  vt::Tensor last = vt::Tensor::Empty({N, config_.hidden_size}, vt::DType::kF32, options_.device);  // [N, H]
+  vt::Tensor last = vt::Tensor::Empty({N, config_.hidden_size}, hidden.dtype(), options_.device);  // [N, H]
   vt::GatherRows({.table = hidden, .ids = logits_indices, .out = last});
   vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, options_.device);  // [N, V]
   vt::MatMul({.x = last, .w = lm_head_, .out = logits});
