@@ -59,6 +59,9 @@ class Request {
   // Its grammar matcher when sampling_params.structured_outputs is set (the engine's;
   // the worker's copy of the request has none).
   std::shared_ptr<StructuredOutputRequest> structured_output_request;
+  // Speculative decoding: draft tokens proposed after its last step, verified by the
+  // next one (vLLM's spec_token_ids). Not part of its history until accepted.
+  std::vector<int32_t> spec_token_ids;
 
   const std::vector<int32_t>& all_token_ids() const { return all_token_ids_; }
   const std::vector<int32_t>& output_token_ids() const { return output_token_ids_; }

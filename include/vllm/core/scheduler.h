@@ -38,6 +38,17 @@ struct SchedulerConfig {
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 4096;
   bool enable_chunked_prefill = true;
+  // Speculative decoding: KV slots allocated past each scheduled chunk for the
+  // drafter's positions (vLLM's num_lookahead_tokens; num_speculative_tokens).
+  int64_t num_lookahead_tokens = 0;
+};
+
+// Speculative decoding counters, cumulative (vLLM's SpecDecodingStats).
+struct SpecDecodingStats {
+  int64_t num_drafts = 0;           // requests that verified drafts, summed over steps
+  int64_t num_draft_tokens = 0;     // draft tokens verified
+  int64_t num_accepted_tokens = 0;  // of those, accepted
+  std::vector<int64_t> num_accepted_tokens_per_pos;  // [i]: drafts accepted at position i
 };
 
 // What one step did to a request, for the engine's outputs.
@@ -60,6 +71,16 @@ class Scheduler {
   SchedulerOutput schedule();
   std::vector<RequestUpdate> update_from_output(const SchedulerOutput& output,
                                                 const std::unordered_map<std::string, int32_t>& sampled_token_ids);
+  // With speculative decoding: each request's tokens of the step, in order (the
+  // accepted drafts, then the token sampled after them; one token without drafts).
+  // A request's computed tokens drop by its rejected drafts; its tokens are appended
+  // up to the first that stops it.
+  std::vector<RequestUpdate> update_from_sampled_tokens(
+      const SchedulerOutput& output, const std::unordered_map<std::string, std::vector<int32_t>>& sampled_token_ids);
+  // The drafter's proposals for running requests' next steps (vLLM's
+  // update_draft_token_ids); ids that finished meanwhile are ignored.
+  void update_draft_token_ids(const std::unordered_map<std::string, std::vector<int32_t>>& draft_token_ids);
+  const SpecDecodingStats& spec_decoding_stats() const { return spec_stats_; }
   // Ends requests early (abort, or a stop string found by the detokenizer) and
   // frees everything they hold. Unknown or already finished ids are ignored.
   void finish_requests(const std::vector<std::string>& req_ids, RequestStatus status);
@@ -78,6 +99,11 @@ class Scheduler {
   void ScheduleWaiting(StepState& step);
   // num_new tokens after num_computed, cut at the request's next state checkpoint.
   int64_t ChunkSize(const Request& request, int64_t num_computed, int64_t num_new) const;
+  // How many of the request's draft tokens fit this step (budget, max_tokens,
+  // max_model_len); the rest are dropped.
+  int64_t NumDraftsToVerify(const Request& request, int64_t token_budget) const;
+  // KV slots past a chunk of num_new tokens for the drafter (SchedulerConfig).
+  int64_t Lookahead(const Request& request, int64_t num_new) const;
   // Preempts the newest running request not yet scheduled this step (possibly `current`).
   Request* PreemptNewest(StepState& step, Request* current);
   // Adds the request to the step's output (whole the first time, else its deltas)
@@ -96,6 +122,7 @@ class Scheduler {
   std::vector<Request*> running_;  // admission order
   std::vector<std::string> finished_req_ids_;  // since the last schedule(), for the worker
   int64_t num_preemptions_ = 0;
+  SpecDecodingStats spec_stats_;
 };
 
 }  // namespace vllm

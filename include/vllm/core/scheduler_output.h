@@ -19,7 +19,8 @@
 // Batch order: scheduled_cached_reqs, then scheduled_new_reqs, each in the order
 // the scheduler took them (decodes, then prompt chunks, then admissions). Each of
 // them computes num_scheduled_tokens.at(req_id) tokens of its history, starting at
-// its num_computed_tokens; it samples when that reaches its last known token.
+// its num_computed_tokens; it samples when that reaches its last known token (its
+// scheduled_spec_decode_tokens, when it has any, come after that token).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,11 @@ struct SchedulerOutput {
   std::unordered_map<std::string, int32_t> structured_output_request_ids;
   std::vector<uint32_t> grammar_bitmask;
   int32_t grammar_bitmask_words = 0;
+  // Speculative decoding (vLLM's name): the draft tokens each request verifies this
+  // step. They follow its last known token in the batch and are counted in its
+  // num_scheduled_tokens; the step samples a token at the last known token and at
+  // every draft (1 + drafts rows).
+  std::unordered_map<std::string, std::vector<int32_t>> scheduled_spec_decode_tokens;
 
   bool empty() const { return num_scheduled_tokens.empty(); }
   // The scheduled requests' ids in batch order (views into this output).

@@ -12,6 +12,20 @@
 
 namespace vllm {
 
+// vLLM's --speculative-config (a JSON object): {"method": "mtp",
+// "num_speculative_tokens": k, "disable_by_batch_size": n}. Only the model's own MTP
+// module drafts here (spec_decode/mtp_proposer.h).
+struct SpeculativeConfig {
+  std::string method = "mtp";
+  int64_t num_speculative_tokens = 1;
+  // Drafting stops while more requests than this are running (0: never).
+  int64_t disable_by_batch_size = 0;
+};
+
+// Parses --speculative-config's JSON; throws std::invalid_argument naming an unknown
+// key, a method other than "mtp", or a value out of range.
+SpeculativeConfig ParseSpeculativeConfig(const std::string& json);
+
 struct EngineConfig {
   std::string model;                 // HF folder or .gguf file
   std::string tokenizer;             // default: the model path
@@ -41,6 +55,9 @@ struct EngineConfig {
   // vLLM's --reasoning-parser ("" or "qwen3"): structured outputs apply after the
   // reasoning (structured_output_manager.h).
   std::string reasoning_parser;
+  // Speculative decoding with the model's MTP module (its weights are then loaded:
+  // load_options.load_mtp).
+  std::optional<SpeculativeConfig> speculative_config;
   LoadOptions load_options;
   // Where the engine's startup lines go (the cache sizing, cache_sizing.h); empty:
   // stderr, prefixed "vllm-cpp: ".

@@ -47,6 +47,8 @@ struct EngineStats {
   int64_t num_tokens_computed = 0;       // tokens the model forwarded, cumulative (hits excluded)
   bool prefix_caching = false;
   int64_t block_size = 0;
+  SpecDecodingStats spec_decoding;  // cumulative; all zero without speculative decoding
+  bool speculative_decoding = false;
 };
 
 class LLMEngine {
@@ -101,7 +103,9 @@ class LLMEngine {
   int64_t SnapshotBudget(int64_t slot_bytes, int64_t cache_budget) const;
   // The scheduler, the caches and the model runner over them, from cache_plan_.
   void BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
-                   bool use_graphs, int64_t padding_slots);
+                   bool use_graphs, int64_t padding_slots, int64_t backup_slots);
+  // --speculative-config: the MTP head and its proposer (handed to the runner).
+  void BuildProposer(const ModelOptions& options);
   void Log(const std::string& line) const;
   // Advances the request's grammar by the step's tokens. The status to finish it with
   // when the grammar has terminated (its stop token accepted under ignore_eos) or
@@ -113,6 +117,8 @@ class LLMEngine {
   std::optional<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<MtpProposer> proposer_;            // until BuildWorker hands it to the runner
+  std::optional<LayerCacheSpec> mtp_head_spec_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;
   std::unique_ptr<StructuredOutputManager> structured_outputs_;

@@ -40,6 +40,13 @@ class Sampler {
   // logits: [vocab] f32 for `request`, whose token history so far is
   // request.all_token_ids(). Creates the request's generator on first use.
   SampleResult Sample(const float* logits, int64_t vocab, const Request& request);
+  // Speculative decoding: verifies `draft` (a point proposal, as the MTP head's greedy
+  // drafts are) at this row, vLLM's rejection sampler. Greedy: accepted when it is
+  // the argmax. Otherwise accepted with probability p(draft) under the request's
+  // distribution (after every processor and penalty, as Sample), else the result is
+  // drawn from p without the draft; either way the token is distributed exactly as
+  // Sample's. result.token_id is the draft when accepted; logprobs as Sample's.
+  SampleResult VerifyDraft(const float* logits, int64_t vocab, const Request& request, int32_t draft, bool& accepted);
   // Whether Sample would return the argmax of the raw logits (first on ties) and
   // nothing else: greedy, no logprobs, no penalties, min_tokens reached, no grammar
   // (whose mask the runner applies to host logits).
@@ -49,6 +56,10 @@ class Sampler {
 
  private:
   std::mt19937_64& RngFor(const Request& request);
+  // The raw logits after the logits processors, the min_tokens mask and penalties.
+  static std::vector<float> ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& request);
+  static int32_t Draw(const std::vector<std::pair<int32_t, double>>& candidates, std::mt19937_64& rng);
+  static void AddLogprobs(const float* raw_logits, int64_t vocab, const Request& request, SampleResult& result);
 
   std::mt19937_64 engine_rng_;
   std::unordered_map<std::string, std::mt19937_64> request_rngs_;

@@ -36,19 +36,25 @@ struct BatchRequest {
   // The recurrent state starts from zero this step (a new request, or one resumed
   // after preemption); attention needs no such flag (its cache is addressed by position).
   bool is_new_sequence = false;
+  // Speculative decoding: drafts verified this step, computed after the last known
+  // token at the next positions (counted in num_scheduled_tokens).
+  std::vector<int32_t> draft_token_ids;
 
   const std::string& req_id() const { return state->request.req_id; }
+  int64_t num_draft_tokens() const { return static_cast<int64_t>(draft_token_ids.size()); }
+  // The known tokens computed this step (the drafts come after them).
+  int64_t num_known_scheduled_tokens() const { return num_scheduled_tokens - num_draft_tokens(); }
   const Request& request() const { return state->request; }
   int64_t num_computed_tokens() const { return state->num_computed_tokens; }
   const std::vector<int32_t>& block_ids() const { return state->block_ids; }
   int32_t state_slot() const { return state->state_slot; }
-  // The tokens computed this step.
+  // The known tokens computed this step.
   std::span<const int32_t> token_ids() const {
     return std::span<const int32_t>(state->request.all_token_ids())
-        .subspan(static_cast<size_t>(state->num_computed_tokens), static_cast<size_t>(num_scheduled_tokens));
+        .subspan(static_cast<size_t>(state->num_computed_tokens), static_cast<size_t>(num_known_scheduled_tokens()));
   }
   // This chunk ends at the request's last known token: a new token is sampled.
-  bool samples() const { return num_computed_tokens() + num_scheduled_tokens == state->request.num_tokens(); }
+  bool samples() const { return num_computed_tokens() + num_known_scheduled_tokens() == state->request.num_tokens(); }
 };
 
 struct InputBatch {

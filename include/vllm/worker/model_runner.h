@@ -21,6 +21,7 @@
 #include "vllm/model_executor/forward_batch.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/sample/sampler.h"
+#include "vllm/spec_decode/mtp_proposer.h"
 #include "vllm/worker/decode_graphs.h"
 #include "vllm/worker/input_batch.h"
 
@@ -34,8 +35,25 @@ struct PromptLogprobsChunk {
 };
 
 struct RunnerOutput {
-  std::unordered_map<std::string, SampleResult> sampled;  // requests that sampled this step
+  std::unordered_map<std::string, SampleResult> sampled;  // requests that sampled this step, without drafts
   std::unordered_map<std::string, PromptLogprobsChunk> prompt_logprobs;
+  // Speculative decoding: requests that verified drafts get their accepted drafts
+  // and then the token sampled after them (1 + accepted entries) here instead of in
+  // `sampled`; draft_token_ids are the drafts proposed for their next steps.
+  std::unordered_map<std::string, std::vector<SampleResult>> verified;
+  std::unordered_map<std::string, std::vector<int32_t>> draft_token_ids;
+};
+
+// Speculative decoding in the runner (spec_decode/mtp_proposer.h).
+struct SpeculativeDecoding {
+  std::unique_ptr<MtpProposer> proposer;
+  // State slots [backup_slot_base, backup_slot_base + num_backup_slots) hold the
+  // states of requests verifying drafts from before the step (the GDN rollback).
+  int32_t backup_slot_base = 0;
+  int32_t num_backup_slots = 0;
+  // Drafting stops while more requests than this are running (vLLM's
+  // disable_by_batch_size); 0: never.
+  int64_t disable_by_batch_size = 0;
 };
 
 // Which logits rows one scheduled request got: rows [first_row, first_row + num_rows)
@@ -66,8 +84,12 @@ class ModelRunner {
  public:
   // With `decode_graphs`, plain-greedy decode batches run as device graphs
   // (decode_graphs.h); the model's device must support them.
+  // With `speculative`, every step runs eagerly through its proposer's trunk (the
+  // model must be that DecoderModel), verifies the scheduled drafts and proposes the
+  // next ones (RunnerOutput::verified, draft_token_ids).
   ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed,
-              std::optional<DecodeGraphOptions> decode_graphs = std::nullopt);
+              std::optional<DecodeGraphOptions> decode_graphs = std::nullopt,
+              std::optional<SpeculativeDecoding> speculative = std::nullopt);
   ModelRunner(const ModelRunner&) = delete;  // the decode graphs hold the caches' addresses
   ModelRunner& operator=(const ModelRunner&) = delete;
 
@@ -119,6 +141,17 @@ class ModelRunner {
   // State resets, batch and forward: the step's [N, vocab] f32 logits on the model's device.
   vt::Tensor Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows);
   static bool SamplesByArgmaxOnly(const InputBatch& batch);
+  // Speculative steps (model_runner_spec.cpp): the forward with the GDN states of
+  // requests verifying drafts backed up, the sampling / verification, the rollback of
+  // partly accepted requests, then the drafts.
+  RunnerOutput ExecuteSpeculative(InputBatch batch, const SchedulerOutput& output);
+  void BackUpVerifyingStates(const InputBatch& batch) const;
+  void RollBackRejectedDrafts(const InputBatch& batch, const std::vector<std::vector<int32_t>>& produced);
+  // The tokens each request got (accepted drafts then the sampled one), batch order.
+  static std::vector<std::vector<int32_t>> ProducedTokens(const InputBatch& batch, const RunnerOutput& output);
+  // The verified tokens of a request with drafts from its per-row argmax tokens.
+  static std::vector<SampleResult> AcceptGreedy(const BatchRequest& s, const int64_t* row_tokens);
+  std::vector<SampleResult> Verify(const BatchRequest& s, const float* rows, int64_t vocab);
   RunnerOutput ExecuteGreedy(const InputBatch& batch);
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
   std::optional<RunnerOutput> ExecuteGreedyGraph(const InputBatch& batch);
@@ -130,6 +163,7 @@ class ModelRunner {
   int64_t block_size_;
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
+  std::optional<SpeculativeDecoding> speculative_;
   // Node-based: a step's InputBatch points at these entries.
   std::unordered_map<std::string, CachedRequestState> requests_;
   int64_t num_tokens_computed_ = 0;

@@ -75,7 +75,11 @@ void Scheduler::RecordScheduled(StepState& step, Request& r, int64_t num_new_tok
                                          .state_slot = admitted ? kv_.get_state_slot(r.req_id).value_or(-1) : -1,
                                          .num_computed_tokens = r.num_computed_tokens});
   }
-  if (std::optional<int32_t> snapshot = kv_.take_state_snapshot(r, r.num_computed_tokens + num_new_tokens)) {
+  if (!r.spec_token_ids.empty()) {
+    // No state snapshot: the step's end state is known only once the drafts are
+    // verified (the runner rolls it back to the last accepted one).
+    out.scheduled_spec_decode_tokens[r.req_id] = r.spec_token_ids;
+  } else if (std::optional<int32_t> snapshot = kv_.take_state_snapshot(r, r.num_computed_tokens + num_new_tokens)) {
     out.state_snapshot_saves.push_back({.state_slot = *kv_.get_state_slot(r.req_id), .snapshot = *snapshot});
   }
   out.num_scheduled_tokens[r.req_id] = num_new_tokens;
@@ -91,6 +95,7 @@ Request* Scheduler::PreemptNewest(StepState& step, Request* current) {
   kv_.free(*victim);
   victim->status = RequestStatus::kPreempted;
   victim->num_computed_tokens = 0;
+  victim->spec_token_ids.clear();
   ++victim->num_preemptions;
   ++num_preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
@@ -105,6 +110,23 @@ int64_t Scheduler::ChunkSize(const Request& r, int64_t num_computed, int64_t num
   return checkpoint ? std::min(num_new, *checkpoint - num_computed) : num_new;
 }
 
+int64_t Scheduler::NumDraftsToVerify(const Request& r, int64_t token_budget) const {
+  // The step computes 1 + d tokens and may append d + 1: the request must stay within
+  // max_tokens and max_model_len with all of them.
+  const int64_t by_budget = token_budget - 1;
+  const int64_t by_max_tokens = r.sampling_params.max_tokens - r.num_output_tokens() - 1;
+  const int64_t by_model_len = config_.max_model_len - r.num_tokens() - 1;
+  const int64_t n = std::min({static_cast<int64_t>(r.spec_token_ids.size()), by_budget, by_max_tokens, by_model_len});
+  return std::max<int64_t>(n, 0);
+}
+
+int64_t Scheduler::Lookahead(const Request& r, int64_t num_new) const {
+  // The drafter writes its KV at up to num_lookahead_tokens positions past the step's
+  // chunk; never past max_model_len (it then drafts fewer).
+  const int64_t end = r.num_computed_tokens + num_new;
+  return std::clamp<int64_t>(config_.max_model_len - end, 0, config_.num_lookahead_tokens);
+}
+
 void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
   // Iterate over a snapshot: preemption removes entries from running_.
   std::vector<Request*> candidates = running_;
@@ -113,9 +135,11 @@ void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
     if (r->status != RequestStatus::kRunning || step.scheduled.count(r)) continue;
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens;
     if ((remaining == 1) != decodes || remaining < 1) continue;
-    const int64_t num_new = ChunkSize(*r, r->num_computed_tokens, std::min(remaining, step.token_budget));
+    r->spec_token_ids.resize(decodes ? NumDraftsToVerify(*r, step.token_budget) : 0);
+    const int64_t num_new = decodes ? 1 + static_cast<int64_t>(r->spec_token_ids.size())
+                                    : ChunkSize(*r, r->num_computed_tokens, std::min(remaining, step.token_budget));
     std::optional<std::vector<int32_t>> new_blocks;
-    while (!(new_blocks = kv_.allocate_slots(*r, num_new))) {
+    while (!(new_blocks = kv_.allocate_slots(*r, num_new + Lookahead(*r, num_new)))) {
       if (PreemptNewest(step, r) == r) break;
     }
     if (!new_blocks) continue;
@@ -135,7 +159,10 @@ void Scheduler::ScheduleWaiting(StepState& step) {
       num_new = step.token_budget;
     }
     if (config_.enable_chunked_prefill) num_new = ChunkSize(*r, hit.num_tokens, num_new);
-    std::optional<std::vector<int32_t>> block_ids = kv_.allocate_slots(*r, num_new, hit.block_ids, hit.num_tokens);
+    r->spec_token_ids.clear();
+    std::optional<std::vector<int32_t>> block_ids =
+        kv_.allocate_slots(*r, num_new + Lookahead(*r, hit.num_tokens + num_new - r->num_computed_tokens), hit.block_ids,
+                           hit.num_tokens);
     if (!block_ids) return;
     waiting_.pop_front();
     r->num_computed_tokens = hit.num_tokens;
@@ -181,28 +208,69 @@ std::optional<RequestStatus> Scheduler::CheckStop(const Request& r, int32_t toke
 
 std::vector<RequestUpdate> Scheduler::update_from_output(
     const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled_token_ids) {
+  std::unordered_map<std::string, std::vector<int32_t>> tokens;
+  for (const auto& [id, token] : sampled_token_ids) tokens[id] = {token};
+  return update_from_sampled_tokens(output, tokens);
+}
+
+std::vector<RequestUpdate> Scheduler::update_from_sampled_tokens(
+    const SchedulerOutput& output, const std::unordered_map<std::string, std::vector<int32_t>>& sampled_token_ids) {
   std::vector<RequestUpdate> updates;
   for (std::string_view id : output.req_ids_in_batch_order()) {
     auto it = requests_.find(std::string(id));
     if (it == requests_.end()) continue;  // aborted during the step
     Request& r = *it->second;
     if (r.status != RequestStatus::kRunning) continue;
-    r.num_computed_tokens += output.num_scheduled_tokens.at(r.req_id);
+    auto drafts = output.scheduled_spec_decode_tokens.find(r.req_id);
+    const int64_t num_drafts =
+        drafts == output.scheduled_spec_decode_tokens.end() ? 0 : static_cast<int64_t>(drafts->second.size());
+    r.num_computed_tokens += output.num_scheduled_tokens.at(r.req_id) - num_drafts;
+    r.spec_token_ids.clear();
     if (r.num_computed_tokens < r.num_tokens()) continue;  // a prompt chunk short of the end samples nothing
-    auto token = sampled_token_ids.find(r.req_id);
-    if (token == sampled_token_ids.end()) {
-      throw std::logic_error("update_from_output: no sampled token for request '" + r.req_id + "'");
+    auto sampled = sampled_token_ids.find(r.req_id);
+    if (sampled == sampled_token_ids.end() || sampled->second.empty() ||
+        static_cast<int64_t>(sampled->second.size()) > num_drafts + 1) {
+      throw std::logic_error("update_from_output: request '" + r.req_id + "' needs 1 to " +
+                             std::to_string(num_drafts + 1) + " sampled tokens, got " +
+                             std::to_string(sampled == sampled_token_ids.end() ? 0 : sampled->second.size()));
     }
-    r.AppendOutputToken(token->second);
-    RequestUpdate update{r.req_id, {token->second}, RequestStatus::kRunning};
-    if (auto stop = CheckStop(r, token->second)) {
-      Free(r, *stop);
-      update.status = *stop;
+    const std::vector<int32_t>& tokens = sampled->second;
+    const int64_t num_accepted = static_cast<int64_t>(tokens.size()) - 1;
+    if (num_drafts > 0) {
+      // The accepted drafts' KV (and, after the runner's rollback, state) is computed.
+      r.num_computed_tokens += num_accepted;
+      ++spec_stats_.num_drafts;
+      spec_stats_.num_draft_tokens += num_drafts;
+      spec_stats_.num_accepted_tokens += num_accepted;
+      if (static_cast<int64_t>(spec_stats_.num_accepted_tokens_per_pos.size()) < num_drafts) {
+        spec_stats_.num_accepted_tokens_per_pos.resize(num_drafts, 0);
+      }
+      for (int64_t i = 0; i < num_accepted; ++i) ++spec_stats_.num_accepted_tokens_per_pos[i];
+    }
+    RequestUpdate update{r.req_id, {}, RequestStatus::kRunning};
+    for (int32_t token : tokens) {
+      r.AppendOutputToken(token);
+      update.new_token_ids.push_back(token);
+      if (auto stop = CheckStop(r, token)) {
+        update.status = *stop;
+        break;
+      }
+    }
+    if (update.finished()) {
+      Free(r, update.status);
       requests_.erase(it);
     }
     updates.push_back(std::move(update));
   }
   return updates;
+}
+
+void Scheduler::update_draft_token_ids(const std::unordered_map<std::string, std::vector<int32_t>>& draft_token_ids) {
+  for (const auto& [id, drafts] : draft_token_ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->status != RequestStatus::kRunning) continue;
+    it->second->spec_token_ids = drafts;
+  }
 }
 
 void Scheduler::Free(Request& r, RequestStatus status) {

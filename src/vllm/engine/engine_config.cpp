@@ -3,7 +3,50 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 namespace vllm {
+
+SpeculativeConfig ParseSpeculativeConfig(const std::string& text) {
+  const std::string what = "--speculative-config";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(what + " must be a JSON object: " + e.what());
+  }
+  if (!j.is_object()) throw std::invalid_argument(what + " must be a JSON object, got " + j.dump());
+  SpeculativeConfig c;
+  auto integer = [&](const std::string& key, int64_t low, int64_t high) {
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > high) {
+      throw std::invalid_argument(what + ": " + key + " must be an integer in [" + std::to_string(low) + ", " +
+                                  std::to_string(high) + "], got " + v.dump());
+    }
+    return v.get<int64_t>();
+  };
+  bool has_method = false;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "method") {
+      if (!value.is_string() || value.get<std::string>() != "mtp") {
+        throw std::invalid_argument(what + ": method " + value.dump() +
+                                    " is not supported (only \"mtp\": the model's own multi-token-prediction module)");
+      }
+      has_method = true;
+    } else if (key == "num_speculative_tokens") {
+      c.num_speculative_tokens = integer(key, 1, 16);
+    } else if (key == "disable_by_batch_size") {
+      c.disable_by_batch_size = integer(key, 0, 1 << 30);
+    } else {
+      throw std::invalid_argument(what + ": key '" + key +
+                                  "' is not supported (supported: method, num_speculative_tokens, "
+                                  "disable_by_batch_size)");
+    }
+  }
+  if (!has_method) throw std::invalid_argument(what + " needs \"method\": \"mtp\"");
+  if (!j.contains("num_speculative_tokens")) throw std::invalid_argument(what + " needs num_speculative_tokens");
+  return c;
+}
 
 int64_t ResolveCheckpointInterval(const EngineConfig& config) {
   if (config.state_checkpoint_interval != 0) return config.state_checkpoint_interval;

@@ -10,6 +10,7 @@
 #include "vllm/engine/structured_output_manager.h"
 #include "vllm/model_loader/embedded_files.h"
 #include "vllm/model_executor/models/model_registry.h"
+#include "vllm/model_executor/models/decoder_model.h"
 #include "vllm/tokenizer/gguf_tokenizer_data.h"
 #include "vllm/worker/cache_engine.h"
 #include "vllm/worker/memory_profiler.h"
@@ -94,13 +95,16 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
     throw std::invalid_argument("device " + config.device.ToString() + " does not exist on this machine");
   }
   if (on_progress) on_progress(0, 3);
-  loaded_ = LoadModel(config.model, config.load_options);
+  LoadOptions load_options = config.load_options;
+  if (config.speculative_config) load_options.load_mtp = true;
+  loaded_ = LoadModel(config.model, load_options);
   CheckEosIds(loaded_.config, config.model);
   tokenizer_ = LoadTokenizer(config, loaded_);
   if (tokenizer_) CheckTokenizerFitsModel(*tokenizer_, loaded_.config, config.model);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
   model_ = ModelRegistry::Create(loaded_, options);
+  if (config.speculative_config) BuildProposer(options);
   if (on_progress) on_progress(2, 3);
 
   for (int64_t id : loaded_.config.eos_token_ids) eos_token_ids_.push_back(static_cast<int32_t>(id));
@@ -111,11 +115,26 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   structured_outputs_ = std::make_unique<StructuredOutputManager>(
       tokenizer_ ? &*tokenizer_ : nullptr, eos_token_ids_, static_cast<int32_t>(loaded_.config.vocab_size),
       config.reasoning_parser);
-  SizeCaches(model_->cache_spec(), options.activation_dtype);
+  std::vector<LayerCacheSpec> spec = model_->cache_spec();
+  if (mtp_head_spec_) spec.push_back(*mtp_head_spec_);  // the MTP head's attention layer, last
+  SizeCaches(spec, options.activation_dtype);
   if (on_progress) on_progress(3, 3);
 }
 
 LLMEngine::~LLMEngine() = default;
+
+void LLMEngine::BuildProposer(const ModelOptions& options) {
+  const SpeculativeConfig& spec = *config_.speculative_config;
+  const auto* trunk = dynamic_cast<const DecoderModel*>(model_.get());
+  if (loaded_.config.mtp_num_hidden_layers < 1 || trunk == nullptr) {
+    throw std::invalid_argument("--speculative-config method mtp: the model at " + config_.model +
+                                " has no MTP module (mtp_num_hidden_layers 0; GGUF: nextn_predict_layers)");
+  }
+  auto head = std::make_unique<MtpHead>(loaded_.config, loaded_.weights, options, *trunk);
+  mtp_head_spec_ = head->cache_spec();
+  proposer_ = std::make_unique<MtpProposer>(*trunk, std::move(head), spec.num_speculative_tokens,
+                                            static_cast<int64_t>(model_->cache_spec().size()));
+}
 
 int64_t LLMEngine::SnapshotBudget(int64_t slot_bytes, int64_t cache_budget) const {
   if (slot_bytes == 0 || !config_.enable_prefix_caching.value_or(true)) return 0;
@@ -130,8 +149,12 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
   const int64_t slot_bytes = StateSlotBytes(spec);
   // Decode graphs pad batches with rows whose recurrent state goes to one more
   // slot than the scheduler hands out (decode_graphs.h).
-  const bool use_graphs = !config_.enforce_eager && vt::GraphsSupported(config_.device);
+  // Speculative steps run eagerly (their drafts need the trunk's hidden states).
+  const bool use_graphs = !config_.enforce_eager && !proposer_ && vt::GraphsSupported(config_.device);
   const int64_t padding_slots = use_graphs && slot_bytes > 0 ? 1 : 0;
+  // Speculative decoding: a backup slot per request that may verify drafts (the GDN
+  // rollback, model_runner_spec.cpp), after the padding slot.
+  const int64_t backup_slots = proposer_ && slot_bytes > 0 ? config_.max_num_seqs : 0;
   std::optional<DeviceMemoryProfile> profile;
   int64_t budget = 0;
   if (config_.device.type == vt::DeviceType::kCPU) {
@@ -151,7 +174,7 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
                             .block_size = bs,
                             .max_num_seqs = config_.max_num_seqs,
                             .model_len = model_len,
-                            .num_padding_slots = padding_slots,
+                            .num_padding_slots = padding_slots + backup_slots,
                             .snapshot_budget_bytes = SnapshotBudget(slot_bytes, budget),
                             .num_gpu_blocks_override = config_.num_gpu_blocks_override},
                            config_.device);
@@ -165,11 +188,11 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
   max_model_len_ = std::min(model_len, capacity);
   Log(DescribeCaches(cache_plan_, max_model_len_, config_.device, budget, profile ? &*profile : nullptr,
                      config_.gpu_memory_utilization, CheckpointBytes(loaded_)));
-  BuildWorker(spec, cache_dtype, slot_bytes == 0, use_graphs, padding_slots);
+  BuildWorker(spec, cache_dtype, slot_bytes == 0, use_graphs, padding_slots, backup_slots);
 }
 
 void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType cache_dtype, bool attention_only,
-                            bool use_graphs, int64_t padding_slots) {
+                            bool use_graphs, int64_t padding_slots, int64_t backup_slots) {
   const int64_t bs = config_.block_size;
   const bool prefix_caching =
       config_.enable_prefix_caching.value_or(true) && (attention_only || cache_plan_.num_state_snapshots > 0);
@@ -188,7 +211,8 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
   SchedulerConfig sched{.max_num_batched_tokens = config_.max_num_batched_tokens,
                         .max_num_seqs = config_.max_num_seqs,
                         .max_model_len = max_model_len_,
-                        .enable_chunked_prefill = true};
+                        .enable_chunked_prefill = true,
+                        .num_lookahead_tokens = proposer_ ? proposer_->num_speculative_tokens() : 0};
   scheduler_ = std::make_unique<Scheduler>(sched, cache_config_);
   std::optional<DecodeGraphOptions> graphs;
   if (use_graphs) {
@@ -196,9 +220,24 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
                                 .max_model_len = max_model_len_,
                                 .padding_state_slot = static_cast<int32_t>(cache_plan_.num_state_slots)};
   }
-  ModelCaches caches = AllocateCaches(spec, cache_plan_.num_blocks, bs, cache_plan_.num_state_slots + padding_slots,
-                                      cache_dtype, config_.device, cache_config_.num_state_snapshots);
-  runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs);
+  ModelCaches caches =
+      AllocateCaches(spec, cache_plan_.num_blocks, bs, cache_plan_.num_state_slots + padding_slots + backup_slots,
+                     cache_dtype, config_.device, cache_config_.num_state_snapshots);
+  std::optional<SpeculativeDecoding> speculative;
+  if (proposer_) {
+    speculative = SpeculativeDecoding{
+        .proposer = std::move(proposer_),
+        .backup_slot_base = static_cast<int32_t>(cache_plan_.num_state_slots + padding_slots),
+        .num_backup_slots = static_cast<int32_t>(backup_slots),
+        .disable_by_batch_size = config_.speculative_config->disable_by_batch_size};
+    Log("speculative decoding: MTP, " + std::to_string(speculative->proposer->num_speculative_tokens()) +
+        " draft tokens a step" +
+        (speculative->disable_by_batch_size > 0
+             ? ", off while more than " + std::to_string(speculative->disable_by_batch_size) + " requests run"
+             : "") +
+        "; steps run eagerly (no decode graphs)");
+  }
+  runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs, std::move(speculative));
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
 }
 
@@ -263,12 +302,23 @@ std::vector<RequestOutput> LLMEngine::Step() {
   RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.empty()) return results;
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
-  std::unordered_map<std::string, int32_t> sampled;
-  for (const auto& [id, result] : ran.sampled) sampled[id] = result.token_id;
-  for (const RequestUpdate& update : scheduler_->update_from_output(scheduled, sampled)) {
-    const SampleResult& result = ran.sampled.at(update.req_id);
-    std::optional<std::string> stop =
-        outputs_->AddTokens(update.req_id, update.new_token_ids, result.logprobs.empty() ? nullptr : &result.logprobs);
+  // Each request's results in order: one sampled token, or its accepted drafts and
+  // the token after them.
+  std::unordered_map<std::string, std::vector<SampleResult>> step_results = std::move(ran.verified);
+  for (auto& [id, result] : ran.sampled) step_results[id] = {std::move(result)};
+  std::unordered_map<std::string, std::vector<int32_t>> sampled;
+  for (const auto& [id, list] : step_results) {
+    for (const SampleResult& r : list) sampled[id].push_back(r.token_id);
+  }
+  const std::vector<RequestUpdate> updates = scheduler_->update_from_sampled_tokens(scheduled, sampled);
+  scheduler_->update_draft_token_ids(ran.draft_token_ids);  // finished requests are skipped
+  for (const RequestUpdate& update : updates) {
+    const std::vector<SampleResult>& list = step_results.at(update.req_id);
+    std::optional<std::string> stop;
+    for (size_t i = 0; i < update.new_token_ids.size() && !stop; ++i) {
+      stop = outputs_->AddTokens(update.req_id, {update.new_token_ids[i]},
+                                 list[i].logprobs.empty() ? nullptr : &list[i].logprobs);
+    }
     std::string finish_reason = FinishReason(update.status);
     const std::optional<RequestStatus> grammar_end = stop || update.finished() ? std::nullopt : AdvanceGrammar(update);
     if (grammar_end) {
@@ -314,7 +364,9 @@ EngineStats LLMEngine::stats() const {
           .num_state_snapshots_used = scheduler_->kv_cache_manager().num_state_snapshots_used(),
           .num_tokens_computed = runner_->num_tokens_computed(),
           .prefix_caching = cache_config_.enable_prefix_caching,
-          .block_size = config_.block_size};
+          .block_size = config_.block_size,
+          .spec_decoding = scheduler_->spec_decoding_stats(),
+          .speculative_decoding = config_.speculative_config.has_value()};
 }
 
 }  // namespace vllm

@@ -31,6 +31,9 @@ void AddEngineArgs(CliArgs& cli) {
                 "memory (default: an eighth of it)",
                 "0");
   cli.AddFlag("enforce-eager", "GPU: run decode steps op by op instead of replaying captured device graphs");
+  cli.AddOption("speculative-config",
+                "speculative decoding with the model's MTP module, as JSON: {\"method\": \"mtp\", "
+                "\"num_speculative_tokens\": K, \"disable_by_batch_size\": N (0 = never)} (default: off)");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads", "CPU threads (0 = all)", "0");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
@@ -59,6 +62,13 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.state_checkpoint_interval = cli.GetInt("state-checkpoint-interval");
   c.state_snapshot_memory = cli.GetInt("state-snapshot-memory");
   c.enforce_eager = cli.GetFlag("enforce-eager");
+  if (cli.WasGiven("speculative-config")) {
+    try {
+      c.speculative_config = ParseSpeculativeConfig(cli.GetString("speculative-config"));
+    } catch (const std::invalid_argument& e) {
+      throw CliError(e.what());
+    }
+  }
   c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   c.num_threads = static_cast<int>(cli.GetInt("threads"));
   c.load_options.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order"));

@@ -147,9 +147,8 @@ bool Sampler::IsPlainGreedy(const Request& r) {
          !p.structured_outputs;
 }
 
-SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {
+std::vector<float> Sampler::ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  SampleResult result;
   std::vector<float> logits(raw_logits, raw_logits + vocab);
   ApplyLogitsProcessors(logits, r);
   MaskStopTokensBeforeMinTokens(logits, r);
@@ -159,27 +158,63 @@ SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Reque
     MaskDisallowed(logits, p.allowed_token_ids);
   }
   ApplyPenalties(logits, r);
+  return logits;
+}
+
+int32_t Sampler::Draw(const std::vector<std::pair<int32_t, double>>& cand, std::mt19937_64& rng) {
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  for (const auto& [token, prob] : cand) {
+    if (u < prob) return token;
+    u -= prob;
+  }
+  return cand.back().first;
+}
+
+void Sampler::AddLogprobs(const float* raw_logits, int64_t vocab, const Request& r, SampleResult& result) {
+  const SamplingParams& p = r.sampling_params;
+  if (!p.logprobs) return;
+  std::vector<float> lp = LogSoftmax(raw_logits, vocab);
+  result.logprobs = TopLogprobs(lp, *p.logprobs);
+  bool has_sampled = std::any_of(result.logprobs.begin(), result.logprobs.end(),
+                                 [&](const auto& e) { return e.first == result.token_id; });
+  if (!has_sampled) result.logprobs.emplace_back(result.token_id, lp[result.token_id]);
+}
+
+SampleResult Sampler::Sample(const float* raw_logits, int64_t vocab, const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  SampleResult result;
+  const std::vector<float> logits = ProcessedLogits(raw_logits, vocab, r);
+  result.token_id = p.IsGreedy() ? Argmax(logits) : Draw(Candidates(logits, p), RngFor(r));
+  AddLogprobs(raw_logits, vocab, r, result);
+  return result;
+}
+
+SampleResult Sampler::VerifyDraft(const float* raw_logits, int64_t vocab, const Request& r, int32_t draft,
+                                  bool& accepted) {
+  const SamplingParams& p = r.sampling_params;
+  SampleResult result;
+  const std::vector<float> logits = ProcessedLogits(raw_logits, vocab, r);
   if (p.IsGreedy()) {
     result.token_id = Argmax(logits);
+    accepted = result.token_id == draft;
   } else {
-    auto cand = Candidates(logits, p);
-    double u = std::uniform_real_distribution<double>(0.0, 1.0)(RngFor(r));
-    result.token_id = cand.back().first;
-    for (const auto& [token, prob] : cand) {
-      if (u < prob) {
-        result.token_id = token;
-        break;
-      }
-      u -= prob;
+    // The draft is a point proposal q = 1 at `draft`: accept with probability
+    // min(1, p(draft) / q) = p(draft); otherwise draw from the residual max(p - q, 0),
+    // which is p without the draft, renormalised. The result is distributed as p.
+    std::vector<std::pair<int32_t, double>> cand = Candidates(logits, p);
+    auto at = std::find_if(cand.begin(), cand.end(), [&](const auto& c) { return c.first == draft; });
+    const double p_draft = at == cand.end() ? 0.0 : at->second;
+    std::mt19937_64& rng = RngFor(r);
+    accepted = std::uniform_real_distribution<double>(0.0, 1.0)(rng) < p_draft;
+    if (accepted) {
+      result.token_id = draft;
+    } else {
+      if (at != cand.end()) cand.erase(at);
+      for (auto& c : cand) c.second /= 1.0 - p_draft;
+      result.token_id = Draw(cand, rng);
     }
   }
-  if (p.logprobs) {
-    std::vector<float> lp = LogSoftmax(raw_logits, vocab);
-    result.logprobs = TopLogprobs(lp, *p.logprobs);
-    bool has_sampled = std::any_of(result.logprobs.begin(), result.logprobs.end(),
-                                   [&](const auto& e) { return e.first == result.token_id; });
-    if (!has_sampled) result.logprobs.emplace_back(result.token_id, lp[result.token_id]);
-  }
+  AddLogprobs(raw_logits, vocab, r, result);
   return result;
 }
 

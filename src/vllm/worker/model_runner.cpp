@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "vllm/model_executor/models/model_registry.h"
+#include "worker/packed_upload.h"
 #include "vllm/structured_output/tokenizer_info.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
@@ -18,31 +19,6 @@ bool WantsPromptLogprobs(const BatchRequest& s) {
   return r.sampling_params.prompt_logprobs.has_value() && s.num_computed_tokens() + 1 < r.num_prompt_tokens();
 }
 
-// The batch's int32 metadata arrays, packed into one host buffer so that a GPU
-// gets them in one copy (each copy to the device is a wait for its queue), then
-// handed out as views of the uploaded buffer.
-class PackedUpload {
- public:
-  // Returns the position of `values` in the buffer, for Take.
-  int64_t Add(const std::vector<int32_t>& values) {
-    const int64_t at = static_cast<int64_t>(buffer_.size());
-    buffer_.insert(buffer_.end(), values.begin(), values.end());
-    return at;
-  }
-  void Upload(vt::Device device) {
-    const vt::Tensor host = vt::Tensor::FromVector(buffer_, {static_cast<int64_t>(buffer_.size())});
-    uploaded_ = device.type == vt::DeviceType::kCPU ? host : host.To(device);
-  }
-  // A contiguous view of `shape` starting at `at`.
-  vt::Tensor Take(int64_t at, const vt::Shape& shape) const {
-    return uploaded_.Slice(0, at, at + vt::NumElements(shape)).View(shape);
-  }
-
- private:
-  std::vector<int32_t> buffer_;
-  vt::Tensor uploaded_;
-};
-
 // Host-side metadata of one varlen batch, before upload (forward_batch.h).
 struct HostBatch {
   std::vector<int32_t> input_ids, positions, slot_mapping, seq_lens, query_start_loc = {0}, slots, logits_rows;
@@ -51,9 +27,10 @@ struct HostBatch {
 };
 
 void AddSequence(const BatchRequest& s, int64_t b, int64_t block_size, HostBatch& h) {
-  const std::span<const int32_t> tokens = s.token_ids();
+  const std::span<const int32_t> tokens = s.token_ids();  // then the drafts
   const std::vector<int32_t>& blocks = s.block_ids();
-  const int64_t q_len = static_cast<int64_t>(tokens.size()), seq_len = s.num_computed_tokens() + q_len;
+  const int64_t known = static_cast<int64_t>(tokens.size());
+  const int64_t q_len = s.num_scheduled_tokens, seq_len = s.num_computed_tokens() + q_len;
   if (seq_len > static_cast<int64_t>(blocks.size()) * block_size) {
     throw std::logic_error("ModelRunner: request '" + s.req_id() + "' has " + std::to_string(seq_len) +
                            " tokens but only " + std::to_string(blocks.size()) + " blocks of " +
@@ -61,7 +38,7 @@ void AddSequence(const BatchRequest& s, int64_t b, int64_t block_size, HostBatch
   }
   for (int64_t i = 0; i < q_len; ++i) {
     const int64_t pos = s.num_computed_tokens() + i;
-    h.input_ids.push_back(tokens[i]);
+    h.input_ids.push_back(i < known ? tokens[i] : s.draft_token_ids[i - known]);
     h.positions.push_back(static_cast<int32_t>(pos));
     h.slot_mapping.push_back(static_cast<int32_t>(blocks[pos / block_size] * block_size + pos % block_size));
   }
@@ -76,8 +53,13 @@ void AddSequence(const BatchRequest& s, int64_t b, int64_t block_size, HostBatch
 }  // namespace
 
 ModelRunner::ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed,
-                         std::optional<DecodeGraphOptions> decode_graphs)
-    : model_(model), caches_(std::move(caches)), block_size_(block_size), sampler_(seed) {
+                         std::optional<DecodeGraphOptions> decode_graphs,
+                         std::optional<SpeculativeDecoding> speculative)
+    : model_(model), caches_(std::move(caches)), block_size_(block_size), sampler_(seed),
+      speculative_(std::move(speculative)) {
+  if (speculative_ && &speculative_->proposer->trunk() != &model_) {
+    throw std::logic_error("ModelRunner: the MTP proposer drafts for another model than the runner's");
+  }
   if (decode_graphs) decode_graphs_ = std::make_unique<DecodeGraphs>(model_, caches_, block_size_, *decode_graphs);
 }
 
@@ -135,8 +117,14 @@ InputBatch ModelRunner::UpdateStates(const SchedulerOutput& output) {
   for (BatchRequest& b : batch.requests) {
     auto n = output.num_scheduled_tokens.find(b.req_id());
     b.num_scheduled_tokens = n == output.num_scheduled_tokens.end() ? 0 : n->second;
+    if (auto drafts = output.scheduled_spec_decode_tokens.find(b.req_id());
+        drafts != output.scheduled_spec_decode_tokens.end()) {
+      b.draft_token_ids = drafts->second;
+      if (!speculative_) throw std::logic_error("ModelRunner: request '" + b.req_id() + "' has drafts to verify, but the runner has no speculative decoding");
+    }
     const int64_t known = b.request().num_tokens();
-    if (b.num_scheduled_tokens < 1 || b.num_computed_tokens() + b.num_scheduled_tokens > known) {
+    if (b.num_known_scheduled_tokens() < 1 || b.num_computed_tokens() + b.num_known_scheduled_tokens() > known ||
+        (b.num_draft_tokens() > 0 && !b.samples())) {
       throw std::logic_error("ModelRunner: request '" + b.req_id() + "' is scheduled for " +
                              std::to_string(b.num_scheduled_tokens) + " tokens after " +
                              std::to_string(b.num_computed_tokens()) + " computed, of the " + std::to_string(known) +
@@ -165,6 +153,10 @@ std::vector<LogitsRows> ModelRunner::PlanLogitsRows(const InputBatch& batch) {
     if (WantsPromptLogprobs(s)) {
       r.num_rows = q_len;
       r.first_position = s.num_computed_tokens();
+    } else if (s.num_draft_tokens() > 0) {
+      // The last known token and each draft: rows of the tokens after them.
+      r.num_rows = 1 + s.num_draft_tokens();
+      r.first_position = s.num_computed_tokens() + q_len - r.num_rows;
     } else if (s.samples()) {
       r.num_rows = 1;
     }
@@ -255,7 +247,15 @@ vt::Tensor ModelRunner::Forward(const InputBatch& batch, const std::vector<Logit
   ResetStateSlots(batch);
   const ForwardBatch forward = PrepareBatch(batch, rows);
   num_tokens_computed_ += forward.attn.num_tokens;
-  const vt::Tensor logits = ModelRegistry::Forward(model_, forward, caches_);  // [N, V] f32 on the model's device
+  vt::Tensor logits;  // [N, V] f32 on the model's device
+  if (speculative_) {
+    const bool verifies = std::any_of(batch.requests.begin(), batch.requests.end(),
+                                      [](const BatchRequest& s) { return s.num_draft_tokens() > 0; });
+    if (verifies) BackUpVerifyingStates(batch);
+    logits = speculative_->proposer->Forward(forward, caches_, verifies);
+  } else {
+    logits = ModelRegistry::Forward(model_, forward, caches_);
+  }
   SaveStateSnapshots(batch);
   return logits;
 }
@@ -292,8 +292,13 @@ RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch) {
   vt::Argmax({.x = logits, .out = ids});
   const std::vector<int64_t> tokens = ids.ToIntVector();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const BatchRequest& s = batch.requests[b];
     if (rows[b].num_rows == 0) continue;
-    result.sampled[batch.requests[b].req_id()].token_id = static_cast<int32_t>(tokens[rows[b].first_row]);
+    if (s.num_draft_tokens() > 0) {
+      result.verified[s.req_id()] = AcceptGreedy(s, tokens.data() + rows[b].first_row);
+    } else {
+      result.sampled[s.req_id()].token_id = static_cast<int32_t>(tokens[rows[b].first_row]);
+    }
   }
   return result;
 }
@@ -337,6 +342,13 @@ RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
     }
     if (!s.samples()) continue;
     const auto grammar_row = step.grammar.request_rows.find(s.req_id());
+    if (s.num_draft_tokens() > 0) {
+      if (grammar_row != step.grammar.request_rows.end()) {
+        throw std::logic_error("ModelRunner: request '" + s.req_id() + "' has a grammar and drafts (it never drafts)");
+      }
+      result.verified[s.req_id()] = Verify(s, rows + plan.first_row * V, V);
+      continue;
+    }
     if (grammar_row == step.grammar.request_rows.end()) {
       result.sampled[s.req_id()] = sampler_.Sample(last, V, r);
       continue;
@@ -354,6 +366,7 @@ RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
 RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   InputBatch batch = UpdateStates(output);
   if (batch.empty()) return {};
+  if (speculative_) return ExecuteSpeculative(std::move(batch), output);
   if (SamplesByArgmaxOnly(batch)) {
     if (decode_graphs_ && decode_graphs_->Accepts(batch)) {
       std::optional<RunnerOutput> replayed = ExecuteGreedyGraph(batch);

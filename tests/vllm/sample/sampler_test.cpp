@@ -229,5 +229,62 @@ TEST(SamplingParamsTest, LogitsProcessorIdsAndBiasesAreChecked) {
   EXPECT_NO_THROW(p.Validate(4));
 }
 
+// Speculative decoding's rejection rule: whatever the draft (likely, unlikely,
+// outside top-k), VerifyDraft's tokens are distributed as the request's processed
+// distribution (temperature 0.7, top-k 5: computed here in double precision), and
+// the draft is accepted with its probability. Chi-square over the 5 candidates
+// (df 4; 25 is beyond its 1e-4 quantile).
+TEST(SamplerTest, VerifyDraftTokensAreDistributedAsTheTargetsForAnyDraft) {
+  const std::vector<float> logits = {1.0f, 0.2f, 2.0f, -0.5f, 1.5f, 0.9f, -2.0f, 0.0f};
+  SamplingParams params;
+  params.temperature = 0.7;
+  params.top_k = 5;
+  // The reference: softmax(logits / T) over the 5 largest (ids 2, 4, 0, 5, 1).
+  const std::vector<int32_t> top = {2, 4, 0, 5, 1};
+  std::vector<double> p(8, 0.0);
+  double z = 0;
+  for (int32_t t : top) z += std::exp(logits[t] / 0.7);
+  for (int32_t t : top) p[t] = std::exp(logits[t] / 0.7) / z;
+  constexpr int kDraws = 40000;
+  for (int32_t draft : {2, 1, 6}) {  // the most likely, the least likely candidate, outside top-k
+    Sampler sampler(9);
+    Request r = MakeRequest(params);
+    std::vector<int> counts(8, 0);
+    int accepted = 0;
+    for (int i = 0; i < kDraws; ++i) {
+      bool ok = false;
+      const SampleResult res = sampler.VerifyDraft(logits.data(), 8, r, draft, ok);
+      ++counts[res.token_id];
+      accepted += ok;
+      if (ok) {
+        EXPECT_EQ(res.token_id, draft);
+      }
+    }
+    double chi2 = 0;
+    for (int32_t t = 0; t < 8; ++t) {
+      if (p[t] == 0) {
+        EXPECT_EQ(counts[t], 0) << "token " << t << " is outside top-k";
+        continue;
+      }
+      const double expected = p[t] * kDraws;
+      chi2 += (counts[t] - expected) * (counts[t] - expected) / expected;
+    }
+    EXPECT_LT(chi2, 25.0) << "draft " << draft;
+    const double rate = static_cast<double>(accepted) / kDraws;
+    EXPECT_NEAR(rate, p[draft], 4 * std::sqrt(p[draft] * (1 - p[draft]) / kDraws) + 1e-9) << "draft " << draft;
+  }
+}
+
+TEST(SamplerTest, VerifyDraftGreedyAcceptsTheArgmaxOnly) {
+  Sampler sampler(0);
+  const std::vector<float> logits = {0.1f, 3.0f, -1.0f, 2.5f};
+  Request r = MakeRequest(Greedy());
+  bool ok = false;
+  EXPECT_EQ(sampler.VerifyDraft(logits.data(), 4, r, 1, ok).token_id, 1);
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(sampler.VerifyDraft(logits.data(), 4, r, 3, ok).token_id, 1);
+  EXPECT_FALSE(ok);
+}
+
 }  // namespace
 }  // namespace vllm

@@ -96,7 +96,10 @@ std::string HfName(const ModelConfig& c, const HfFolderOptions& o, const std::st
 // gate_up_proj and per-expert layouts hold the same values for the same seed.
 void AddExperts(const ModelConfig& c, const HfFolderOptions& o, const WeightSpec& spec, std::mt19937& rng,
                 std::vector<std::pair<std::string, vt::Tensor>>& out) {
-  const std::string prefix = HfName(c, o, "layers." + std::to_string(spec.layer) + ".mlp.experts.");
+  // "layers.N.mlp.experts." of the trunk (HF-prefixed), "mtp.layers.0.mlp.experts." of the MTP module.
+  const std::string canonical_prefix = spec.name.substr(0, spec.name.rfind('.') + 1);
+  const std::string prefix =
+      canonical_prefix.rfind("mtp.", 0) == 0 ? canonical_prefix : HfName(c, o, canonical_prefix);
   const std::string proj = spec.name.substr(spec.name.rfind('.') + 1);
   if (proj == "up_proj") return;  // written with gate_proj
   const int64_t E = spec.shape[0], rows = spec.shape[1], cols = spec.shape[2];
@@ -275,6 +278,7 @@ json HfConfigJson(const ModelConfig& c, const HfFolderOptions& o) {
                {"bos_token_id", *c.bos_token_id},
                {"eos_token_id", c.eos_token_ids[0]},
                {"dtype", o.dtype == vt::DType::kF32 ? "float32" : o.dtype == vt::DType::kF16 ? "float16" : "bfloat16"}};
+  if (c.mtp_num_hidden_layers > 0) text["mtp_num_hidden_layers"] = c.mtp_num_hidden_layers;
   json layer_types = json::array();
   for (LayerType t : c.layer_types) layer_types.push_back(LayerTypeName(t));
   text["layer_types"] = layer_types;
@@ -336,7 +340,15 @@ std::vector<std::pair<std::string, vt::Tensor>> RandomHfWeights(const ModelConfi
   }
   const bool vlm = o.vlm_layout && c.family != ModelFamily::kQwen3;
   if (vlm) out.emplace_back("model.visual.blocks.0.norm1.weight", AsDtype(std::vector<float>(16, 1.0f), {16}, o.dtype));
-  if (o.with_mtp) {
+  if (c.mtp_num_hidden_layers > 0) {
+    for (const WeightSpec& spec : MtpWeightSpecs(c)) {  // HF names the module mtp.* as the specs do
+      if (spec.kind == WeightKind::kExperts) {
+        AddExperts(c, o, spec, rng, out);
+        continue;
+      }
+      out.emplace_back(spec.name, AsDtype(RandomValues(spec, c.zero_centered_norms, rng), spec.shape, o.dtype));
+    }
+  } else if (o.with_mtp) {
     out.emplace_back("mtp.norm.weight", AsDtype(std::vector<float>(c.hidden_size, 0.5f), {c.hidden_size}, o.dtype));
   }
   return out;

@@ -103,7 +103,9 @@ struct HfFolderOptions {
   // Qwen3.5: *ForConditionalGeneration layout (nested text_config,
   // model.language_model.* names, a model.visual.* tensor); false: *ForCausalLM.
   bool vlm_layout = true;
-  bool with_mtp = true;         // an mtp.* tensor, which loaders skip
+  // An mtp.* tensor, which loaders skip; a config with mtp_num_hidden_layers 1 gets
+  // the whole module instead (random, MtpWeightSpecs), and config.json says so.
+  bool with_mtp = true;
   bool fused_experts = true;    // MoE: experts.gate_up_proj [E, 2I, H]; false: per-expert tensors
   int num_shards = 1;           // > 1: model-0000k-of-0000n.safetensors + index
   bool with_tokenizer = true;   // a tiny BPE tokenizer.json + tokenizer_config.json

@@ -57,15 +57,26 @@ class GdnBlock {
   // weights must already be on that device.
   GdnBlock(const GdnDims& dims, GdnWeights weights, const ProjectionPlacement& placement);
 
-  // x [T, H] (already normalised), out [T, H] of x's dtype.
-  void Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
-               const vt::Tensor& out) const;
+  // x [T, H] (already normalised), out [T, H] of x's dtype. With projected_out, the
+  // in_proj output [T, W] (what ReplayState takes) is kept there.
+  void Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state, const vt::Tensor& out,
+               vt::Tensor* projected_out = nullptr) const;
+  // Advances the conv and recurrent state of meta's sequences over rows of an earlier
+  // Forward's projected_out ([T', W], in meta's varlen order), as that Forward did
+  // over them, without the output: speculative decoding lands a sequence's state on
+  // its last accepted token by restoring the state from before the step and
+  // replaying the accepted rows.
+  void ReplayState(const vt::Tensor& projected, const AttnMetadata& meta, const LayerGdnState& state) const;
 
   const GdnDims& dims() const { return dims_; }
 
  private:
   // Columns of in_proj_'s output, in this order.
   enum InProj : size_t { kQkv, kZ, kB, kA };
+
+  // The conv, norms, gates and delta rule over projected [T, W]: the core output
+  // [T, Hv, Dv] (before the gated norm); the states advance.
+  vt::Tensor Recur(const vt::Tensor& projected, const AttnMetadata& meta, const LayerGdnState& state) const;
 
   GdnDims dims_;
   GdnWeights w_;  // in_proj_* are moved into in_proj_ (empty here)

@@ -44,8 +44,15 @@ class DecoderModel final : public Model {
   std::vector<LayerCacheSpec> cache_spec() const override;
   vt::Tensor Forward(const ForwardBatch& batch, const ModelCaches& caches) const override;
   // The final norm's output [T, H] (activation dtype) at every token row: what the LM
-  // head reads, and what the MTP head drafts from.
-  vt::Tensor ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches) const;
+  // head reads, and what the MTP head drafts from. With gdn_projected, entry i of it
+  // ([L]) becomes GDN layer i's in_proj output [T, W] (for ReplayGdnStates).
+  vt::Tensor ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches,
+                           std::vector<vt::Tensor>* gdn_projected = nullptr) const;
+  // Advances every GDN layer's states of meta's sequences over rows `rows` [T'] i32 of
+  // an earlier ForwardHidden's gdn_projected, as that forward did over them (GdnBlock::
+  // ReplayState): speculative decoding's rollback to the last accepted token.
+  void ReplayGdnStates(const std::vector<vt::Tensor>& gdn_projected, const vt::Tensor& rows, const AttnMetadata& meta,
+                       const ModelCaches& caches) const;
   // logits [N, V] f32 of the rows `logits_indices` of `hidden` [T, H].
   vt::Tensor LmHead(const vt::Tensor& hidden, const vt::Tensor& logits_indices) const;
   const ModelConfig& config() const { return config_; }

@@ -154,6 +154,7 @@ json MeasureBatch(LLMEngine& engine, const LatencyOptions& o, int64_t batch, con
     bar.Update(i + 1);
   }
   vt::reach::Reset();
+  const SpecDecodingStats spec_before = engine.stats().spec_decoding;
   std::vector<Iteration> runs;
   std::vector<double> latency, ttft, tpot, steps;
   for (int64_t i = 0; i < o.num_iters; ++i) {
@@ -165,6 +166,7 @@ json MeasureBatch(LLMEngine& engine, const LatencyOptions& o, int64_t batch, con
     bar.Update(o.num_iters_warmup + i + 1);
   }
   bar.Finish();
+  const EngineStats after = engine.stats();
   const Summary tpot_s = Summarize(tpot), ttft_s = Summarize(ttft);
   const StepBytes bytes = DecodeStepBytes(engine, batch, o.input_len + o.output_len / 2);
   const double ideal_s = bytes.total() / bandwidth.bytes_per_s;
@@ -184,6 +186,7 @@ json MeasureBatch(LLMEngine& engine, const LatencyOptions& o, int64_t batch, con
             {"context_len", o.input_len + o.output_len / 2},
             {"ideal_tpot_ms", ideal_s * 1e3},
             {"fraction", ideal_s / tpot_s.median}}},
+          {"speculative_decoding", SpecDecodingJson(spec_before, after.spec_decoding, after.speculative_decoding)},
           {"kernels", vt::reach::Snapshot()},
           {"iterations", iterations}};
 }
@@ -199,6 +202,11 @@ void PrintResults(const json& results) {
                   Fixed(r["roofline"]["fraction"], 3)});
   }
   std::printf("%s", table.Render().c_str());
+  for (const json& r : results) {
+    if (const std::string line = SpecDecodingSummary(r["speculative_decoding"]); !line.empty()) {
+      std::printf("batch %lld: %s", static_cast<long long>(r["batch_size"].get<int64_t>()), line.c_str());
+    }
+  }
 }
 
 void PrintKernels(const json& result) {

@@ -205,6 +205,35 @@ void WriteOutputs(const CliArgs& cli, const nlohmann::json& report, const Plot& 
   }
 }
 
+nlohmann::json SpecDecodingJson(const SpecDecodingStats& before, const SpecDecodingStats& after, bool enabled) {
+  if (!enabled) return nullptr;
+  const int64_t drafts = after.num_drafts - before.num_drafts;
+  const int64_t drafted = after.num_draft_tokens - before.num_draft_tokens;
+  const int64_t accepted = after.num_accepted_tokens - before.num_accepted_tokens;
+  nlohmann::json per_pos = nlohmann::json::array();
+  for (size_t i = 0; i < after.num_accepted_tokens_per_pos.size(); ++i) {
+    const int64_t earlier = i < before.num_accepted_tokens_per_pos.size() ? before.num_accepted_tokens_per_pos[i] : 0;
+    per_pos.push_back(drafts > 0 ? static_cast<double>(after.num_accepted_tokens_per_pos[i] - earlier) / drafts : 0.0);
+  }
+  return {{"num_drafts", drafts},
+          {"num_draft_tokens", drafted},
+          {"num_accepted_tokens", accepted},
+          {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
+          {"mean_acceptance_length", drafts > 0 ? 1.0 + static_cast<double>(accepted) / drafts : 0.0},
+          {"acceptance_rate_per_pos", per_pos}};
+}
+
+std::string SpecDecodingSummary(const nlohmann::json& spec) {
+  if (spec.is_null()) return "";
+  std::string per_pos;
+  for (const nlohmann::json& r : spec["acceptance_rate_per_pos"]) per_pos += (per_pos.empty() ? "" : ", ") + Fixed(r, 3);
+  return "speculative decoding: " + std::to_string(spec["num_drafts"].get<int64_t>()) + " drafts, " +
+         std::to_string(spec["num_accepted_tokens"].get<int64_t>()) + " of " +
+         std::to_string(spec["num_draft_tokens"].get<int64_t>()) + " draft tokens accepted (" +
+         Fixed(100 * spec["acceptance_rate"].get<double>(), 1) + "%), mean acceptance length " +
+         Fixed(spec["mean_acceptance_length"], 2) + ", per position " + per_pos + "\n";
+}
+
 nlohmann::json BuildJson() {
   const std::time_t now = std::time(nullptr);
   char date[32];

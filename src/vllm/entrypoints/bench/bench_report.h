@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vllm/core/scheduler.h"
 #include "vllm/entrypoints/cli_args.h"
 
 namespace vllm::bench {
@@ -82,6 +83,13 @@ void WritePlot(const Plot& plot, const std::string& path);
 void AddReportArgs(CliArgs& cli);
 // Writes `report` to --output-json and `plot` to --plot when they were given.
 void WriteOutputs(const CliArgs& cli, const nlohmann::json& report, const Plot& plot);
+
+// Speculative decoding over a measured stretch (the engine's counters after minus
+// before): {"num_drafts", "num_draft_tokens", "num_accepted_tokens",
+// "acceptance_rate", "mean_acceptance_length", "acceptance_rate_per_pos"}; null
+// without speculative decoding. The line printed under a result table.
+nlohmann::json SpecDecodingJson(const SpecDecodingStats& before, const SpecDecodingStats& after, bool enabled);
+std::string SpecDecodingSummary(const nlohmann::json& spec);
 
 // {"version", "commit", "date"}: what built this binary and when it ran (UTC).
 nlohmann::json BuildJson();

@@ -126,6 +126,11 @@ void PrintResults(const json& results) {
                   Fixed(r["output_tokens_per_s"], 1)});
   }
   std::printf("%s", table.Render().c_str());
+  for (const json& r : results) {
+    if (const std::string line = SpecDecodingSummary(r["speculative_decoding"]); !line.empty()) {
+      std::printf("%lld prompts: %s", static_cast<long long>(r["num_prompts"].get<int64_t>()), line.c_str());
+    }
+  }
 }
 
 }  // namespace
@@ -167,9 +172,13 @@ int RunThroughput(const CommandArgs& args) {
       }
     }
     ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
+    const SpecDecodingStats spec_before = engine.stats().spec_decoding;
     results.push_back(
         ResultJson(RunPrompts(engine, prompts, temperature, structured, "tp-" + std::to_string(n) + "-", &bar)));
     bar.Finish();
+    const EngineStats after = engine.stats();
+    results.back()["speculative_decoding"] =
+        SpecDecodingJson(spec_before, after.spec_decoding, after.speculative_decoding);
     plot.AddPoint(static_cast<double>(n),
                   {results.back()["total_tokens_per_s"], results.back()["output_tokens_per_s"]});
   }

@@ -43,6 +43,24 @@ void LoggingStatLogger::Record(const EngineStats& stats, const IterationStats& i
   if (now - interval_start_ >= interval_) LogStats(stats, now);
 }
 
+std::string LoggingStatLogger::SpecDecodingLine(const SpecDecodingStats& now, const SpecDecodingStats& before) {
+  // vLLM's SpecDecodingLogging line over the interval.
+  const int64_t drafts = now.num_drafts - before.num_drafts;
+  const int64_t drafted = now.num_draft_tokens - before.num_draft_tokens;
+  const int64_t accepted = now.num_accepted_tokens - before.num_accepted_tokens;
+  std::string line = "SpecDecoding metrics: Mean acceptance length: " +
+                     Fixed(drafts > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts) : 0, "%.2f") +
+                     ", Accepted: " + std::to_string(accepted) + " tokens, Drafted: " + std::to_string(drafted) +
+                     " tokens, Per-position acceptance rate: ";
+  for (size_t pos = 0; pos < now.num_accepted_tokens_per_pos.size(); ++pos) {
+    const int64_t earlier = pos < before.num_accepted_tokens_per_pos.size() ? before.num_accepted_tokens_per_pos[pos] : 0;
+    line += (pos ? ", " : "") +
+            Fixed(drafts > 0 ? static_cast<double>(now.num_accepted_tokens_per_pos[pos] - earlier) / drafts : 0, "%.3f");
+  }
+  return line + ", Avg Draft acceptance rate: " +
+         Fixed(drafted > 0 ? 100.0 * static_cast<double>(accepted) / static_cast<double>(drafted) : 0, "%.1f") + "%";
+}
+
 void LoggingStatLogger::LogStats(const EngineStats& stats, std::chrono::steady_clock::time_point now) {
   const double seconds = std::max(1e-9, std::chrono::duration<double>(now - interval_start_).count());
   if (worked_) {
@@ -59,8 +77,10 @@ void LoggingStatLogger::LogStats(const EngineStats& stats, std::chrono::steady_c
               Fixed(queries > 0 ? 100.0 * static_cast<double>(hits) / static_cast<double>(queries) : 0, "%.1f") + "%";
     }
     sink_(line);
+    if (stats.speculative_decoding) sink_(SpecDecodingLine(stats.spec_decoding, spec_decoding_));
   }
   interval_start_ = now;
+  spec_decoding_ = stats.spec_decoding;
   num_prompt_tokens_ = num_generation_tokens_ = 0;
   worked_ = false;
   prefix_cache_queries_ = stats.prefix_cache_queries;

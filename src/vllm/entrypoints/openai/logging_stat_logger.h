@@ -26,6 +26,7 @@ class LoggingStatLogger : public StatLogger {
 
  private:
   void LogStats(const EngineStats& stats, std::chrono::steady_clock::time_point now);
+  static std::string SpecDecodingLine(const SpecDecodingStats& now, const SpecDecodingStats& before);
 
   Sink sink_;
   bool log_requests_;
@@ -37,6 +38,7 @@ class LoggingStatLogger : public StatLogger {
   bool worked_ = false;                // an engine step ran in this interval
   int64_t prefix_cache_queries_ = 0;   // cumulative, at the interval's start
   int64_t prefix_cache_hits_ = 0;
+  SpecDecodingStats spec_decoding_;  // at the interval's start
 };
 
 }  // namespace vllm::openai

@@ -154,6 +154,22 @@ std::string PrometheusStatLogger::Render() const {
   Sample(out, "vllm:prefix_cache_hits_total", labels_, static_cast<double>(scheduler_stats_.prefix_cache_hits));
   Header(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.");
   Sample(out, "vllm:num_preemptions_total", labels_, static_cast<double>(scheduler_stats_.num_preemptions));
+  if (scheduler_stats_.speculative_decoding) {
+    // vLLM's SpecDecodingProm counters (registered only with speculative decoding).
+    const SpecDecodingStats& spec = scheduler_stats_.spec_decoding;
+    Header(out, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.");
+    Sample(out, "vllm:spec_decode_num_drafts_total", labels_, static_cast<double>(spec.num_drafts));
+    Header(out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.");
+    Sample(out, "vllm:spec_decode_num_draft_tokens_total", labels_, static_cast<double>(spec.num_draft_tokens));
+    Header(out, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.");
+    Sample(out, "vllm:spec_decode_num_accepted_tokens_total", labels_, static_cast<double>(spec.num_accepted_tokens));
+    Header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted tokens per draft position.");
+    for (size_t pos = 0; pos < spec.num_accepted_tokens_per_pos.size(); ++pos) {
+      Sample(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position=\"" + std::to_string(pos) + "\"," + labels_,
+             static_cast<double>(spec.num_accepted_tokens_per_pos[pos]));
+    }
+  }
   Header(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
   Sample(out, "vllm:prompt_tokens_total", labels_, static_cast<double>(prompt_tokens_total_));
   Header(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");

@@ -41,19 +41,36 @@ GdnBlock::GdnBlock(const GdnDims& dims, GdnWeights weights, const ProjectionPlac
 }
 
 void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const LayerGdnState& state,
-                       const vt::Tensor& out) const {
+                       const vt::Tensor& out, vt::Tensor* projected_out) const {
   vt::reach::Hit("gdn::GdnBlock");
-  const int64_t T = x.size(0), Hk = dims_.num_key_heads, Hv = dims_.num_value_heads;
-  const int64_t Dk = dims_.key_head_dim, Dv = dims_.value_head_dim, C = dims_.conv_dim();
-  const vt::DType dt = x.dtype();
-  const vt::Device dev = x.device();
-  const bool all_decodes = meta.max_query_len == 1;
-
+  const int64_t T = x.size(0), Hv = dims_.num_value_heads, Dv = dims_.value_head_dim;
   // [T, C | Hv*Dv | Hv | Hv]: the qkv, z, b and a projections of x side by side;
   // each consumer reads its columns through a view whose rows are strided by W.
   const int64_t W = in_proj_.out_features();
-  vt::Tensor projected = vt::Tensor::Empty({T, W}, dt, dev);
+  vt::Tensor projected = vt::Tensor::Empty({T, W}, x.dtype(), x.device());
   in_proj_.Forward(x, projected);
+  if (projected_out != nullptr) *projected_out = projected;
+  const vt::Tensor core = Recur(projected, meta, state);  // [T, Hv, Dv]
+  const vt::Tensor z_columns = in_proj_.Columns(projected, kZ);
+  const vt::Tensor z = z_columns.AsStrided({T, Hv, Dv}, {W, Dv, 1}, z_columns.offset());  // [T, Hv, Dv]
+  vt::GatedRmsNorm({.x = core, .z = z, .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
+  vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
+}
+
+void GdnBlock::ReplayState(const vt::Tensor& projected, const AttnMetadata& meta, const LayerGdnState& state) const {
+  if (projected.ndim() != 2 || projected.size(1) != in_proj_.out_features()) {
+    throw vt::Error("gdn::GdnBlock::ReplayState: projected must be [T, " + std::to_string(in_proj_.out_features()) +
+                    "] (Forward's projected_out rows), got " + projected.Describe());
+  }
+  Recur(projected, meta, state);
+}
+
+vt::Tensor GdnBlock::Recur(const vt::Tensor& projected, const AttnMetadata& meta, const LayerGdnState& state) const {
+  const int64_t T = projected.size(0), Hk = dims_.num_key_heads, Hv = dims_.num_value_heads;
+  const int64_t Dk = dims_.key_head_dim, Dv = dims_.value_head_dim, C = dims_.conv_dim();
+  const vt::DType dt = projected.dtype();
+  const vt::Device dev = projected.device();
+  const bool all_decodes = meta.max_query_len == 1;
   const vt::Tensor mixed = in_proj_.Columns(projected, kQkv);  // raw [q | k | v] before the conv, [T, C]
   vt::Tensor conv = vt::Tensor::Empty({T, C}, dt, dev);
   if (all_decodes) {
@@ -94,11 +111,7 @@ void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Laye
   } else {
     vt::GdnChunkedPrefill(args);
   }
-
-  const vt::Tensor z_columns = in_proj_.Columns(projected, kZ);
-  const vt::Tensor z = z_columns.AsStrided({T, Hv, Dv}, {W, Dv, 1}, z_columns.offset());  // [T, Hv, Dv]
-  vt::GatedRmsNorm({.x = core, .z = z, .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
-  vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
+  return core;
 }
 
 }  // namespace vllm::gdn

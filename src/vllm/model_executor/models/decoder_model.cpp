@@ -143,7 +143,9 @@ vt::Tensor DecoderModel::Forward(const ForwardBatch& batch, const ModelCaches& c
   return LmHead(ForwardHidden(batch, caches), batch.logits_indices);
 }
 
-vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches) const {
+vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCaches& caches,
+                                       std::vector<vt::Tensor>* gdn_projected) const {
+  if (gdn_projected != nullptr) gdn_projected->assign(layers_.size(), vt::Tensor());
   const int64_t T = batch.input_ids.size(0), H = config_.hidden_size;
   const vt::DType dt = options_.activation_dtype;
   const vt::Device dev = options_.device;
@@ -160,7 +162,7 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& layer = layers_[i];
     if (layer.attn) layer.attn->Forward(normed, batch.attn, caches.kv.at(i), branch);
-    else layer.gdn->Forward(normed, batch.attn, caches.gdn.at(i), branch);
+    else layer.gdn->Forward(normed, batch.attn, caches.gdn.at(i), branch, gdn_projected ? &(*gdn_projected)[i] : nullptr);
     vt::AddRmsNorm({.x = branch, .residual = hidden, .weight = layer.post_attention_layernorm, .out = normed,
                     .eps = eps, .weight_offset = norm_offset_});
     if (layer.mlp) layer.mlp->Forward(normed, branch);
@@ -173,6 +175,17 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
     vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
   }
   return normed;
+}
+
+void DecoderModel::ReplayGdnStates(const std::vector<vt::Tensor>& gdn_projected, const vt::Tensor& rows,
+                                   const AttnMetadata& meta, const ModelCaches& caches) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i].gdn) continue;
+    const vt::Tensor& projected = gdn_projected.at(i);  // [T, W]
+    vt::Tensor replayed = vt::Tensor::Empty({rows.size(0), projected.size(1)}, projected.dtype(), options_.device);
+    vt::GatherRows({.table = projected, .ids = rows, .out = replayed});
+    layers_[i].gdn->ReplayState(replayed, meta, caches.gdn.at(i));
+  }
 }
 
 vt::Tensor DecoderModel::LmHead(const vt::Tensor& hidden, const vt::Tensor& logits_indices) const {
