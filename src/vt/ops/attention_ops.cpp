@@ -24,9 +24,9 @@ void CheckKvCachePair(const OpCheck& check, const Tensor& k_cache, const Tensor&
   CheckCache(check, v_cache, "v_cache");
   check.DType(v_cache, "v_cache", {k_cache.dtype()});
   check.SameShape(v_cache, "v_cache", k_cache, "k_cache");
-  check.Require(!k_cache.Overlaps(v_cache) || !k_cache.is_contiguous(),
-                "k_cache and v_cache must not be the same memory (" + k_cache.Describe() + ", " +
-                    v_cache.Describe() + ")");
+  if (k_cache.Overlaps(v_cache) && k_cache.is_contiguous())
+    check.Fail("k_cache and v_cache must not be the same memory (" + k_cache.Describe() + ", " + v_cache.Describe() +
+               ")");
 }
 
 }  // namespace
@@ -36,9 +36,9 @@ void AttnGateSplit(const AttnGateSplitArgs& args) {
   check.Rank(args.qg, "qg", 2);
   check.FloatDType(args.qg, "qg");
   check.LastDimContiguous(args.qg, "qg");
-  check.Require(args.head_dim > 0 && args.qg.size(1) % (2 * args.head_dim) == 0,
-                "qg's width must be heads * 2 * head_dim with head_dim " + std::to_string(args.head_dim) + ", got " +
-                    args.qg.Describe());
+  if (!(args.head_dim > 0 && args.qg.size(1) % (2 * args.head_dim) == 0))
+    check.Fail("qg's width must be heads * 2 * head_dim with head_dim " + std::to_string(args.head_dim) + ", got " +
+               args.qg.Describe());
   const int64_t tokens = args.qg.size(0), heads = args.qg.size(1) / (2 * args.head_dim);
   check.DType(args.query, "query", {args.qg.dtype()});
   check.Shape(args.query, "query", {tokens, heads, args.head_dim});
@@ -61,10 +61,10 @@ void RopeNeox(const RopeNeoxArgs& args) {
   check.Rank(args.positions, "positions", 1);
   check.IndexDType(args.positions, "positions");
   check.Size(args.positions, "positions", 0, args.x.size(0), "tokens of x");
-  check.Require(args.rotary_dim >= 0 && args.rotary_dim % 2 == 0 && args.rotary_dim <= args.x.size(2),
-                "rotary_dim must be even and within [0, head_dim " + std::to_string(args.x.size(2)) + "], got " +
-                    std::to_string(args.rotary_dim));
-  check.Require(args.theta > 0, "theta must be positive, got " + std::to_string(args.theta));
+  if (!(args.rotary_dim >= 0 && args.rotary_dim % 2 == 0 && args.rotary_dim <= args.x.size(2)))
+    check.Fail("rotary_dim must be even and within [0, head_dim " + std::to_string(args.x.size(2)) + "], got " +
+               std::to_string(args.rotary_dim));
+  if (!(args.theta > 0)) check.Fail("theta must be positive, got " + std::to_string(args.theta));
   // Width 0 means no rotation (NoPE): no kernel ever sees an empty launch.
   if (args.rotary_dim == 0 || args.x.numel() == 0) return;
   Dispatch<OpId::kRopeNeox>(check.device().type, args);
@@ -108,14 +108,14 @@ void PagedAttention(const PagedAttentionArgs& args) {
   check.FloatDType(args.q, "q");
   check.LastDimContiguous(args.q, "q");
   const int64_t num_heads = args.q.size(1), head_dim = args.q.size(2);
-  check.Require(head_dim > 0 && head_dim <= kMaxHeadDim,
-                "head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " + args.q.Describe());
+  if (!(head_dim > 0 && head_dim <= kMaxHeadDim))
+    check.Fail("head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " + args.q.Describe());
   CheckKvCachePair(check, args.k_cache, args.v_cache);
   check.Size(args.k_cache, "k_cache", 3, head_dim, "head dim of q");
   const int64_t num_kv_heads = args.k_cache.size(2);
-  check.Require(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
-                "query heads (" + std::to_string(num_heads) + ") must be a multiple of kv heads (" +
-                    std::to_string(num_kv_heads) + ")");
+  if (!(num_kv_heads > 0 && num_heads % num_kv_heads == 0))
+    check.Fail("query heads (" + std::to_string(num_heads) + ") must be a multiple of kv heads (" +
+               std::to_string(num_kv_heads) + ")");
   check.Rank(args.block_tables, "block_tables", 2);
   check.DType(args.block_tables, "block_tables", {DType::kI32});
   check.LastDimContiguous(args.block_tables, "block_tables");
@@ -130,14 +130,13 @@ void PagedAttention(const PagedAttentionArgs& args) {
   check.SameShape(args.out, "out", args.q, "q");
   check.LastDimContiguous(args.out, "out");
   check.NoOverlap(args.out, "out", args.q, "q", false);
-  check.Require(args.scale > 0, "scale must be positive, got " + std::to_string(args.scale));
-  check.Require(args.max_query_len >= 0 && args.max_seq_len >= args.max_query_len,
-                "need 0 <= max_query_len <= max_seq_len, got " + std::to_string(args.max_query_len) + " and " +
-                    std::to_string(args.max_seq_len));
-  check.Require(args.max_seq_len <= args.block_tables.size(1) * args.k_cache.size(1),
-                "max_seq_len " + std::to_string(args.max_seq_len) + " exceeds what block_tables can address (" +
-                    std::to_string(args.block_tables.size(1)) + " blocks of " + std::to_string(args.k_cache.size(1)) +
-                    ")");
+  if (!(args.scale > 0)) check.Fail("scale must be positive, got " + std::to_string(args.scale));
+  if (!(args.max_query_len >= 0 && args.max_seq_len >= args.max_query_len))
+    check.Fail("need 0 <= max_query_len <= max_seq_len, got " + std::to_string(args.max_query_len) + " and " +
+               std::to_string(args.max_seq_len));
+  if (!(args.max_seq_len <= args.block_tables.size(1) * args.k_cache.size(1)))
+    check.Fail("max_seq_len " + std::to_string(args.max_seq_len) + " exceeds what block_tables can address (" +
+               std::to_string(args.block_tables.size(1)) + " blocks of " + std::to_string(args.k_cache.size(1)) + ")");
   if (args.q.size(0) == 0 || num_seqs == 0) return;
   Dispatch<OpId::kPagedAttention>(check.device().type, args);
 }

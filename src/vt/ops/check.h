@@ -21,6 +21,9 @@ class OpCheck {
 
   Device device() const { return device_; }
   [[noreturn]] void Fail(const std::string& what) const;
+  // For a fixed message only: its argument is built at every call, even when the
+  // condition holds, and ops run hundreds of times a step. A message assembled from
+  // values goes through `if (!condition) check.Fail(...)`.
   void Require(bool condition, const std::string& what) const {
     if (!condition) Fail(what);
   }

@@ -9,10 +9,10 @@ using detail::OpCheck;
 void Copy(const CopyArgs& args) {
   OpCheck check("Copy", {{"src", &args.src}, {"dst", &args.dst}});
   check.SameShape(args.dst, "dst", args.src, "src");
-  check.Require(!IsQuantized(args.dst.dtype()),
-                std::string("dst cannot be a block dtype (quantize on the host instead), got ") + args.dst.Describe());
-  check.Require(!IsQuantized(args.src.dtype()) || IsFloat(args.dst.dtype()),
-                "a quantized src dequantizes into a float dst only, got " + args.dst.Describe());
+  if (IsQuantized(args.dst.dtype()))
+    check.Fail(std::string("dst cannot be a block dtype (quantize on the host instead), got ") + args.dst.Describe());
+  if (IsQuantized(args.src.dtype()) && !IsFloat(args.dst.dtype()))
+    check.Fail("a quantized src dequantizes into a float dst only, got " + args.dst.Describe());
   if (args.src.numel() == 0 || args.dst.SameView(args.src)) return;
   check.NoOverlap(args.dst, "dst", args.src, "src", false);
   Dispatch<OpId::kCopy>(check.device().type, args);
@@ -20,7 +20,7 @@ void Copy(const CopyArgs& args) {
 
 void Fill(const FillArgs& args) {
   OpCheck check("Fill", {{"dst", &args.dst}});
-  check.Require(!IsQuantized(args.dst.dtype()), "dst cannot be a block dtype, got " + args.dst.Describe());
+  if (IsQuantized(args.dst.dtype())) check.Fail("dst cannot be a block dtype, got " + args.dst.Describe());
   if (args.dst.numel() == 0) return;
   Dispatch<OpId::kFill>(check.device().type, args);
 }

@@ -16,7 +16,7 @@ void CheckConvWeightAndState(const OpCheck& check, const Tensor& weight, const T
   check.Contiguous(weight, "weight");
   check.Size(weight, "weight", 0, channels, "channels of x");
   const int64_t kernel = weight.size(1);
-  check.Require(kernel >= 2, "the conv kernel width must be at least 2, got " + weight.Describe());
+  if (!(kernel >= 2)) check.Fail("the conv kernel width must be at least 2, got " + weight.Describe());
   check.Rank(states, "conv_states", 3);
   check.DType(states, "conv_states", {DType::kF32});
   check.Contiguous(states, "conv_states");
@@ -55,9 +55,9 @@ void CheckGdn(const char* op, const GdnArgs& a) {
   check.Size(a.v, "v", 0, tokens, "tokens of q");
   check.LastDimContiguous(a.v, "v");
   const int64_t value_heads = a.v.size(1), value_dim = a.v.size(2);
-  check.Require(key_heads > 0 && value_heads % key_heads == 0,
-                "value heads (" + std::to_string(value_heads) + ") must be a multiple of key heads (" +
-                    std::to_string(key_heads) + ")");
+  if (!(key_heads > 0 && value_heads % key_heads == 0))
+    check.Fail("value heads (" + std::to_string(value_heads) + ") must be a multiple of key heads (" +
+               std::to_string(key_heads) + ")");
   check.DType(a.g, "g", {DType::kF32});
   check.Shape(a.g, "g", {tokens, value_heads});
   check.Contiguous(a.g, "g");

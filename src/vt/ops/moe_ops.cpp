@@ -17,8 +17,8 @@ void MoeRouter(const MoeRouterArgs& args) {
   check.Contiguous(args.topk_weights, "topk_weights");
   const int64_t tokens = args.logits.size(0), experts = args.logits.size(1), k = args.topk_weights.size(1);
   check.Size(args.topk_weights, "topk_weights", 0, tokens, "tokens of logits");
-  check.Require(k >= 1 && k <= experts, "top-k " + std::to_string(k) + " must be in [1, experts " +
-                                            std::to_string(experts) + "]");
+  if (!(k >= 1 && k <= experts))
+    check.Fail("top-k " + std::to_string(k) + " must be in [1, experts " + std::to_string(experts) + "]");
   check.DType(args.topk_ids, "topk_ids", {DType::kI32});
   check.Shape(args.topk_ids, "topk_ids", {tokens, k});
   check.Contiguous(args.topk_ids, "topk_ids");

@@ -30,7 +30,7 @@ void RmsNorm(const RmsNormArgs& args) {
   OpCheck check("RmsNorm", {{"x", &args.x}, {"weight", &args.weight}, {"out", &args.out}});
   CheckRowwise(check, args.x, "x", args.out);
   CheckNormWeight(check, args.weight, args.x.size(-1));
-  check.Require(args.eps >= 0, "eps must be >= 0, got " + std::to_string(args.eps));
+  if (!(args.eps >= 0)) check.Fail("eps must be >= 0, got " + std::to_string(args.eps));
   check.NoOverlap(args.out, "out", args.x, "x", true);
   check.NoOverlap(args.out, "out", args.weight, "weight", false);
   if (args.out.numel() == 0) return;
@@ -91,9 +91,9 @@ void SigmoidMul(const SigmoidMulArgs& args) {
   check.FloatDType(args.gate, "gate");
   check.Rank(args.gate, "gate", args.x.ndim());
   for (int d = 0; d + 1 < args.x.ndim(); ++d) check.Size(args.gate, "gate", d, args.x.size(d), "a row dim of x");
-  check.Require(args.gate.size(-1) == args.x.size(-1) || args.gate.size(-1) == 1,
-                "gate's last dim must be x's (" + std::to_string(args.x.size(-1)) + ") or 1, got " +
-                    args.gate.Describe());
+  if (!(args.gate.size(-1) == args.x.size(-1) || args.gate.size(-1) == 1))
+    check.Fail("gate's last dim must be x's (" + std::to_string(args.x.size(-1)) + ") or 1, got " +
+               args.gate.Describe());
   check.LastDimContiguous(args.gate, "gate");
   check.NoOverlap(args.out, "out", args.x, "x", true);
   check.NoOverlap(args.out, "out", args.gate, "gate", args.gate.size(-1) == args.x.size(-1));

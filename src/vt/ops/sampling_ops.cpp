@@ -15,7 +15,7 @@ void LogSoftmax(const LogSoftmaxArgs& args) {
   check.SameShape(args.out, "out", args.x, "x");
   check.LastDimContiguous(args.out, "out");
   check.NoOverlap(args.out, "out", args.x, "x", args.x.dtype() == DType::kF32);
-  check.Require(args.x.size(-1) > 0, "x's last dim must not be empty, got " + args.x.Describe());
+  if (!(args.x.size(-1) > 0)) check.Fail("x's last dim must not be empty, got " + args.x.Describe());
   if (args.x.numel() == 0) return;
   Dispatch<OpId::kLogSoftmax>(check.device().type, args);
 }
@@ -25,7 +25,7 @@ void Argmax(const ArgmaxArgs& args) {
   check.Rank(args.x, "x", 2);
   check.FloatDType(args.x, "x");
   check.LastDimContiguous(args.x, "x");
-  check.Require(args.x.size(1) > 0, "x's last dim must not be empty, got " + args.x.Describe());
+  if (!(args.x.size(1) > 0)) check.Fail("x's last dim must not be empty, got " + args.x.Describe());
   check.DType(args.out, "out", {DType::kI32});
   check.Shape(args.out, "out", {args.x.size(0)});
   check.Contiguous(args.out, "out");
