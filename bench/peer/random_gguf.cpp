@@ -5,7 +5,11 @@
 //
 //   random_gguf --out FILE.gguf [--shape 0.8b|2b|9b|35b-a3b] [--num-layers N]
 //               [--outtype q8_0|q4_0|q4_k|q5_k|q6_k|f16|bf16|f32] [--seed N]
-//               [--threads N] [--tokenizer DIR] [--dry-run]
+//               [--threads N] [--tokenizer DIR] [--mtp] [--dry-run]
+//
+// --mtp adds a random one-layer MTP module as the converter writes a checkpoint's
+// (block L, nextn tensors, nextn_predict_layers 1): random drafts are almost always
+// rejected, so a speculative run on such a file measures what verification costs.
 //
 // Names, shapes, dtypes and metadata are those `vllm-cpp convert` writes
 // (ModelWeightSpecs, GgufWeightName, WriteGgufModelConfig, AddHfTokenizerToGguf, and
@@ -53,6 +57,7 @@ struct Options {
   int threads = 1;
   std::string tokenizer;
   bool dry_run = false;
+  bool mtp = false;
 };
 
 // The sizes that differ between the Qwen3.5 models (their HF configs); every model has
@@ -150,7 +155,12 @@ struct PlannedWeight {
 // type is needed), the rest f32, the shared-expert gate [1, H] squeezed to {H}.
 std::vector<PlannedWeight> PlanWeights(const vllm::ModelConfig& c, vt::DType target) {
   std::vector<PlannedWeight> plan;
-  for (const vllm::WeightSpec& spec : vllm::ModelWeightSpecs(c)) {
+  std::vector<vllm::WeightSpec> specs = vllm::ModelWeightSpecs(c);
+  if (c.mtp_num_hidden_layers > 0) {
+    const std::vector<vllm::WeightSpec> mtp = vllm::MtpWeightSpecs(c);
+    specs.insert(specs.end(), mtp.begin(), mtp.end());
+  }
+  for (const vllm::WeightSpec& spec : specs) {
     using K = vllm::WeightKind;
     const bool big = spec.kind == K::kMatrix || spec.kind == K::kEmbedding || spec.kind == K::kExperts;
     const vt::Shape shape = spec.kind == K::kSharedExpertGate ? vt::Shape{c.hidden_size} : spec.shape;
@@ -227,7 +237,8 @@ void PrintPlan(const Options& o, const vllm::ModelConfig& c, const std::vector<P
 
 void WriteRandomGguf(const Options& o) {
   const ModelShape& shape = FindShape(o.shape);
-  const vllm::ModelConfig c = Qwen35Config(shape, o.num_layers > 0 ? o.num_layers : shape.num_layers);
+  vllm::ModelConfig c = Qwen35Config(shape, o.num_layers > 0 ? o.num_layers : shape.num_layers);
+  if (o.mtp) c.mtp_num_hidden_layers = 1;
   const OutType& type = ParseOutType(o.outtype);
   const std::vector<PlannedWeight> plan = PlanWeights(c, type.dtype);
   vllm::GgufWriter writer;
@@ -267,11 +278,13 @@ Options ParseArgs(int argc, char** argv) {
   cli.AddOption("threads", "threads generating tensor data (default: all hardware threads, " +
                                std::to_string(all_threads) + " here)");
   cli.AddOption("tokenizer", "folder holding tokenizer.json (padded to the vocabulary)", VT_PEER_DEFAULT_TOKENIZER);
+  cli.AddFlag("mtp", "add a random one-layer MTP module (block L, nextn tensors)");
   cli.AddFlag("dry-run", "list the tensors and the data size instead of writing");
   cli.AddFlag("help", "show this help");
   if (!cli.ParseOrShowHelp(std::vector<std::string>(argv + 1, argv + argc))) std::exit(0);
   Options o;
   o.dry_run = cli.GetFlag("dry-run");
+  o.mtp = cli.GetFlag("mtp");
   if (cli.WasGiven("out")) o.out = cli.GetString("out");
   else if (!o.dry_run) throw vllm::CliError("random_gguf: --out is required (or --dry-run)");
   o.shape = cli.GetString("shape");

@@ -130,6 +130,10 @@ RunnerOutput ModelRunner::ExecuteSpeculative(InputBatch batch, const SchedulerOu
   for (size_t b = 0; b < drafts.size(); ++b) {
     drafts[b] = batch_allows && !ran->requests[b].request().sampling_params.structured_outputs;
   }
+  // When nobody drafts, the head does not run at all (a large batch then costs what it
+  // costs without speculation); the positions computed meanwhile have no head KV, which
+  // makes later drafts of those requests less likely to be accepted, never wrong.
+  if (std::find(drafts.begin(), drafts.end(), true) == drafts.end()) return result;
   result.draft_token_ids = speculative_->proposer->Propose(*ran, produced, drafts, caches_, block_size_);
   return result;
 }
