@@ -5,7 +5,7 @@
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
-#                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--budget S]
+#                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -44,6 +44,11 @@
 #      and `vllm-cpp bench throughput` at 64 prompts runs unconstrained, with a regex
 #      and with a JSON schema on every request, alternating (what the token masks cost
 #      on the GPU, docs/structured_output.md).
+#      With --mtp, MTP speculative decoding: first the embedded demo model (a trained
+#      head) at batch 1 for k = 0, 1, 2, 3, twice, alternating; then every model's GGUF
+#      carries a random MTP module, and after its benchmarks a batch-1 run with k = 1
+#      (random drafts are rejected: what verification costs) and 64 prompts with k = 1
+#      and disable_by_batch_size 16.
 #   5. gpu_ratio_table.py prints the table (also $OUT/table.md).
 # Builds live in /tmp and are reused when the machine is still warm from a previous
 # call. Results (JSON) and logs are written to a work folder and packed at the end
@@ -71,6 +76,7 @@ kernel_bench=1
 with_peer=1
 with_bench=1
 structured_model=
+mtp=0
 structured_tokenizer=
 budget=560
 while [ $# -gt 0 ]; do
@@ -88,6 +94,7 @@ while [ $# -gt 0 ]; do
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
     --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
+    --mtp) mtp=1; shift ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -256,12 +263,25 @@ ours() {  # name, suffix, seconds at most, bench args...
   echo "rc $?; $(tail -3 "$out/$name.vllm.log")"
 }
 
+spec() { echo "{\"method\": \"mtp\", \"num_speculative_tokens\": $1${2:+, \"disable_by_batch_size\": $2}}"; }
+if [ $mtp = 1 ]; then
+  stage "MTP speculative decoding on the demo model (batch 1, k = 0..3, twice)"
+  for round in 1 2; do
+    for k in 0 1 2 3; do
+      args=(); [ $k -gt 0 ] && args=(--speculative-config "$(spec $k)")
+      ours demo "mtp_k$k.$round" 40 latency --model vllm-cpp/demo --input-len 64 --output-len 256 --batch-size 1 \
+        --num-iters 3 --num-iters-warmup 1 "${args[@]}"
+    done
+  done
+fi
+
 for name in ${models//,/ }; do
   stage "$name: write the GGUF"
   file=/tmp/peer_$name.gguf
   if [ "$(left)" -lt 90 ]; then echo "skipped: $(left) s left"; break; fi
   tokenizer_args=()
   [ "$name" = "$structured_model" ] && tokenizer_args=(--tokenizer "$structured_tokenizer")
+  [ $mtp = 1 ] && tokenizer_args+=(--mtp)
   timeout $(( $(left) - 60 )) "$bin/random_gguf" --shape "$(model_shape "$name")" --outtype "$(model_type "$name")" \
     --threads "$jobs" --out "$file" "${tokenizer_args[@]}" >"$out/$name.write.log" 2>&1
   echo "rc $?: $(tail -1 "$out/$name.write.log")"; ls -la "$file" 2>/dev/null || continue
@@ -274,6 +294,14 @@ for name in ${models//,/ }; do
     --num-iters-warmup 1
   ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
     --max-model-len 512
+  fi
+
+  if [ $mtp = 1 ] && [ "$(left)" -gt 120 ]; then
+    stage "$name: MTP verification cost (random head, k = 1) at batch 1 and 64 prompts"
+    ours "$name" mtp_latency 90 latency --model "$file" --input-len 512 --output-len 128 --batch-size 1 --num-iters 3 \
+      --num-iters-warmup 1 --speculative-config "$(spec 1)"
+    ours "$name" mtp_throughput 90 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
+      --max-model-len 512 --speculative-config "$(spec 1 16)"
   fi
 
   if [ "$name" = "$structured_model" ] && [ "$(left)" -gt 120 ]; then

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "server_fixture.h"
+#include "vllm/entrypoints/openai/metrics.h"
 
 namespace vllm {
 namespace {
@@ -81,6 +82,26 @@ TEST(ApiServerLogsTest, MetricsOfPhasesIterationsThePrefixCacheAndTheCacheConfig
   EXPECT_EQ(server.Metric("vllm:cache_config_info",
                           "block_size=\"16\",enable_prefix_caching=\"True\",num_gpu_blocks=\"512\""),
             1);
+}
+
+// vLLM's spec-decoding counters, only with speculative decoding.
+TEST(ApiServerLogsTest, SpecDecodingCountersAppearWithSpeculativeDecodingOnly) {
+  EngineStats stats;
+  openai::PrometheusStatLogger plain("m", stats, 64);
+  plain.Record(stats, {});
+  EXPECT_EQ(plain.Render().find("spec_decode"), std::string::npos);
+  stats.speculative_decoding = true;
+  stats.spec_decoding = {.num_drafts = 10, .num_draft_tokens = 20, .num_accepted_tokens = 13,
+                         .num_accepted_tokens_per_pos = {8, 5}};
+  openai::PrometheusStatLogger spec("m", stats, 64);
+  spec.Record(stats, {});
+  const std::string text = spec.Render();
+  for (const std::string line :
+       {"vllm:spec_decode_num_drafts_total{model_name=\"m\"} 10", "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 20",
+        "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 13",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\",model_name=\"m\"} 5"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
 }
 
 }  // namespace

@@ -131,6 +131,35 @@ TEST(BenchLatencyTest, BadFlagsAreRefusedByName) {
   }
 }
 
+// --speculative-config reaches the engine through the flags every command shares: the
+// report counts the drafts (the demo model's head is trained: some are accepted), and
+// without the flag the field is null; a bad config is refused naming the key.
+TEST(BenchLatencyTest, SpeculativeConfigDraftsAndTheReportCountsThem) {
+  const std::string out = TempPath("spec.json");
+  ASSERT_EQ(RunBenchCommand({"latency", "--model", std::string(VLLM_DEMO_MODEL_DIR) + "/hf", "--input-len", "16",
+                             "--output-len", "32", "--num-iters", "1", "--num-iters-warmup", "0", "--threads", "1",
+                             "--speculative-config", R"({"method": "mtp", "num_speculative_tokens": 2})",
+                             "--output-json", out}),
+            0);
+  const json spec = ReadJson(out)["results"][0]["speculative_decoding"];
+  ASSERT_TRUE(spec.is_object()) << spec.dump();
+  EXPECT_GT(spec["num_drafts"].get<int64_t>(), 0);
+  EXPECT_GT(spec["num_accepted_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(spec["acceptance_rate_per_pos"].size(), 2u);
+  ASSERT_EQ(RunBenchCommand({"latency", "--model", std::string(VLLM_DEMO_MODEL_DIR) + "/hf", "--input-len", "16",
+                             "--output-len", "4", "--num-iters", "1", "--num-iters-warmup", "0", "--threads", "1",
+                             "--output-json", out}),
+            0);
+  EXPECT_TRUE(ReadJson(out)["results"][0]["speculative_decoding"].is_null());
+  try {
+    RunBenchCommand({"latency", "--model", ModelDir("qwen3"), "--speculative-config",
+                     R"({"method": "mtp", "num_speculative_tokens": 1, "draft_model": "x"})"});
+    ADD_FAILURE() << "an unknown key was accepted";
+  } catch (const CliError& e) {
+    EXPECT_NE(std::string(e.what()).find("'draft_model'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
   const std::string out = TempPath("throughput.json");
   ASSERT_EQ(RunBenchCommand({"throughput", "--model", ModelDir("qwen3"), "--num-prompts", "2,5", "--input-len", "7",
