@@ -18,8 +18,9 @@ namespace vllm {
 struct SpeculativeConfig {
   std::string method = "mtp";
   int64_t num_speculative_tokens = 1;
-  // Drafting stops while more requests than this are running (0: never).
-  int64_t disable_by_batch_size = 0;
+  // Drafting stops while more requests than this are running (0: never); unset: the
+  // measured policy (spec_decode/draft_policy.h) decides per batch size.
+  std::optional<int64_t> disable_by_batch_size;
 };
 
 // Parses --speculative-config's JSON; throws std::invalid_argument naming an unknown

@@ -21,6 +21,7 @@
 #include "vllm/model_executor/forward_batch.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/sample/sampler.h"
+#include "vllm/spec_decode/draft_policy.h"
 #include "vllm/spec_decode/mtp_proposer.h"
 #include "vllm/worker/decode_graphs.h"
 #include "vllm/worker/input_batch.h"
@@ -52,8 +53,8 @@ struct SpeculativeDecoding {
   int32_t backup_slot_base = 0;
   int32_t num_backup_slots = 0;
   // Drafting stops while more requests than this are running (vLLM's
-  // disable_by_batch_size); 0: never.
-  int64_t disable_by_batch_size = 0;
+  // disable_by_batch_size); 0: never; unset: DraftPolicy measures when it pays.
+  std::optional<int64_t> disable_by_batch_size;
 };
 
 // Which logits rows one scheduled request got: rows [first_row, first_row + num_rows)
@@ -164,6 +165,7 @@ class ModelRunner {
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
   std::optional<SpeculativeDecoding> speculative_;
+  DraftPolicy draft_policy_;  // when speculative_ has no disable_by_batch_size
   // Node-based: a step's InputBatch points at these entries.
   std::unordered_map<std::string, CachedRequestState> requests_;
   int64_t num_tokens_computed_ = 0;

@@ -17,7 +17,7 @@ SpeculativeConfig ParseSpeculativeConfig(const std::string& text) {
   }
   if (!j.is_object()) throw std::invalid_argument(what + " must be a JSON object, got " + j.dump());
   SpeculativeConfig c;
-  auto integer = [&](const std::string& key, int64_t low, int64_t high) {
+  auto integer = [&](const std::string& key, int64_t low, int64_t high) -> int64_t {
     const nlohmann::json& v = j.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > high) {
       throw std::invalid_argument(what + ": " + key + " must be an integer in [" + std::to_string(low) + ", " +

@@ -232,8 +232,9 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
         .disable_by_batch_size = config_.speculative_config->disable_by_batch_size};
     Log("speculative decoding: MTP, " + std::to_string(speculative->proposer->num_speculative_tokens()) +
         " draft tokens a step" +
-        (speculative->disable_by_batch_size > 0
-             ? ", off while more than " + std::to_string(speculative->disable_by_batch_size) + " requests run"
+        (!speculative->disable_by_batch_size ? ", on where it measures faster (per batch size)"
+         : *speculative->disable_by_batch_size > 0
+             ? ", off while more than " + std::to_string(*speculative->disable_by_batch_size) + " requests run"
              : "") +
         "; steps run eagerly (no decode graphs)");
   }

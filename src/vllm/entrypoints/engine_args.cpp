@@ -33,7 +33,8 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddFlag("enforce-eager", "GPU: run decode steps op by op instead of replaying captured device graphs");
   cli.AddOption("speculative-config",
                 "speculative decoding with the model's MTP module, as JSON: {\"method\": \"mtp\", "
-                "\"num_speculative_tokens\": K, \"disable_by_batch_size\": N (0 = never)} (default: off)");
+                "\"num_speculative_tokens\": K, \"disable_by_batch_size\": N (0 = never)}; without "
+                "disable_by_batch_size, drafting runs at the batch sizes where it measures faster (default: off)");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads", "CPU threads (0 = all)", "0");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");

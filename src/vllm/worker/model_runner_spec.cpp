@@ -14,6 +14,7 @@
 // projected inputs (DecoderModel::ReplayGdnStates: the conv and the delta rule, no
 // projection), so it ends exactly on the last accepted token.
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "vllm/worker/model_runner.h"
@@ -108,6 +109,13 @@ std::vector<std::vector<int32_t>> ModelRunner::ProducedTokens(const InputBatch& 
 
 RunnerOutput ModelRunner::ExecuteSpeculative(InputBatch batch, const SchedulerOutput& output) {
   vt::reach::Hit("ModelRunner::Speculative");
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t num_running = static_cast<int64_t>(requests_.size());
+  bool verifies = false, decodes_only = true;
+  for (const BatchRequest& s : batch.requests) {
+    verifies = verifies || s.num_draft_tokens() > 0;
+    decodes_only = decodes_only && (s.num_draft_tokens() > 0 || s.num_scheduled_tokens == 1);
+  }
   std::optional<StepLogits> step;
   RunnerOutput result;
   const InputBatch* ran = &batch;
@@ -123,9 +131,10 @@ RunnerOutput ModelRunner::ExecuteSpeculative(InputBatch batch, const SchedulerOu
   RollBackRejectedDrafts(*ran, produced);
   // Requests with a grammar never draft (their mask for a draft's row would need the
   // grammar advanced over the earlier drafts); nor does anyone while the batch is
-  // larger than disable_by_batch_size.
-  const int64_t limit = speculative_->disable_by_batch_size;
-  const bool batch_allows = limit <= 0 || static_cast<int64_t>(requests_.size()) <= limit;
+  // larger than disable_by_batch_size, or, without it, where DraftPolicy measured
+  // that drafting does not pay.
+  const std::optional<int64_t> limit = speculative_->disable_by_batch_size;
+  const bool batch_allows = limit ? *limit <= 0 || num_running <= *limit : draft_policy_.ShouldDraft(num_running);
   std::vector<bool> drafts(ran->requests.size());
   for (size_t b = 0; b < drafts.size(); ++b) {
     drafts[b] = batch_allows && !ran->requests[b].request().sampling_params.structured_outputs;
@@ -133,8 +142,14 @@ RunnerOutput ModelRunner::ExecuteSpeculative(InputBatch batch, const SchedulerOu
   // When nobody drafts, the head does not run at all (a large batch then costs what it
   // costs without speculation); the positions computed meanwhile have no head KV, which
   // makes later drafts of those requests less likely to be accepted, never wrong.
-  if (std::find(drafts.begin(), drafts.end(), true) == drafts.end()) return result;
-  result.draft_token_ids = speculative_->proposer->Propose(*ran, produced, drafts, caches_, block_size_);
+  const bool drafted = std::find(drafts.begin(), drafts.end(), true) != drafts.end();
+  if (drafted) result.draft_token_ids = speculative_->proposer->Propose(*ran, produced, drafts, caches_, block_size_);
+  if (!limit && decodes_only) {
+    int64_t tokens = 0;
+    for (const std::vector<int32_t>& p : produced) tokens += static_cast<int64_t>(p.size());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    draft_policy_.Record(num_running, verifies, drafted, seconds, tokens);
+  }
   return result;
 }
 

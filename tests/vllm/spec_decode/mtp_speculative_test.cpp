@@ -43,7 +43,9 @@ EngineConfig Config(const std::string& model, std::optional<int64_t> k) {
   c.num_gpu_blocks_override = 512;
   c.num_threads = 2;
   c.on_log = [](const std::string&) {};
-  if (k) c.speculative_config = SpeculativeConfig{.num_speculative_tokens = *k};
+  // Drafting at every step (0: never disabled), so that the counts below do not depend
+  // on the measured policy.
+  if (k) c.speculative_config = SpeculativeConfig{.num_speculative_tokens = *k, .disable_by_batch_size = 0};
   return c;
 }
 
@@ -230,10 +232,19 @@ TEST(MtpSpeculativeTest, NoDraftsWhileMoreRequestsRunThanDisableByBatchSize) {
   EXPECT_LT(limited.spec_decoding.num_drafts, unlimited.spec_decoding.num_drafts / 2);
 }
 
+// The measured policy (the default) changes when drafts are made, never the tokens.
+TEST(MtpSpeculativeTest, TheMeasuredPolicyLeavesGreedyOutputsUnchanged) {
+  EngineConfig config = Config(DemoHf(), 2);
+  config.speculative_config->disable_by_batch_size.reset();
+  EngineStats stats;
+  EXPECT_EQ(Generate(config, true, 40, &stats), Generate(Config(DemoHf(), std::nullopt), true, 40));
+  EXPECT_GT(stats.spec_decoding.num_drafts, 0) << "the policy starts by drafting";
+}
+
 TEST(SpeculativeConfigTest, ParsesVllmsJsonAndNamesWhatIsWrong) {
   const SpeculativeConfig c = ParseSpeculativeConfig(R"({"method": "mtp", "num_speculative_tokens": 3})");
   EXPECT_EQ(c.num_speculative_tokens, 3);
-  EXPECT_EQ(c.disable_by_batch_size, 0);
+  EXPECT_FALSE(c.disable_by_batch_size.has_value()) << "unset: the measured policy";
   EXPECT_EQ(ParseSpeculativeConfig(R"({"method":"mtp","num_speculative_tokens":1,"disable_by_batch_size":8})")
                 .disable_by_batch_size,
             8);
