@@ -5,7 +5,8 @@
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
-#                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp] [--budget S]
+#                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
+#                             [--sanitize GTEST_FILTER] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -17,7 +18,9 @@
 #   2. vllm-cpp built with CUDA (tools/gpu/gpu_build_env.sh; vllm-cpp, random_gguf,
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0 (with --model-tests also the reference
-#      models, decode graphs and hybrid prefix cache of vllm_tests on cuda:0), and vt_gpu_bench
+#      models, decode graphs and hybrid prefix cache of vllm_tests on cuda:0; with
+#      --sanitize F, compute-sanitizer's memcheck and racecheck over the vt tests
+#      matching F, e.g. a new kernel's contract test), and vt_gpu_bench
 #      (kernels against the copy bandwidth) when time allows. With --launch-ab: the
 #      9B-shape bf16 batch-1 decode (gpu_decode_bench, 512-token prompt) with
 #      programmatic launch (the default) and without (launch=serialized), graphs and
@@ -78,6 +81,7 @@ with_bench=1
 structured_model=
 mtp=0
 structured_tokenizer=
+sanitize_filter=
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
@@ -95,6 +99,7 @@ while [ $# -gt 0 ]; do
     --no-kernel-bench) kernel_bench=0; shift ;;
     --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
     --mtp) mtp=1; shift ;;
+    --sanitize) sanitize_filter=$2; run_tests=1; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -166,11 +171,21 @@ fi
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
   stage "contract tests on cuda:0: every op with a GPU kernel, the kernel choices and variants, programmatic launch"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*' \
+    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*' \
     >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
   tail -3 "$out/tests.log"
+fi
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$sanitize_filter" ] && [ -n "$sanitizer" ] && [ -x "$bin/vt_tests" ]; then
+  stage "compute-sanitizer memcheck and racecheck: $sanitize_filter"
+  for tool in memcheck racecheck; do
+    timeout $(( $(left) > 180 ? 90 : $(left) / 3 )) "$sanitizer" --tool $tool --error-exitcode 99 --print-limit 20 \
+      "$bin/vt_tests" --gtest_filter="$sanitize_filter" >"$out/sanitizer_$tool.log" 2>&1
+    echo "$tool rc $? (99: errors found, 124: timed out)"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|\[  FAILED  \]" "$out/sanitizer_$tool.log" | head -10
+  done
 fi
 if [ $model_tests = 1 ] && [ -x "$bin/vllm_tests" ]; then
   stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds, decode graphs against eager)"
@@ -227,7 +242,7 @@ if [ $profile_prefill = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt
   # first launches): "eager" runs first as the warm-up and is not compared.
   stage "2048-token 9B bf16 prefill and decode at 2048 context: the default kernels against forced variants"
   timeout $(( $(left) - 20 )) "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --steps 8 \
-    --variants "eager,default,attn=mma_tiles,attn=query_tiles,attn=rows,attn=groups_split_kv,gdn=state_in_registers,gdn=warp_columns" \
+    --variants "eager,default,gdn=warp_columns,default" \
     >"$out/prefill_variants.log" 2>&1
   echo "rc $?"
   grep -E "^\[|prefill of" "$out/prefill_variants.log" | paste - - | head -20

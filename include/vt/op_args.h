@@ -164,6 +164,30 @@ struct GdnArgs {
 using GdnChunkedPrefillArgs = GdnArgs;
 using GdnRecurrentArgs = GdnArgs;
 
+// One decode step of a Gated DeltaNet layer, one token per sequence, fused (what
+// CausalConv1dUpdate, L2Norm of q and k, GdnGates, GdnRecurrent and GatedRmsNorm
+// compute one after another, with the same roundings to mixed's dtype between them):
+//   mixed [B, C] float, C = 2 Hk Dk + Hv Dv: the raw [q | k | v] projection (rows may
+//     be strided); the conv (+ SiLU) over [conv_states[slot, c], mixed[b, c]] with
+//     conv_weight [C, K] float, conv_states [slots, C, K-1] f32 shifted to end on
+//     mixed[b, c];
+//   q, k: each key head's Dk values L2-normalised (eps 1e-6), q also scaled by 1/sqrt(Dk);
+//   g = A softplus(a + dt_bias), beta = sigmoid(b): a, b [B, Hv] float (strided rows),
+//     A, dt_bias [Hv];
+//   the delta rule on states [slots, Hv, Dk, Dv] f32 (value head j reads key head
+//     j / (Hv / Hk), or j % Hk when tiled_value_heads), giving o [B, Hv, Dv];
+//   out = RmsNorm(o) * norm_weight * silu(z) over each head's Dv values, eps;
+//     z [B, Hv, Dv] float (strided rows), norm_weight [Dv], out [B, Hv, Dv] mixed's dtype.
+// A slot outside [0, slots) is an error on the CPU (as CausalConv1dUpdate's); the GPU,
+// which cannot read the slots back without waiting, skips the row: no state change,
+// out row 0 (decode graphs pad their batch with such rows).
+struct GdnDecodeArgs {
+  Tensor mixed, conv_weight, conv_states, a, b, A, dt_bias, states, state_slot_ids, z, norm_weight, out;
+  int64_t key_heads, key_dim;
+  float eps;
+  bool tiled_value_heads;
+};
+
 // logits [T, E] float; topk_weights [T, k] f32; topk_ids [T, k] i32.
 // p = softmax(logits); the k largest (ties: lower id first), renormalised to sum 1
 // when `renormalize`.

@@ -44,11 +44,16 @@
 // token recurrence, each token waiting for its loads behind four barriers; 4.1 ms
 // in this kernel). A prompt (GdnChunkedPrefill) at Dk <= 128 takes GdnWarpColumns
 // ("warp_columns"): one warp per 4 value columns, no barrier (see the kernel).
-// vt::tuning family "gpu.gdn_recurrent" forces any of the three for both ops:
-// "token_recurrence", "state_in_registers" or "warp_columns"
+// A prompt whose head sizes fit (Dk, Dv <= 128, Hopper's shared memory) instead takes
+// the chunked form (gdn_chunked.cu, "chunks") for its sequences of 32 tokens or more,
+// and GdnWarpColumns for the shorter ones in the same call.
+// vt::tuning family "gpu.gdn_recurrent" forces any of the four for both ops:
+// "token_recurrence", "state_in_registers", "warp_columns" or "chunks"
 // (tests/vt/gpu/gdn_variants_test.cpp).
+#include <limits>
 #include <string>
 
+#include "gdn_chunked.h"
 #include "gpu_common.cuh"
 #include "vt/ops.h"
 #include "vt/reach.h"
@@ -316,6 +321,8 @@ struct DeltaParams {
   int64_t q_strides[2], k_strides[2], v_strides[2], out_strides[2];  // token, head
   int64_t key_heads, value_heads, key_dim, value_dim, num_slots;
   bool tiled_value_heads;
+  // Sequences of more tokens are skipped (GdnWarpColumns: those the chunked kernels take).
+  int64_t max_sequence_tokens;
 };
 
 // Dynamic shared memory: q_t [Dk], k_t [Dk], then (kSharedState) the state tile [Dk][64].
@@ -505,6 +512,8 @@ __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParam
   const int64_t seq = blockIdx.x, head = blockIdx.y;
   const int64_t slot = p.slot_ids[seq];
   if (slot < 0 || slot >= p.num_slots) return;
+  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
+  if (end - begin > p.max_sequence_tokens) return;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int64_t first_column = static_cast<int64_t>(blockIdx.z) * kWarpColumnsPerBlock + warp * kCols;
   const int64_t group_size = p.value_heads / p.key_heads;
@@ -518,7 +527,6 @@ __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParam
 #pragma unroll
     for (int c = 0; c < kCols; ++c) s[r][c] = owns(r, c) ? global_state[row_of(r) * p.value_dim + first_column + c] : 0.0f;
   }
-  const int64_t begin = p.query_start_loc[seq], end = p.query_start_loc[seq + 1];
   float q_next[kRows] = {}, k_next[kRows] = {}, v_next[kCols] = {}, g_next = 0.0f, beta_next = 0.0f;
   const auto fetch = [&](int64_t t) {
     const T* q_row = p.q + t * p.q_strides[0] + key_head * p.q_strides[1];
@@ -579,25 +587,30 @@ __global__ void __launch_bounds__(kWarpColumnsThreads) GdnWarpColumns(DeltaParam
   }
 }
 
-enum class GdnKernel { kTokenRecurrence, kStateInRegisters, kWarpColumns };
+enum class GdnKernel { kTokenRecurrence, kStateInRegisters, kWarpColumns, kChunks };
 
-// The kernel of `op` (see the top comment): a prompt (GdnChunkedPrefill) takes
-// GdnWarpColumns, a decode step GdnStateInRegisters (one token: its 64 blocks of 4
-// groups read the state coalesced, where a warp's lanes would read 32 rows), both
-// at Dk <= 128; the token recurrence otherwise. vt::tuning's gpu.gdn_recurrent
-// forces one for both ops where Dk allows it.
-GdnKernel ChooseGdnKernel(const char* op, bool prompt, int64_t key_dim) {
+// The kernel of `op` (see the top comment): a prompt (GdnChunkedPrefill) takes the
+// chunked form where its head sizes and the device allow it (GdnWarpColumns for its
+// sequences under 32 tokens), else GdnWarpColumns; a decode step GdnStateInRegisters
+// (one token: its 64 blocks of 4 groups read the state coalesced, where a warp's
+// lanes would read 32 rows), both at Dk <= 128; the token recurrence otherwise.
+// vt::tuning's gpu.gdn_recurrent forces one for both ops where the sizes allow it.
+GdnKernel ChooseGdnKernel(const char* op, bool prompt, int64_t key_dim, int64_t value_dim, Device device) {
   const std::string variant = tuning::Variant("gpu.gdn_recurrent");
   const bool registers_fit = key_dim <= kRegisterStateMaxKeyDim, warp_fits = key_dim <= kWarpColumnsMaxKeyDim;
+  // The chunked kernels hand their short sequences to GdnWarpColumns.
+  const bool chunks_fit = warp_fits && ChunkedGdnFits(key_dim, value_dim, device);
   if (variant.empty()) {
+    if (prompt && chunks_fit) return GdnKernel::kChunks;
     if (prompt && warp_fits) return GdnKernel::kWarpColumns;
     return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
   }
   if (variant == "token_recurrence") return GdnKernel::kTokenRecurrence;
   if (variant == "state_in_registers") return registers_fit ? GdnKernel::kStateInRegisters : GdnKernel::kTokenRecurrence;
   if (variant == "warp_columns") return warp_fits ? GdnKernel::kWarpColumns : GdnKernel::kTokenRecurrence;
+  if (variant == "chunks") return chunks_fit ? GdnKernel::kChunks : GdnKernel::kTokenRecurrence;
   throw Error(std::string("vt::") + op + ": unknown variant '" + variant +
-              "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers, warp_columns)");
+              "' forced for gpu.gdn_recurrent (known: token_recurrence, state_in_registers, warp_columns, chunks)");
 }
 
 void GdnGpu(const char* op, bool prompt, const GdnArgs& a) {
@@ -627,11 +640,17 @@ void GdnGpu(const char* op, bool prompt, const GdnArgs& a) {
                      key_dim,
                      value_dim,
                      a.states.size(0),
-                     a.tiled_value_heads};
-    const GdnKernel kernel = ChooseGdnKernel(op, prompt, key_dim);
-    if (kernel == GdnKernel::kWarpColumns) {
+                     a.tiled_value_heads,
+                     std::numeric_limits<int64_t>::max()};
+    const GdnKernel kernel = ChooseGdnKernel(op, prompt, key_dim, value_dim, a.q.device());
+    const dim3 columns_grid(grid.x, grid.y, GridFor(value_dim, kWarpColumnsPerBlock, op));
+    if (kernel == GdnKernel::kChunks) {
+      reach::Hit("GdnGpu.chunks");
+      LaunchChunkedGdn(op, a, stream);
+      p.max_sequence_tokens = kChunkedGdnMinTokens - 1;  // the rest: the token recurrence
+      LaunchKernel(GdnWarpColumns<T>, columns_grid, kWarpColumnsThreads, 0, stream, p);
+    } else if (kernel == GdnKernel::kWarpColumns) {
       reach::Hit("GdnGpu.warp_columns");
-      const dim3 columns_grid(grid.x, grid.y, GridFor(value_dim, kWarpColumnsPerBlock, op));
       LaunchKernel(GdnWarpColumns<T>, columns_grid, kWarpColumnsThreads, 0, stream, p);
     } else if (kernel == GdnKernel::kStateInRegisters) {
       reach::Hit("GdnGpu.state_in_registers");

@@ -58,6 +58,7 @@ struct PerDevice {
   int multiprocessors = 0;
   int warp_size = 32;
   int compute_major = 0;  // CUDA compute capability (HIP: the gfx major, unused)
+  size_t max_shared_bytes_per_block = 0;  // with the opt-in above the 48 KB default (CUDA)
   std::string name;
   std::unique_ptr<CachingPool> pool;
   // The kernels' record of a bad index (gpu_runtime.h), allocated on first use;
@@ -314,6 +315,11 @@ class GpuDeviceBackend final : public DeviceBackend {
     device.multiprocessors = props.multiProcessorCount;
     device.warp_size = props.warpSize;
     device.compute_major = props.major;
+#if VT_GPU_HIP
+    device.max_shared_bytes_per_block = props.sharedMemPerBlock;  // HIP 5.2 has no opt-in field
+#else
+    device.max_shared_bytes_per_block = props.sharedMemPerBlockOptin;
+#endif
     CheckGpu(gpuStreamCreateWithFlags(&device.stream, gpuStreamNonBlocking), "creating the device's stream");
     device.pool = std::make_unique<CachingPool>(RawAllocator(index), RawFreer(index));
   }
@@ -387,6 +393,8 @@ int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device devi
   return known[key] = blocks > 0 ? blocks : 1;
 }
 int WarpSize(Device device) { return g_backend->State(device.index).warp_size; }
+
+size_t MaxSharedBytesPerBlock(Device device) { return g_backend->State(device.index).max_shared_bytes_per_block; }
 
 bool ProgrammaticLaunchOnCurrentDevice() {
 #if VT_GPU_HIP

@@ -32,6 +32,11 @@ int ResidentBlocksPerMultiprocessor(const void* kernel, int threads, Device devi
 // target it was built for, which is the same number on that device.
 int WarpSize(Device device);
 
+// The most shared memory one block of a kernel on `device` can have (CUDA: after
+// raising the kernel's limit with gpuFuncSetAttribute; 227 KB on Hopper, 163 KB on
+// the A100; HIP: the per-block size, 64 KB on gfx90a).
+size_t MaxSharedBytesPerBlock(Device device);
+
 // Indices that kernels read from device memory (GatherRows' ids, MoeExperts'
 // expert ids) are checked by the kernels themselves: reading them back to validate
 // on the host would wait for the whole queue at every call, which a decode step

@@ -1,5 +1,5 @@
 // Validation and dispatch of the Gated DeltaNet ops: CausalConv1d,
-// CausalConv1dUpdate, GdnGates, GdnChunkedPrefill, GdnRecurrent.
+// CausalConv1dUpdate, GdnGates, GdnChunkedPrefill, GdnRecurrent, GdnDecode.
 #include "check.h"
 #include "vt/ops.h"
 
@@ -165,6 +165,72 @@ void GdnRecurrent(const GdnRecurrentArgs& args) {
   CheckGdn("GdnRecurrent", args);
   if (args.state_slot_ids.size(0) == 0) return;
   Dispatch<OpId::kGdnRecurrent>(args.q.device().type, args);
+}
+
+void GdnDecode(const GdnDecodeArgs& args) {
+  OpCheck check("GdnDecode", {{"mixed", &args.mixed},
+                              {"conv_weight", &args.conv_weight},
+                              {"conv_states", &args.conv_states},
+                              {"a", &args.a},
+                              {"b", &args.b},
+                              {"A", &args.A},
+                              {"dt_bias", &args.dt_bias},
+                              {"states", &args.states},
+                              {"state_slot_ids", &args.state_slot_ids},
+                              {"z", &args.z},
+                              {"norm_weight", &args.norm_weight},
+                              {"out", &args.out}});
+  check.Rank(args.mixed, "mixed", 2);
+  check.FloatDType(args.mixed, "mixed");
+  check.LastDimContiguous(args.mixed, "mixed");
+  const int64_t batch = args.mixed.size(0), channels = args.mixed.size(1);
+  CheckConvWeightAndState(check, args.conv_weight, args.conv_states, channels);
+  check.Rank(args.out, "out", 3);
+  check.DType(args.out, "out", {args.mixed.dtype()});
+  check.Size(args.out, "out", 0, batch, "rows of mixed");
+  check.Contiguous(args.out, "out");
+  const int64_t value_heads = args.out.size(1), value_dim = args.out.size(2);
+  const int64_t key_heads = args.key_heads, key_dim = args.key_dim;
+  if (!(key_heads > 0 && key_dim > 0 && value_heads % key_heads == 0)) {
+    check.Fail("key_heads (" + std::to_string(key_heads) + ") and key_dim (" + std::to_string(key_dim) +
+               ") must be positive and divide the value heads of out (" + std::to_string(value_heads) + ")");
+  }
+  if (channels != 2 * key_heads * key_dim + value_heads * value_dim) {
+    check.Fail("mixed must have 2 * key_heads * key_dim + value_heads * value_dim = " +
+               std::to_string(2 * key_heads * key_dim + value_heads * value_dim) + " columns ([q | k | v]), got " +
+               args.mixed.Describe());
+  }
+  for (const auto& [name, gate] : {std::pair{"a", &args.a}, {"b", &args.b}}) {
+    check.DType(*gate, name, {args.mixed.dtype()});
+    check.Shape(*gate, name, {batch, value_heads});
+    check.LastDimContiguous(*gate, name);
+  }
+  check.FloatDType(args.A, "A");
+  check.Shape(args.A, "A", {value_heads});
+  check.FloatDType(args.dt_bias, "dt_bias");
+  check.Shape(args.dt_bias, "dt_bias", {value_heads});
+  check.Rank(args.states, "states", 4);
+  check.DType(args.states, "states", {DType::kF32});
+  check.Contiguous(args.states, "states");
+  check.Size(args.states, "states", 1, value_heads, "value heads");
+  check.Size(args.states, "states", 2, key_dim, "key_dim");
+  check.Size(args.states, "states", 3, value_dim, "value head dim");
+  check.Rank(args.state_slot_ids, "state_slot_ids", 1);
+  check.DType(args.state_slot_ids, "state_slot_ids", {DType::kI32});
+  check.Contiguous(args.state_slot_ids, "state_slot_ids");
+  check.Size(args.state_slot_ids, "state_slot_ids", 0, batch, "one slot per row of mixed");
+  check.DType(args.z, "z", {args.mixed.dtype()});
+  check.SameShape(args.z, "z", args.out, "out");
+  check.LastDimContiguous(args.z, "z");
+  check.FloatDType(args.norm_weight, "norm_weight");
+  check.Shape(args.norm_weight, "norm_weight", {value_dim});
+  check.Contiguous(args.norm_weight, "norm_weight");
+  for (const auto& [name, input] : {std::pair{"mixed", &args.mixed}, {"a", &args.a}, {"b", &args.b},
+                                    {"z", &args.z}, {"states", &args.states}, {"conv_states", &args.conv_states}}) {
+    check.NoOverlap(args.out, "out", *input, name, false);
+  }
+  if (batch == 0) return;
+  Dispatch<OpId::kGdnDecode>(check.device().type, args);
 }
 
 }  // namespace vt

@@ -1,6 +1,7 @@
 // The GdnRecurrent / GdnChunkedPrefill kernels that vt::tuning can force on a GPU
 // (family gpu.gdn_recurrent: state_in_registers, the decode default at Dk <= 128,
-// warp_columns, the prompt default at Dk <= 128, and token_recurrence:
+// warp_columns, chunks (the chunked WY form, src/vt/gpu/gdn_chunked.cu), the prompt
+// default where the device's shared memory holds it, and token_recurrence:
 // src/vt/gpu/gdn.cu) against the CPU kernel (itself checked against a double-precision reference in
 // tests/vt/ops/gdn_test.cpp) on the same inputs: decode batches (one token per
 // sequence, slots out of order) and a varlen batch (several tokens per sequence),
@@ -12,6 +13,7 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -41,6 +43,7 @@ struct Case {
   bool tiled;
   DType dtype;
   int64_t hk = 2, hv = 4;  // key and value heads
+  float g_low = -0.5f;     // log-decays drawn from [g_low, -0.01]
 };
 
 using GdnOp = void (*)(const GdnArgs&);
@@ -51,7 +54,8 @@ using GdnOp = void (*)(const GdnArgs&);
 // final states, and `kernel` (its reach name, "GdnGpu.<kernel>") to have run.
 void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, const std::string& kernel,
                       std::mt19937& rng, GdnOp op = &GdnRecurrent) {
-  const int64_t hk = c.hk, hv = c.hv, slots = 3;
+  const int64_t hk = c.hk, hv = c.hv;
+  const int64_t slots = std::max<int64_t>(3, static_cast<int64_t>(c.slots.size()));
   int64_t tokens = 0;
   std::vector<int32_t> query_start_loc = {0};
   for (int32_t n : c.tokens_per_seq) query_start_loc.push_back(static_cast<int32_t>(tokens += n));
@@ -62,7 +66,7 @@ void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, 
   const Tensor q = RandomTensor({tokens, hk, c.dk}, c.dtype, kCpu, rng, -key_scale, key_scale);
   const Tensor k = RandomTensor({tokens, hk, c.dk}, c.dtype, kCpu, rng, -key_scale, key_scale);
   const Tensor v = RandomTensor({tokens, hv, c.dv}, c.dtype, kCpu, rng);
-  const Tensor g = RandomTensor({tokens, hv}, DType::kF32, kCpu, rng, -0.5f, -0.01f);
+  const Tensor g = RandomTensor({tokens, hv}, DType::kF32, kCpu, rng, c.g_low, -0.01f);
   const Tensor beta = RandomTensor({tokens, hv}, DType::kF32, kCpu, rng, 0.1f, 0.9f);
   const Tensor initial = RandomTensor({slots, hv, c.dk, c.dv}, DType::kF32, kCpu, rng);
   const Tensor qsl = Tensor::FromVector(query_start_loc, {batch + 1});
@@ -81,7 +85,7 @@ void ExpectMatchesCpu(Device device, const Case& c, const std::string& variant, 
   op({.q = q.To(device), .k = k.To(device), .v = v.To(device), .g = g.To(device), .beta = beta.To(device),
       .states = states, .query_start_loc = qsl.To(device), .state_slot_ids = slot_ids.To(device), .out = out,
       .tiled_value_heads = c.tiled});
-  for (const char* name : {"token_recurrence", "state_in_registers", "warp_columns"}) {
+  for (const char* name : {"token_recurrence", "state_in_registers", "warp_columns", "chunks"}) {
     EXPECT_EQ(reach::Count(std::string("GdnGpu.") + name), kernel == name ? 1u : 0u) << name;
   }
   // Both sides update f32 states from the same inputs, summing in other orders:
@@ -120,10 +124,34 @@ TEST(GdnRecurrentVariantsTest, BothKernelsMatchTheCpuKernel) {
   }
 }
 
-// GdnChunkedPrefill takes the same kernels on a GPU, warp_columns by default:
-// prompts of hundreds of tokens (the kernels' prefetch of the next token's inputs)
-// and an empty one, Dv 70 (a partial 16-column block: warps with no column, a warp
-// with 2 of its 4), against the CPU's token recurrence.
+// Whether `device` runs the chunked kernels (head sizes up to 128 and Hopper's shared
+// memory): forced, they run there, or the token recurrence does.
+bool RunsChunks(Device device, std::mt19937& rng) {
+  const ForcedGdnVariant forced("chunks");
+  const Case probe{{40}, {0}, 128, 128, false, DType::kF32};
+  const int64_t tokens = 40;
+  reach::Reset();
+  GdnChunkedPrefill({.q = RandomTensor({tokens, probe.hk, 128}, DType::kF32, device, rng, -0.1f, 0.1f),
+                     .k = RandomTensor({tokens, probe.hk, 128}, DType::kF32, device, rng, -0.1f, 0.1f),
+                     .v = RandomTensor({tokens, probe.hv, 128}, DType::kF32, device, rng),
+                     .g = RandomTensor({tokens, probe.hv}, DType::kF32, device, rng, -0.5f, -0.01f),
+                     .beta = RandomTensor({tokens, probe.hv}, DType::kF32, device, rng, 0.1f, 0.9f),
+                     .states = Tensor::Zeros({1, probe.hv, 128, 128}, DType::kF32, device),
+                     .query_start_loc = Tensor::FromVector(std::vector<int32_t>{0, 40}, {2}).To(device),
+                     .state_slot_ids = Tensor::FromVector(std::vector<int32_t>{0}, {1}).To(device),
+                     .out = Tensor::Empty({tokens, probe.hv, 128}, DType::kF32, device),
+                     .tiled_value_heads = false});
+  return reach::Count("GdnGpu.chunks") == 1;
+}
+
+// GdnChunkedPrefill takes the same kernels on a GPU: chunks by default where the
+// device holds them (sequences of 32+ tokens; the shorter ones of the same batch run
+// GdnWarpColumns), warp_columns elsewhere. Prompts around the chunk size (1, 31, 32,
+// 63, 64, 65, 129 tokens, 300, 1000) in one batch with short and empty sequences,
+// Dv 70 (a partial column block of both kernels), Dk 100 and 64 (K rows padded in
+// shared memory), Hk < Hv in both orders, strongly negative log-decays (exp(g) down to
+// e^-30: the chunk's decay products underflow to 0), against the CPU's token
+// recurrence.
 TEST(GdnRecurrentVariantsTest, ChunkedPrefillKernelsMatchTheCpuKernel) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -134,13 +162,23 @@ TEST(GdnRecurrentVariantsTest, ChunkedPrefillKernelsMatchTheCpuKernel) {
       {{70, 3}, {0, 2}, 100, 70, true, DType::kF32},
       {{33, 2, 1}, {1, 0, 2}, 64, 128, false, DType::kBF16},
       {{17}, {2}, 128, 70, false, DType::kBF16, 16, 32},
+      {{1, 63, 64, 65, 31, 32}, {0, 1, 2, 3, 4, 5}, 128, 128, false, DType::kF32, 2, 4},
+      {{1000}, {1}, 128, 128, false, DType::kF32, 16, 32},
+      {{1000, 5}, {1, 0}, 128, 128, true, DType::kBF16, 16, 32},
+      {{200, 64}, {0, 2}, 128, 128, false, DType::kF32, 2, 4, -30.0f},
   };
   for (Device device : gpus) {
-    for (const std::string variant : {"", "token_recurrence", "state_in_registers", "warp_columns"}) {
+    const bool chunks = RunsChunks(device, rng);
+    SCOPED_TRACE(chunks ? "the chunked kernels run here" : "no chunked kernels here");
+    for (const std::string variant : {"", "token_recurrence", "state_in_registers", "warp_columns", "chunks"}) {
+      const std::string expected = variant.empty() ? (chunks ? "chunks" : "warp_columns")
+                                   : variant == "chunks" && !chunks ? "token_recurrence"
+                                                                    : variant;
       for (const Case& c : cases) {
         SCOPED_TRACE(device.ToString() + " variant '" + variant + "' Dk=" + std::to_string(c.dk) + " Dv=" +
-                     std::to_string(c.dv) + " " + DTypeName(c.dtype));
-        ExpectMatchesCpu(device, c, variant, variant.empty() ? "warp_columns" : variant, rng, &GdnChunkedPrefill);
+                     std::to_string(c.dv) + " " + DTypeName(c.dtype) + " first length " +
+                     std::to_string(c.tokens_per_seq[0]));
+        ExpectMatchesCpu(device, c, variant, expected, rng, &GdnChunkedPrefill);
       }
     }
     SCOPED_TRACE("GdnChunkedPrefill at Dk=192: the token recurrence");

@@ -8,9 +8,11 @@
 //   gated delta rule (state [Hv, Dk, Dv] f32 per sequence slot) -> o [T, Hv, Dv]
 //   z = projected[:, z] [T, Hv, Dv];  y = RMSNorm(o) * w * silu(z)  ->  out_proj -> out [T, H]
 //
-// A batch of single-token decodes takes the decode ops (CausalConv1dUpdate,
-// GdnRecurrent); any batch with a prompt chunk takes the varlen ops (CausalConv1d,
-// GdnChunkedPrefill) for all its sequences, decodes included (a chunk of one).
+// A batch of single-token decodes takes the fused decode op (GdnDecode: conv update,
+// norms, gates, delta rule and gated norm; ReplayState's decode rows the unfused
+// CausalConv1dUpdate and GdnRecurrent); any batch with a prompt chunk takes the
+// varlen ops (CausalConv1d, GdnChunkedPrefill) for all its sequences, decodes
+// included (a chunk of one).
 // A new sequence's state slot must have been zeroed by the caller. Each Forward
 // counts one reach of "gdn::GdnBlock".
 #pragma once

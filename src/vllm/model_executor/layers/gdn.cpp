@@ -50,9 +50,32 @@ void GdnBlock::Forward(const vt::Tensor& x, const AttnMetadata& meta, const Laye
   vt::Tensor projected = vt::Tensor::Empty({T, W}, x.dtype(), x.device());
   in_proj_.Forward(x, projected);
   if (projected_out != nullptr) *projected_out = projected;
-  const vt::Tensor core = Recur(projected, meta, state);  // [T, Hv, Dv]
   const vt::Tensor z_columns = in_proj_.Columns(projected, kZ);
   const vt::Tensor z = z_columns.AsStrided({T, Hv, Dv}, {W, Dv, 1}, z_columns.offset());  // [T, Hv, Dv]
+  if (meta.max_query_len == 1) {
+    // A decode step: conv, norms, gates, delta rule and gated norm as one op (two
+    // launches on a GPU instead of six).
+    const vt::Tensor core = vt::Tensor::Empty({T, Hv, Dv}, x.dtype(), x.device());
+    vt::GdnDecode({.mixed = in_proj_.Columns(projected, kQkv),
+                   .conv_weight = w_.conv1d,
+                   .conv_states = state.conv_states,
+                   .a = in_proj_.Columns(projected, kA),
+                   .b = in_proj_.Columns(projected, kB),
+                   .A = w_.A,
+                   .dt_bias = w_.dt_bias,
+                   .states = state.ssm_states,
+                   .state_slot_ids = meta.state_slot_ids,
+                   .z = z,
+                   .norm_weight = w_.norm,
+                   .out = core,
+                   .key_heads = dims_.num_key_heads,
+                   .key_dim = dims_.key_head_dim,
+                   .eps = dims_.rms_norm_eps,
+                   .tiled_value_heads = dims_.tiled_value_heads});
+    vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
+    return;
+  }
+  const vt::Tensor core = Recur(projected, meta, state);  // [T, Hv, Dv]
   vt::GatedRmsNorm({.x = core, .z = z, .weight = w_.norm, .out = core, .eps = dims_.rms_norm_eps});
   vt::MatMul({.x = core.View({T, Hv * Dv}), .w = w_.out_proj, .out = out});
 }
