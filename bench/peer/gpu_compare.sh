@@ -6,7 +6,8 @@
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
-#                             [--sanitize GTEST_FILTER] [--budget S]
+#                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
+#                             [--prompts 16,64,256] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -19,8 +20,9 @@
 #      vt_gpu_bench, and vt_tests with --tests), then with --tests the MatMul /
 #      MoeExperts contract tests on cuda:0 (with --model-tests also the reference
 #      models, decode graphs and hybrid prefix cache of vllm_tests on cuda:0; with
-#      --sanitize F, compute-sanitizer's memcheck and racecheck over the vt tests
-#      matching F, e.g. a new kernel's contract test), and vt_gpu_bench
+#      --sanitize F, compute-sanitizer's memcheck (and racecheck when more than 400 s
+#      are left) over the vt tests matching F, e.g. a new kernel's contract test;
+#      --test-filter / --model-test-filter replace the two test filters), and vt_gpu_bench
 #      (kernels against the copy bandwidth) when time allows. With --launch-ab: the
 #      9B-shape bf16 batch-1 decode (gpu_decode_bench, 512-token prompt) with
 #      programmatic launch (the default) and without (launch=serialized), graphs and
@@ -34,7 +36,8 @@
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
 #   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
-#      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out),
+#      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out, or
+#      --prompts),
 #      (with --ncu, the kernel times of one decode step at each --ncu-batches size
 #      (1,16 by default) under
 #      Nsight Compute, captured alone by --profile-decode-step), then llama-bench (pp512, pp2048, tg128, flash
@@ -82,6 +85,9 @@ structured_model=
 mtp=0
 structured_tokenizer=
 sanitize_filter=
+test_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*'
+model_test_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*:*HybridPrefixCacheTest.*'
+prompts=16,64,256
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
@@ -100,6 +106,9 @@ while [ $# -gt 0 ]; do
     --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
     --mtp) mtp=1; shift ;;
     --sanitize) sanitize_filter=$2; run_tests=1; shift 2 ;;
+    --test-filter) test_filter=$2; shift 2 ;;
+    --model-test-filter) model_test_filter=$2; shift 2 ;;
+    --prompts) prompts=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -171,7 +180,7 @@ fi
 if [ $run_tests = 1 ] && [ -x "$bin/vt_tests" ]; then
   stage "contract tests on cuda:0: every op with a GPU kernel, the kernel choices and variants, programmatic launch"
   timeout $(( $(left) > 120 ? 120 : $(left) )) "$bin/vt_tests" \
-    --gtest_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*' \
+    --gtest_filter="$test_filter" \
     >"$out/tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests.log" | head -20
@@ -181,7 +190,8 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sani
 if [ -n "$sanitize_filter" ] && [ -n "$sanitizer" ] && [ -x "$bin/vt_tests" ]; then
   stage "compute-sanitizer memcheck and racecheck: $sanitize_filter"
   for tool in memcheck racecheck; do
-    timeout $(( $(left) > 180 ? 90 : $(left) / 3 )) "$sanitizer" --tool $tool --error-exitcode 99 --print-limit 20 \
+    [ $tool = racecheck ] && [ "$(left)" -lt 400 ] && { echo "racecheck skipped: $(left) s left"; continue; }
+    timeout $(( $(left) > 180 ? 60 : $(left) / 3 )) "$sanitizer" --tool $tool --error-exitcode 99 --print-limit 20 \
       "$bin/vt_tests" --gtest_filter="$sanitize_filter" >"$out/sanitizer_$tool.log" 2>&1
     echo "$tool rc $? (99: errors found, 124: timed out)"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|\[  FAILED  \]" "$out/sanitizer_$tool.log" | head -10
@@ -190,7 +200,7 @@ fi
 if [ $model_tests = 1 ] && [ -x "$bin/vllm_tests" ]; then
   stage "reference models on cuda:0 (f32 at the CPU tolerance, bf16 bounds, decode graphs against eager)"
   timeout $(( $(left) > 200 ? 120 : $(left) / 2 )) "$bin/vllm_tests" \
-    --gtest_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*:*HybridPrefixCacheTest.*' \
+    --gtest_filter="$model_test_filter" \
     >"$out/vllm_tests.log" 2>&1
   echo "rc $?"
   grep -E "^\[  FAILED  \]|Failure" "$out/vllm_tests.log" | head -20
@@ -307,7 +317,7 @@ for name in ${models//,/ }; do
     --num-iters-warmup 1 --print-kernels
   ours "$name" prefill2048 60 latency --model "$file" --input-len 2048 --output-len 2 --batch-size 1 --num-iters 3 \
     --num-iters-warmup 1
-  ours "$name" throughput 200 throughput --model "$file" --num-prompts 16,64,256 --input-len 256 --output-len 128 \
+  ours "$name" throughput 200 throughput --model "$file" --num-prompts "$prompts" --input-len 256 --output-len 128 \
     --max-model-len 512
   fi
 
@@ -368,7 +378,7 @@ for name in ${models//,/ }; do
     echo "llama-bench rc $?"; cat "$out/$name.llama-bench.jsonl" | cut -c1-200
     t=$(( $(left) - 15 )); [ $t -gt 150 ] && t=150
     timeout $t "$llama_bin/llama-batched-bench" -m "$file" -ngl 99 -fa on -c 100000 -npp 256 -ntg 128 \
-      -npl 16,64,256 --output-format jsonl >"$out/$name.batched.jsonl" 2>"$out/$name.batched.err"
+      -npl "$prompts" --output-format jsonl >"$out/$name.batched.jsonl" 2>"$out/$name.batched.err"
     echo "llama-batched-bench rc $?"; grep '^{' "$out/$name.batched.jsonl" | cut -c1-300
   fi
   rm -f "$file"
