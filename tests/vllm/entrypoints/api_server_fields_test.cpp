@@ -37,7 +37,7 @@ std::map<std::string, FieldCase> FieldCases(Endpoint endpoint) {
       {"prompt_embeds", {"AAAA", 400}},
       {"audio", {{{"format", "wav"}, {"voice", "alloy"}}, 400}},
       {"modalities", {json::array({"text", "audio"}), 400}},
-      {"best_of", {2, 400}},
+      {"best_of", {2, 200}},
       {"echo", {true, 200}},
       {"frequency_penalty", {0.5, 200}},
       {"logit_bias", {{{"65", 2.0}}, 200}},

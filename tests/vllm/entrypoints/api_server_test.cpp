@@ -3,6 +3,7 @@
 // prompt forms, seeds, tokenization, models and metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -124,6 +125,86 @@ TEST(ApiServerTest, StreamedCompletionSendsTokensWhoseTextIsEmpty) {
 // seeded request sampled with seed + j, so choice j equals a request with that seed;
 // prompt p's choices are p n .. p n + n - 1; usage counts a prompt once. Streamed,
 // each choice's chunks carry its index and concatenate to its non-streamed result.
+// The sum of a completion choice's token_logprobs.
+double SumOfTokenLogprobs(const json& choice) {
+  double sum = 0.0;
+  for (const json& logprob : choice["logprobs"]["token_logprobs"]) sum += logprob.get<double>();
+  return sum;
+}
+
+// best_of: best_of candidates a prompt (candidate j sampled with seed + j, as n's
+// choices), of which the n of highest cumulative logprob are returned, best first;
+// logprobs stay out unless asked for, and usage counts the returned choices (as
+// vLLM). Checked against the candidates requested one by one. best_of under n, over
+// 128, or over n on a stream is a 400 naming best_of.
+TEST(ApiServerTest, BestOfReturnsTheCandidatesOfHighestCumulativeLogprob) {
+  TestServer server;
+  const json single = {{"prompt", "abc def"}, {"max_tokens", 6},         {"temperature", 1.0},
+                       {"ignore_eos", true},   {"return_token_ids", true}, {"logprobs", 0}};
+  const int best_of = 5, seed = 21;
+  std::vector<std::pair<double, std::vector<int32_t>>> candidates;
+  for (int j = 0; j < best_of; ++j) {
+    json alone = single;
+    alone["seed"] = seed + j;
+    const json choice = server.PostOk("/v1/completions", alone)["choices"][0];
+    candidates.emplace_back(SumOfTokenLogprobs(choice), Ids(choice["token_ids"]));
+  }
+  std::vector<int> order = {0, 1, 2, 3, 4};
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return candidates[a].first > candidates[b].first; });
+  ASSERT_NE(std::vector<int>(order.begin(), order.begin() + 2), (std::vector<int>{0, 1}))
+      << "this seed's best two are its first two candidates: the test could not tell ranking from none";
+  json body = single;
+  body.erase("logprobs");
+  body["seed"] = seed;
+  body["n"] = 2;
+  body["best_of"] = best_of;
+  const json res = server.PostOk("/v1/completions", body);
+  ASSERT_EQ(res["choices"].size(), 2u) << res;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(res["choices"][i]["index"], i);
+    EXPECT_EQ(Ids(res["choices"][i]["token_ids"]), candidates[order[i]].second) << i;
+    EXPECT_TRUE(res["choices"][i]["logprobs"].is_null()) << "logprobs were not asked for";
+  }
+  EXPECT_EQ(res["usage"]["completion_tokens"], 12);
+  body["logprobs"] = 1;  // asked for: the chosen candidates' own
+  const json with_logprobs = server.PostOk("/v1/completions", body);
+  EXPECT_NEAR(SumOfTokenLogprobs(with_logprobs["choices"][0]), candidates[order[0]].first, 1e-4);
+
+  // Chat: one choice, the best of three.
+  const json chat = {{"messages", kChat}, {"max_tokens", 6}, {"temperature", 1.0}, {"ignore_eos", true}};
+  std::vector<std::pair<double, std::string>> answers;
+  for (int j = 0; j < 3; ++j) {
+    json alone = chat;
+    alone["seed"] = 40 + j;
+    alone["logprobs"] = true;
+    const json choice = server.PostOk("/v1/chat/completions", alone)["choices"][0];
+    double sum = 0.0;
+    for (const json& token : choice["logprobs"]["content"]) sum += token["logprob"].get<double>();
+    answers.emplace_back(sum, choice["message"]["content"].get<std::string>());
+  }
+  const auto best = std::max_element(answers.begin(), answers.end(),
+                                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  json chat_best = chat;
+  chat_best["seed"] = 40;
+  chat_best["best_of"] = 3;
+  const json answer = server.PostOk("/v1/chat/completions", chat_best);
+  ASSERT_EQ(answer["choices"].size(), 1u);
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], best->second);
+  EXPECT_TRUE(answer["choices"][0]["logprobs"].is_null());
+
+  for (const auto& [path, bad] : {std::pair<std::string, json>{"/v1/completions", {{"n", 3}, {"best_of", 2}}},
+                                  {"/v1/completions", {{"best_of", 129}}},
+                                  {"/v1/completions", {{"best_of", 2}, {"stream", true}}},
+                                  {"/v1/chat/completions", {{"best_of", 2}, {"stream", true}}}}) {
+    json request = path == "/v1/completions" ? single : chat;
+    request.update(bad);
+    httplib::Result r = server.Post(path, request);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "best_of") << r->body;
+  }
+}
+
 TEST(ApiServerTest, NChoicesAreSampledWithSeedsCountingUpFromTheRequests) {
   TestServer server;
   const json single = {{"prompt", "abc def"},       {"max_tokens", 6},   {"temperature", 1.0},

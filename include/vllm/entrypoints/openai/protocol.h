@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "vllm/engine/request_output.h"
 #include "vllm/entrypoints/generation_config.h"
 #include "vllm/sample/sampling_params.h"
 
@@ -93,6 +94,22 @@ inline constexpr int64_t kMaxChoices = 128;
 int64_t ReadChoiceCount(const nlohmann::json& body);
 // Choice j's sampling parameters: `params`, with seed + j when seeded (vLLM's children).
 SamplingParams ChoiceParams(const SamplingParams& params, int64_t j);
+
+// `best_of`: how many candidates a prompt's n choices are picked from, the n of
+// highest cumulative logprob of their generated tokens (vLLM's sampling with best_of);
+// n by default. A 400 naming best_of when it is under n or over kMaxChoices, or over n
+// on a stream (a choice is known only once every candidate has finished; OpenAI's
+// best_of is not streamed either).
+int64_t ReadBestOf(const nlohmann::json& body, int64_t n, bool stream);
+// Candidate j of a prompt: ChoiceParams, and with best_of > n the sampled token's
+// logprob at least (logprobs 0), which the ranking sums.
+SamplingParams CandidateParams(const SamplingParams& params, int64_t j, int64_t n, int64_t best_of);
+// The sum of the logprobs of `output`'s generated tokens (-inf without logprobs).
+double CumulativeLogprob(const RequestOutput& output);
+// Of candidates [first, first + best_of), the n of highest cumulative logprob, best first
+// (ties: the lower index), as indices into `candidates`.
+std::vector<size_t> BestCandidates(const std::vector<RequestOutput>& candidates, size_t first, int64_t best_of,
+                                   int64_t n);
 // SamplingParams::Validate as a 400 naming the field.
 void ValidateSampling(const SamplingParams& params, int64_t vocab_size);
 

@@ -1,8 +1,10 @@
 #include "vllm/entrypoints/openai/protocol.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <limits>
 #include <random>
 
 #include "vllm/entrypoints/sampling_params_json.h"
@@ -182,6 +184,52 @@ SamplingParams ChoiceParams(const SamplingParams& params, int64_t j) {
   SamplingParams choice = params;
   if (choice.seed) *choice.seed += static_cast<uint64_t>(j);
   return choice;
+}
+
+int64_t ReadBestOf(const json& body, int64_t n, bool stream) {
+  const int64_t best_of = OptionalInt(body, "best_of").value_or(n);
+  if (best_of < n || best_of > kMaxChoices) {
+    BadRequest("'best_of' must be between n (" + std::to_string(n) + ") and " + std::to_string(kMaxChoices) +
+                   ", got " + std::to_string(best_of),
+               "best_of");
+  }
+  if (stream && best_of > n) {
+    BadRequest("'best_of' greater than n cannot be streamed: the best choices are known only when every candidate "
+               "has finished; send stream false, or best_of equal to n",
+               "best_of");
+  }
+  return best_of;
+}
+
+SamplingParams CandidateParams(const SamplingParams& params, int64_t j, int64_t n, int64_t best_of) {
+  SamplingParams candidate = ChoiceParams(params, j);
+  if (best_of > n && !candidate.logprobs) candidate.logprobs = 0;
+  return candidate;
+}
+
+double CumulativeLogprob(const RequestOutput& output) {
+  double sum = 0.0;
+  for (size_t t = 0; t < output.token_ids.size(); ++t) {
+    if (t >= output.logprobs.size()) return -std::numeric_limits<double>::infinity();
+    double logprob = -std::numeric_limits<double>::infinity();
+    for (const auto& [id, value] : output.logprobs[t]) {
+      if (id == output.token_ids[t]) logprob = value;
+    }
+    sum += logprob;
+  }
+  return sum;
+}
+
+std::vector<size_t> BestCandidates(const std::vector<RequestOutput>& candidates, size_t first, int64_t best_of,
+                                   int64_t n) {
+  std::vector<std::pair<double, size_t>> ranked;
+  for (size_t i = first; i < first + static_cast<size_t>(best_of); ++i) {
+    ranked.emplace_back(CumulativeLogprob(candidates.at(i)), i);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<size_t> best;
+  for (int64_t i = 0; i < n; ++i) best.push_back(ranked[static_cast<size_t>(i)].second);
+  return best;
 }
 
 RequestSampling ReadSampling(const json& body, const SamplingDefaults& defaults) {

@@ -47,8 +47,7 @@ constexpr Field kFields[] = {
     {"prompt_embeds", kCompletionOnly, Never, "prompts are token ids or text; embeddings are not taken"},
     {"audio", kChatOnly, Never, "the served models produce text only"},
     {"modalities", kChatOnly, IsTextOnly, "the served models produce text only: send [\"text\"] or nothing"},
-    {"best_of", kBoth, IsOne,
-     "best_of (sampling several and returning the best) is not implemented; n returns several choices"},
+    {"best_of", kBoth, nullptr, ""},
     {"echo", kBoth, nullptr, ""},
     {"frequency_penalty", kBoth, nullptr, ""},
     {"logit_bias", kBoth, nullptr, ""},
@@ -56,7 +55,7 @@ constexpr Field kFields[] = {
     {"top_logprobs", kChatOnly, nullptr, ""},
     {"max_tokens", kBoth, nullptr, ""},
     {"max_completion_tokens", kChatOnly, nullptr, ""},
-    {"n", kBoth, nullptr, ""},  // completions: n choices a prompt; chat refuses n > 1 itself
+    {"n", kBoth, nullptr, ""},
     {"presence_penalty", kBoth, nullptr, ""},
     {"response_format", kBoth, nullptr, ""},
     {"seed", kBoth, nullptr, ""},

@@ -26,7 +26,8 @@ struct ChatRequest {
   std::optional<int> prompt_logprobs;  // vLLM's extra field
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
-  int64_t n = 1;  // choices, each its own engine request (ChoiceParams)
+  int64_t n = 1;        // choices, each its own engine request (ChoiceParams)
+  int64_t best_of = 1;  // candidates the n choices are picked from (ReadBestOf)
   ChatTools tools;
   std::string reasoning_parser;       // the server's ("" or "qwen3")
   bool starts_in_reasoning = false;   // the rendered prompt left <think> open
@@ -106,6 +107,7 @@ ChatRequest ReadRequest(const std::string& text, const ServingContext& context) 
                                                        sampling.max_tokens, sampling.default_max_tokens, "messages");
   ValidateSampling(request.params, context.engine().vocab_size());
   request.n = ReadChoiceCount(body);
+  request.best_of = ReadBestOf(body, request.n, request.stream.stream);
   return request;
 }
 
@@ -327,25 +329,32 @@ class ChatStream : public EventStream {
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
   ChatRequest request = ReadRequest(body, context_);
   std::vector<AsyncLLMEngine::NewRequest> engine_requests;
-  for (int64_t j = 0; j < request.n; ++j) {
+  for (int64_t j = 0; j < request.best_of; ++j) {
     // One request keeps vLLM's id; parallel samples get "-j" as in vLLM's fan-out.
-    const std::string id = request.n == 1 ? request.request_id : request.request_id + "-" + std::to_string(j);
-    engine_requests.push_back({id, request.prompt_ids, ChoiceParams(request.params, j), request.user});
+    const std::string id = request.best_of == 1 ? request.request_id : request.request_id + "-" + std::to_string(j);
+    engine_requests.push_back(
+        {id, request.prompt_ids, CandidateParams(request.params, j, request.n, request.best_of), request.user});
   }
   auto group = std::make_unique<RequestGroup>(context_.engine(), std::move(engine_requests));
   const Tokenizer* tokenizer = context_.engine().tokenizer();
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<ChatStream>(std::move(request), std::move(group), tokenizer)};
   }
-  return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
+  std::vector<RequestOutput> outputs = group->WaitAll(client_gone);
+  if (request.best_of > request.n) {  // the n best candidates, in ranking order
+    const std::vector<RequestOutput> candidates = std::move(outputs);
+    outputs.clear();
+    for (size_t i : BestCandidates(candidates, 0, request.best_of, request.n)) outputs.push_back(candidates[i]);
+  }
+  return {200, ResponseJson(request, outputs, tokenizer), nullptr};
 }
 
 EngineRequestsOfBody ReadChatCompletionBody(const std::string& body, const ServingContext& context) {
   const ChatRequest request = ReadRequest(body, context);
   EngineRequestsOfBody out;
-  for (int64_t j = 0; j < request.n; ++j) {
+  for (int64_t j = 0; j < request.best_of; ++j) {
     out.prompt_ids.push_back(request.prompt_ids);
-    out.params.push_back(ChoiceParams(request.params, j));
+    out.params.push_back(CandidateParams(request.params, j, request.n, request.best_of));
   }
   return out;
 }

@@ -30,6 +30,9 @@ struct CompletionRequest {
   // Per choice: prompt p's n choices are choices p n .. p n + n - 1 (OpenAI's index),
   // each its own engine request (as vLLM's parallel sampling fans a request out).
   int64_t n = 1;
+  // Candidates a prompt's n choices are picked from (ReadBestOf); with best_of > n the
+  // prompts and params below hold best_of candidates a prompt until PickBestOf.
+  int64_t best_of = 1;
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;  // per choice (max_tokens depends on the prompt's length)
   // Usage counts a prompt once, however many choices it has.
@@ -133,14 +136,15 @@ CompletionRequest ReadRequest(const std::string& text, const ServingContext& con
   std::optional<int64_t> fallback_max_tokens = sampling.default_max_tokens;
   if (!fallback_max_tokens && !body.contains("max_tokens")) fallback_max_tokens = 16;
   request.n = ReadChoiceCount(body);
+  request.best_of = ReadBestOf(body, request.n, request.stream.stream);
   std::vector<Prompt> choices;
   for (const Prompt& prompt : request.prompts) {
     SamplingParams params = sampling.params;
     params.max_tokens = context.ResolveMaxTokens(static_cast<int64_t>(prompt.ids.size()), sampling.max_tokens,
                                                  fallback_max_tokens, "prompt");
     ValidateSampling(params, context.engine().vocab_size());
-    for (int64_t j = 0; j < request.n; ++j) {
-      request.params.push_back(ChoiceParams(params, j));
+    for (int64_t j = 0; j < request.best_of; ++j) {
+      request.params.push_back(CandidateParams(params, j, request.n, request.best_of));
       choices.push_back(prompt);
     }
   }
@@ -338,6 +342,25 @@ class CompletionStream : public EventStream {
   bool done_ = false;
 };
 
+// With best_of > n: each prompt's n best candidates become its choices (outputs,
+// prompts and params narrowed alike, in ranking order).
+std::vector<RequestOutput> PickBestOf(CompletionRequest& request, const std::vector<RequestOutput>& candidates) {
+  if (request.best_of == request.n) return candidates;
+  std::vector<RequestOutput> outputs;
+  std::vector<Prompt> prompts;
+  std::vector<SamplingParams> params;
+  for (size_t first = 0; first < candidates.size(); first += static_cast<size_t>(request.best_of)) {
+    for (size_t i : BestCandidates(candidates, first, request.best_of, request.n)) {
+      outputs.push_back(candidates[i]);
+      prompts.push_back(request.prompts[i]);
+      params.push_back(request.params[i]);
+    }
+  }
+  request.prompts = std::move(prompts);
+  request.params = std::move(params);
+  return outputs;
+}
+
 }  // namespace
 
 ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone& client_gone) const {
@@ -352,7 +375,8 @@ ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone&
   if (request.stream.stream) {
     return {200, nullptr, std::make_shared<CompletionStream>(std::move(request), std::move(group), tokenizer)};
   }
-  return {200, ResponseJson(request, group->WaitAll(client_gone), tokenizer), nullptr};
+  const std::vector<RequestOutput> outputs = PickBestOf(request, group->WaitAll(client_gone));
+  return {200, ResponseJson(request, outputs, tokenizer), nullptr};
 }
 
 EngineRequestsOfBody ReadCompletionBody(const std::string& body, const ServingContext& context) {
