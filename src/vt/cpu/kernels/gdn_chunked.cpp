@@ -1,6 +1,7 @@
 // CPU kernel of GdnChunkedPrefill: the gated delta rule over a varlen batch in chunks
 // of C = 64 tokens (the WY form of docs/qwen35.md §3.3), equal to GdnRecurrent up to
-// rounding. Shapes as GdnRecurrent: q, k [T, Hk, Dk]; v, out [T, Hv, Dv]; g, beta
+// rounding; sequences of fewer than kChunkedMinTokens tokens take the token
+// recurrence (gdn_recurrent.cpp) instead. Shapes as GdnRecurrent: q, k [T, Hk, Dk]; v, out [T, Hv, Dv]; g, beta
 // [T, Hv] f32; states [slots, Hv, Dk, Dv] f32 (initial state in, final state out).
 //
 // Per (sequence, value head) and chunk of n <= 64 tokens, with S the state entering
@@ -267,8 +268,18 @@ std::vector<int64_t> HeadsByKeyHead(const GdnChunkedPrefillArgs& args) {
 }
 
 void GdnChunkedPrefillCpu(const GdnChunkedPrefillArgs& args) {
-  const std::vector<SequenceSpan> seqs = ReadSequences("GdnChunkedPrefill", args.query_start_loc,
-                                                       args.state_slot_ids, args.q.size(0), args.states.size(0));
+  std::vector<SequenceSpan> seqs = ReadSequences("GdnChunkedPrefill", args.query_start_loc, args.state_slot_ids,
+                                                 args.q.size(0), args.states.size(0));
+  // Short sequences (decode rows of a mixed step, MTP verification) run the token
+  // recurrence, the same function of the inputs (kChunkedMinTokens says why).
+  std::vector<SequenceSpan> short_seqs;
+  std::erase_if(seqs, [&](const SequenceSpan& s) {
+    const bool is_short = s.end - s.begin < kChunkedMinTokens;
+    if (is_short) short_seqs.push_back(s);
+    return is_short;
+  });
+  if (!short_seqs.empty()) RunRecurrentSequences(args, short_seqs);
+  if (seqs.empty()) return;
   const int64_t value_heads = args.v.size(1);
   const std::vector<int64_t> heads = HeadsByKeyHead(args);
   const ChunkKernels& kern = Kernels();

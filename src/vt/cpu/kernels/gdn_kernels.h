@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "vt/op_args.h"
 #include "vt/tensor.h"
 
 namespace vt::cpu::gdn {
@@ -26,6 +27,16 @@ std::vector<SequenceSpan> ReadSequences(const char* op, const Tensor& query_star
                                         int64_t num_tokens, int64_t num_slots);
 // One token per sequence: row b is sequence b (the decode step), same checks.
 std::vector<SequenceSpan> ReadDecodeSlots(const char* op, const Tensor& slot_ids, int64_t num_slots);
+
+// The token recurrence (gdn_recurrent.cpp) over `seqs` of args: GdnRecurrent's kernel,
+// and GdnChunkedPrefill's for its sequences of fewer than kChunkedMinTokens tokens.
+void RunRecurrentSequences(const GdnArgs& args, const std::vector<SequenceSpan>& seqs);
+// Below this many tokens a sequence's chunk costs more than its tokens one by one
+// (measured on a 2-vCPU Zen 4, Dk = Dv = 128: 2 value heads, recurrence 2.9 / 9.6 /
+// 15.2 us for 1 / 4 / 8 tokens against 11.7 / 22.2 / 25.5 for a chunk; 32 heads, 41 /
+// 87 / 153 against 69 / 89 / 125): MTP's verification rows and the decode rows of a
+// mixed step.
+inline constexpr int64_t kChunkedMinTokens = 8;
 
 // The most tokens any one sequence has (0 for none): sizes per-worker scratch, which
 // a decode step (one token each) should not pay for at prefill size.

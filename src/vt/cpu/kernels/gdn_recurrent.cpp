@@ -106,8 +106,13 @@ void RunSequenceHead(const GdnRecurrentArgs& args, const SequenceSpan& seq, int6
 }
 
 void GdnRecurrentCpu(const GdnRecurrentArgs& args) {
-  const std::vector<SequenceSpan> seqs =
-      ReadSequences("GdnRecurrent", args.query_start_loc, args.state_slot_ids, args.q.size(0), args.states.size(0));
+  RunRecurrentSequences(args, ReadSequences("GdnRecurrent", args.query_start_loc, args.state_slot_ids,
+                                            args.q.size(0), args.states.size(0)));
+}
+
+}  // namespace
+
+void RunRecurrentSequences(const GdnArgs& args, const std::vector<SequenceSpan>& seqs) {
   const int64_t value_heads = args.v.size(1);
   ParallelFor(static_cast<int64_t>(seqs.size()) * value_heads, 1, [&](int64_t begin, int64_t end) {
     FlushDenormalsScope flush_denormals;
@@ -118,8 +123,6 @@ void GdnRecurrentCpu(const GdnRecurrentArgs& args) {
     }
   });
 }
-
-}  // namespace
 
 VT_REGISTER_KERNEL(GdnRecurrent, kCPU, GdnRecurrentCpu);
 
