@@ -7,7 +7,7 @@
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
 #                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
-#                             [--prompts 16,64,256] [--budget S]
+#                             [--prompts 16,64,256] [--long-prompt N] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -37,7 +37,7 @@
 #   4. For each model: random_gguf writes the GGUF (shape and weight format from the
 #      name), then `vllm-cpp bench latency` (512 in / 128 out, batch 1; and 2048 in for
 #      prefill), `vllm-cpp bench throughput` (16, 64, 256 prompts of 256 in / 128 out, or
-#      --prompts),
+#      --prompts), with --long-prompt N also an N-token prefill (one run each side),
 #      (with --ncu, the kernel times of one decode step at each --ncu-batches size
 #      (1,16 by default) under
 #      Nsight Compute, captured alone by --profile-decode-step), then llama-bench (pp512, pp2048, tg128, flash
@@ -88,6 +88,7 @@ sanitize_filter=
 test_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*'
 model_test_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*:*HybridPrefixCacheTest.*'
 prompts=16,64,256
+long_prompt=
 budget=560
 while [ $# -gt 0 ]; do
   case $1 in
@@ -109,6 +110,7 @@ while [ $# -gt 0 ]; do
     --test-filter) test_filter=$2; shift 2 ;;
     --model-test-filter) model_test_filter=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
+    --long-prompt) long_prompt=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     *) echo "gpu_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -317,6 +319,10 @@ for name in ${models//,/ }; do
     --num-iters-warmup 1 --print-kernels
   ours "$name" prefill2048 60 latency --model "$file" --input-len 2048 --output-len 2 --batch-size 1 --num-iters 3 \
     --num-iters-warmup 1
+  if [ -n "$long_prompt" ]; then
+    ours "$name" prefill_long 120 latency --model "$file" --input-len "$long_prompt" --output-len 2 --batch-size 1 \
+      --num-iters 1 --num-iters-warmup 1 --max-model-len $(( long_prompt + 16 ))
+  fi
   ours "$name" throughput 200 throughput --model "$file" --num-prompts "$prompts" --input-len 256 --output-len 128 \
     --max-model-len 512
   fi
@@ -376,6 +382,12 @@ for name in ${models//,/ }; do
     timeout $t "$llama_bin/llama-bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n 128 -o jsonl \
       >"$out/$name.llama-bench.jsonl" 2>"$out/$name.llama-bench.err"
     echo "llama-bench rc $?"; cat "$out/$name.llama-bench.jsonl" | cut -c1-200
+    if [ -n "$long_prompt" ] && [ "$(left)" -gt 60 ]; then
+      t=$(( $(left) - 40 )); [ $t -gt 90 ] && t=90
+      timeout $t "$llama_bin/llama-bench" -m "$file" -ngl 99 -fa 1 -p "$long_prompt" -n 0 -r 2 -o jsonl \
+        >"$out/$name.llama-long.jsonl" 2>"$out/$name.llama-long.err"
+      echo "llama-bench pp$long_prompt rc $?"; cut -c1-200 "$out/$name.llama-long.jsonl"
+    fi
     t=$(( $(left) - 15 )); [ $t -gt 150 ] && t=150
     timeout $t "$llama_bin/llama-batched-bench" -m "$file" -ngl 99 -fa on -c 100000 -npp 256 -ntg 128 \
       -npl "$prompts" --output-format jsonl >"$out/$name.batched.jsonl" 2>"$out/$name.batched.err"

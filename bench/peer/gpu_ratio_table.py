@@ -4,6 +4,7 @@
 Reads, for each model name given, the files gpu_compare.sh wrote into DIR:
   NAME.latency.json      vllm-cpp bench latency (--input-len 512 --output-len 128)
   NAME.prefill2048.json  vllm-cpp bench latency (--input-len 2048 --output-len 2)
+  NAME.prefill_long.json, NAME.llama-long.jsonl  the --long-prompt N prefill of both
   NAME.throughput.json   vllm-cpp bench throughput (--num-prompts 16,64,256 ...)
   NAME.llama-bench.jsonl llama-bench -o jsonl (pp512, pp2048, tg128)
   NAME.batched.jsonl     llama-batched-bench --output-format jsonl (npl 16,64,256)
@@ -82,6 +83,13 @@ def table(folder, names):
             r = pre["results"][0]
             row(name, f"prefill {pre['config']['input_len']}", r["prefill_tokens_per_s"],
                 llama_bench(lb, pre["config"]["input_len"], 0))
+        long_ours = os.path.join(folder, f"{name}.prefill_long.json")
+        if os.path.exists(long_ours):
+            c = load_json(long_ours)
+            n = c["config"]["input_len"]
+            long_path = os.path.join(folder, f"{name}.llama-long.jsonl")
+            theirs = llama_bench(load_jsonl(long_path), n, 0) if os.path.exists(long_path) else None
+            row(name, f"prefill {n}", c["results"][0]["prefill_tokens_per_s"], theirs)
         if lat:
             r = lat["results"][0]
             row(name, f"batch-{r['batch_size']} decode", r["decode_tokens_per_s"],

@@ -201,8 +201,15 @@ struct MoeRouterArgs {
 // views into a fused gate_up tensor work); topk_weights [T, k] f32, topk_ids [T, k]
 // i32; out [T, H] (overwritten). An expert id outside [0, E) is an error reported
 // as GatherRows' bad ids are.
+// Optional shared expert (Qwen3.5-MoE, Qwen2-MoE), all four or none: every token adds
+// sigmoid(shared_gate_logits[t]) * shared_w_down(silu(shared_w_gate x) * shared_w_up x),
+// shared_w_gate, shared_w_up [Is, H] and shared_w_down [H, Is] with contiguous rows
+// (any MatMul weight dtype; views into a merged gate|up matrix work), shared_gate_logits
+// [T, 1] float (rows may be strided: a column of the router's output). Passing it here
+// rather than as separate ops lets a backend run it inside the routed experts' launches.
 struct MoeExpertsArgs {
   Tensor x, w_gate, w_up, w_down, topk_weights, topk_ids, out;
+  Tensor shared_w_gate, shared_w_up, shared_w_down, shared_gate_logits;
 };
 
 // x [rows..., V] float; out same shape f32.

@@ -43,8 +43,11 @@ void RunQuantGemvStaged(const MatMulArgs& args);
 // HIP; every weight one staged format, H and I multiples of 256, 16-byte aligned rows
 // and experts): the gate|up pass writes gate_up [1, 2kI] f32 (pair j's gate outputs
 // at 2jI, its up outputs at 2jI + I), the down pass reads activations [1, kI] f32
-// (pair j's weighted SiLU(gate) * up at jI) and writes out.
+// (pair j's weighted SiLU(gate) * up at jI) and writes out. With the shared expert
+// (StagedExpertsTakeShared: Is = I, the routed experts' dtype and row bytes) it is
+// pair k: gate_up [1, 2(k + 1)I], activations [1, (k + 1)I].
 bool StagedExpertsTake(const MoeExpertsArgs& args);
+bool StagedExpertsTakeShared(const MoeExpertsArgs& args);
 void RunStagedExpertGateUp(const MoeExpertsArgs& args, const Tensor& gate_up);
 void RunStagedExpertDown(const MoeExpertsArgs& args, const Tensor& activations);
 // matmul_quant_mma.cu: whether kQuantMma takes a MatMul (false on HIP); the kernel.

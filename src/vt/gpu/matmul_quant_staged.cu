@@ -305,6 +305,11 @@ struct StagedParams {
   int stages_per_expert;  // kExpertDown: I / 256
   int experts, pairs;     // ids outside [0, experts) read zeros and (gate|up pass) are recorded
   BadIndexRecord* bad_index;
+  // The shared expert as pair `pairs` (after the routed ones), or null: its gate and
+  // up rows (kExpertGateUp) or its down rows (kExpertDown, in w_shared), with the
+  // routed experts' row bytes.
+  const uint8_t* w_shared;
+  const uint8_t* w_shared_up;
 };
 
 template <DType kW, typename X, typename Y, int kRows, int kBlocksPerSm, StagedRows kMode>
@@ -350,15 +355,26 @@ __global__ void __launch_bounds__(kStagedThreads, kBlocksPerSm) QuantGemvStagedK
     } else if constexpr (kMode == StagedRows::kExpertGateUp) {
       // part_rows is a multiple of 16: a group's rows lie in one part of one pair.
       const int row = group * kStagedCols, pair = row / (2 * p.part_rows), r = row % (2 * p.part_rows);
-      const int expert = p.expert_ids[pair];
-      if (expert < 0 || expert >= p.experts) live_rows = 0;
-      base = (r < p.part_rows ? p.w : p.w_up) + static_cast<int64_t>(expert) * p.expert_bytes +
-             static_cast<int64_t>(r % p.part_rows) * p.w_row_bytes + static_cast<int64_t>(stage) * Format::kStageBytes;
+      const uint8_t* part;
+      if (pair == p.pairs) {  // the shared expert (only with w_shared: n covers it)
+        part = r < p.part_rows ? p.w_shared : p.w_shared_up;
+      } else {
+        const int expert = p.expert_ids[pair];
+        if (expert < 0 || expert >= p.experts) live_rows = 0;
+        part = (r < p.part_rows ? p.w : p.w_up) + static_cast<int64_t>(expert) * p.expert_bytes;
+      }
+      base = part + static_cast<int64_t>(r % p.part_rows) * p.w_row_bytes + static_cast<int64_t>(stage) * Format::kStageBytes;
     } else {
-      const int expert = p.expert_ids[stage / p.stages_per_expert];
-      if (expert < 0 || expert >= p.experts) live_rows = 0;
-      base = p.w + static_cast<int64_t>(expert) * p.expert_bytes +
-             static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
+      const int pair = stage / p.stages_per_expert;
+      const uint8_t* part;
+      if (pair == p.pairs) {  // the shared expert's down rows
+        part = p.w_shared;
+      } else {
+        const int expert = p.expert_ids[pair];
+        if (expert < 0 || expert >= p.experts) live_rows = 0;
+        part = p.w + static_cast<int64_t>(expert) * p.expert_bytes;
+      }
+      base = part + static_cast<int64_t>(group) * kStagedCols * p.w_row_bytes +
              static_cast<int64_t>(stage % p.stages_per_expert) * Format::kStageBytes;
     }
     const int live_pieces = live_rows * kChunks;
@@ -535,6 +551,19 @@ bool StagedExpertsTake(const MoeExpertsArgs& a) {
          kStagedCols * BytesFor(dtype, a.w_gate.stride(1)) <= UINT32_MAX;
 }
 
+bool StagedExpertsTakeShared(const MoeExpertsArgs& a) {
+  const DType dtype = a.w_down.dtype();
+  const Tensor &gate = a.shared_w_gate, &up = a.shared_w_up, &down = a.shared_w_down;
+  const auto same_rows = [&](const Tensor& shared, const Tensor& routed) {
+    return shared.dtype() == dtype && reinterpret_cast<uintptr_t>(shared.data()) % 16 == 0 &&
+           shared.stride(0) == routed.stride(1);
+  };
+  const int64_t k = a.topk_ids.size(1), inter = a.w_gate.size(1);
+  return gate.defined() && gate.size(0) == inter && same_rows(gate, a.w_gate) && same_rows(up, a.w_up) &&
+         same_rows(down, a.w_down) && StagedXBytes(1, (k + 1) * inter) <= kStagedMaxXBytes &&
+         2 * (k + 1) * inter <= INT32_MAX;
+}
+
 void RunStagedExpertGateUp(const MoeExpertsArgs& a, const Tensor& gate_up) {
   gpuStream_t stream = PrepareDevice(a.x.device());
   const DType dtype = a.w_gate.dtype();
@@ -550,7 +579,11 @@ void RunStagedExpertGateUp(const MoeExpertsArgs& a, const Tensor& gate_up) {
     p.x_row_stride = a.x.stride(0);
     p.out = gate_up.data_ptr<float>();
     p.out_row_stride = gate_up.stride(0);
-    p.n = static_cast<int>(2 * k * inter);
+    p.n = static_cast<int>(gate_up.size(1));  // 2kI, or 2(k + 1)I with the shared expert
+    if (p.n == 2 * (k + 1) * inter) {
+      p.w_shared = static_cast<const uint8_t*>(a.shared_w_gate.data());
+      p.w_shared_up = static_cast<const uint8_t*>(a.shared_w_up.data());
+    }
     p.m = 1;
     p.stages = static_cast<int>(hidden / kStagedStageValues);
     p.x_blocks_per_row = static_cast<int>(hidden / kXBlockValues);
@@ -582,8 +615,10 @@ void RunStagedExpertDown(const MoeExpertsArgs& a, const Tensor& activations) {
     p.out_row_stride = a.out.stride(0);
     p.n = static_cast<int>(a.w_down.size(1));
     p.m = 1;
-    p.stages = static_cast<int>(k * inter / kStagedStageValues);
-    p.x_blocks_per_row = static_cast<int>(k * inter / kXBlockValues);
+    const int64_t pairs = activations.size(1) / inter;  // k, or k + 1 with the shared expert
+    if (pairs == k + 1) p.w_shared = static_cast<const uint8_t*>(a.shared_w_down.data());
+    p.stages = static_cast<int>(pairs * inter / kStagedStageValues);
+    p.x_blocks_per_row = static_cast<int>(pairs * inter / kXBlockValues);
     p.expert_ids = static_cast<const int32_t*>(a.topk_ids.data());
     p.stages_per_expert = static_cast<int>(inter / kStagedStageValues);
     p.experts = static_cast<int>(a.w_down.size(0));
@@ -605,6 +640,7 @@ void RunQuantGemvStaged(const MatMulArgs& a) {
 }
 
 bool StagedExpertsTake(const MoeExpertsArgs&) { return false; }
+bool StagedExpertsTakeShared(const MoeExpertsArgs&) { return false; }
 
 void RunStagedExpertGateUp(const MoeExpertsArgs& a, const Tensor&) {
   throw Error("vt::MoeExperts on " + a.x.device().ToString() +

@@ -353,43 +353,66 @@ bool UseGroupedExperts(const MoeExpertsArgs& a, const std::string& variant) {
 }
 
 // act[j I + i] = weights[j] SiLU(gate_up[2 j I + i]) gate_up[2 j I + I + i] of the
-// token's pair j (an expert id out of range: 0, as the per-pair kernels leave it out).
+// token's pair j (an expert id out of range: 0, as the per-pair kernels leave it out);
+// with shared_logit, pair k is the shared expert with weight sigmoid(*shared_logit).
+template <typename G>
 __global__ void ExpertActivations(const float* gate_up, const float* weights, const int32_t* ids, int64_t k,
-                                  int64_t inter, int64_t experts, float* act) {
+                                  int64_t inter, int64_t experts, const G* shared_logit, float* act) {
   WaitForPriorKernels();  // gpu_launch.cuh
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < k * inter;
+  const int64_t pairs = k + (shared_logit != nullptr ? 1 : 0);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pairs * inter;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = i / inter, c = i % inter;
-    const bool valid = ids[j] >= 0 && ids[j] < experts;
-    act[i] = valid ? weights[j] * Silu(gate_up[2 * j * inter + c]) * gate_up[2 * j * inter + inter + c] : 0.0f;
+    const bool valid = j == k || (ids[j] >= 0 && ids[j] < experts);
+    const float weight = j == k ? 1.0f / (1.0f + expf(-ToFloat(*shared_logit))) : weights[j];
+    act[i] = valid ? weight * Silu(gate_up[2 * j * inter + c]) * gate_up[2 * j * inter + inter + c] : 0.0f;
   }
 }
 
-void RunStagedExperts(const MoeExpertsArgs& a, gpuStream_t stream) {
-  const int64_t k = a.topk_ids.size(1), inter = a.w_gate.size(1);
-  const Tensor gate_up = Tensor::Empty({1, 2 * k * inter}, DType::kF32, a.x.device());
+// With `fold_shared` the shared expert is pair k of both passes (StagedExpertsTakeShared).
+void RunStagedExperts(const MoeExpertsArgs& a, bool fold_shared, gpuStream_t stream) {
+  const int64_t k = a.topk_ids.size(1), inter = a.w_gate.size(1), pairs = k + (fold_shared ? 1 : 0);
+  const Tensor gate_up = Tensor::Empty({1, 2 * pairs * inter}, DType::kF32, a.x.device());
   RunStagedExpertGateUp(a, gate_up);
-  const Tensor act = Tensor::Empty({1, k * inter}, DType::kF32, a.x.device());
-  LaunchKernel(ExpertActivations, GridStrideBlocks(k * inter, a.x.device(), "MoeExperts"), kElementwiseThreads, 0,
-               stream, gate_up.data_ptr<float>(), a.topk_weights.data_ptr<float>(),
-               static_cast<const int32_t*>(a.topk_ids.data()), k, inter, a.w_gate.size(0), act.data_ptr<float>());
+  const Tensor act = Tensor::Empty({1, pairs * inter}, DType::kF32, a.x.device());
+  const DType logit_dtype = fold_shared ? a.shared_gate_logits.dtype() : DType::kF32;
+  DispatchFloat(logit_dtype, "MoeExperts", [&](auto tag) {
+    using G = decltype(tag);
+    LaunchKernel(ExpertActivations<G>, GridStrideBlocks(pairs * inter, a.x.device(), "MoeExperts"),
+                 kElementwiseThreads, 0, stream, gate_up.data_ptr<float>(), a.topk_weights.data_ptr<float>(),
+                 static_cast<const int32_t*>(a.topk_ids.data()), k, inter, a.w_gate.size(0),
+                 fold_shared ? static_cast<const G*>(a.shared_gate_logits.data()) : nullptr, act.data_ptr<float>());
+  });
   CheckLaunch("MoeExperts");
   RunStagedExpertDown(a, act);
 }
 
-void MoeExpertsGpu(const MoeExpertsArgs& a) {
-  gpuStream_t stream = PrepareDevice(a.x.device());
-  const std::string variant = MoeVariant();
-  if (UseStagedExperts(a, variant)) {
-    reach::Hit("MoeExpertsGpu.staged");
-    RunStagedExperts(a, stream);
-    return;
+// The shared expert by the generic ops where the routed kernels do not fold it in:
+// out += sigmoid(g) * down_s(silu(gate_s x) * up_s x), each step rounded to x's dtype
+// (as SparseMoe ran it before MoeExperts took the shared expert).
+void AddSharedExpert(const MoeExpertsArgs& a) {
+  reach::Hit("MoeExpertsGpu.shared_separate");
+  const int64_t tokens = a.x.size(0), inter = a.shared_w_gate.size(0), hidden = a.x.size(1);
+  const Device device = a.x.device();
+  const Tensor &gate = a.shared_w_gate, &up = a.shared_w_up;
+  const Tensor gate_up = Tensor::Empty({tokens, 2 * inter}, a.x.dtype(), device);  // [T, Is | Is]
+  const bool up_follows_gate = gate.storage() == up.storage() && gate.stride(0) == up.stride(0) &&
+                               up.offset() == gate.offset() + inter * gate.stride(0);
+  if (up_follows_gate) {
+    MatMul({.x = a.x, .w = gate.AsStrided({2 * inter, hidden}, gate.strides(), gate.offset()), .out = gate_up});
+  } else {
+    MatMul({.x = a.x, .w = gate, .out = gate_up.Slice(1, 0, inter)});
+    MatMul({.x = a.x, .w = up, .out = gate_up.Slice(1, inter, 2 * inter)});
   }
-  if (UseGroupedExperts(a, variant)) {
-    reach::Hit("MoeExpertsGpu.grouped");
-    RunMoeGrouped(a, stream);
-    return;
-  }
+  const Tensor act = Tensor::Empty({tokens, inter}, a.x.dtype(), device);
+  SiluMul({.gate = gate_up.Slice(1, 0, inter), .up = gate_up.Slice(1, inter, 2 * inter), .out = act});
+  const Tensor shared = Tensor::Empty({tokens, hidden}, a.x.dtype(), device);
+  MatMul({.x = act, .w = a.shared_w_down, .out = shared});
+  SigmoidMul({.x = shared, .gate = a.shared_gate_logits, .out = shared});
+  Add({.a = a.out, .b = shared, .out = a.out});
+}
+
+void RunPerPairExperts(const MoeExpertsArgs& a, gpuStream_t stream) {
   reach::Hit("MoeExpertsGpu.per_pair");
   const int64_t tokens = a.x.size(0), k = a.topk_ids.size(1);
   const int64_t hidden_size = a.x.size(1), inter_size = a.w_gate.size(1);
@@ -441,6 +464,28 @@ void MoeExpertsGpu(const MoeExpertsArgs& a) {
     });
   });
   CheckLaunch("MoeExperts");
+}
+
+void MoeExpertsGpu(const MoeExpertsArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const std::string variant = MoeVariant();
+  const bool shared = a.shared_w_gate.defined();
+  if (UseStagedExperts(a, variant)) {
+    reach::Hit("MoeExpertsGpu.staged");
+    const bool fold_shared = shared && StagedExpertsTakeShared(a);
+    if (fold_shared) reach::Hit("MoeExpertsGpu.staged.shared_folded");
+    RunStagedExperts(a, fold_shared, stream);
+    if (shared && !fold_shared) AddSharedExpert(a);
+    return;
+  }
+  if (UseGroupedExperts(a, variant)) {
+    reach::Hit("MoeExpertsGpu.grouped");
+    RunMoeGrouped(a, stream);
+    if (shared) AddSharedExpert(a);
+    return;
+  }
+  RunPerPairExperts(a, stream);
+  if (shared) AddSharedExpert(a);
 }
 
 }  // namespace

@@ -60,6 +60,27 @@ void MoeExperts(const MoeExpertsArgs& args) {
   check.SameShape(args.out, "out", args.x, "x");
   check.LastDimContiguous(args.out, "out");
   check.NoOverlap(args.out, "out", args.x, "x", false);
+  if (args.shared_w_gate.defined() || args.shared_w_up.defined() || args.shared_w_down.defined() ||
+      args.shared_gate_logits.defined()) {
+    // All four or none; the constructor names an undefined one and a device mismatch.
+    const OpCheck shared("MoeExperts", {{"x", &args.x},
+                                        {"shared_w_gate", &args.shared_w_gate},
+                                        {"shared_w_up", &args.shared_w_up},
+                                        {"shared_w_down", &args.shared_w_down},
+                                        {"shared_gate_logits", &args.shared_gate_logits}});
+    shared.Rank(args.shared_w_gate, "shared_w_gate", 2);
+    shared.WeightDType(args.shared_w_gate, "shared_w_gate");
+    shared.Size(args.shared_w_gate, "shared_w_gate", 1, hidden, "hidden size of x");
+    shared.LastDimContiguous(args.shared_w_gate, "shared_w_gate");
+    shared.DType(args.shared_w_up, "shared_w_up", {args.shared_w_gate.dtype()});
+    shared.SameShape(args.shared_w_up, "shared_w_up", args.shared_w_gate, "shared_w_gate");
+    shared.LastDimContiguous(args.shared_w_up, "shared_w_up");
+    shared.WeightDType(args.shared_w_down, "shared_w_down");
+    shared.Shape(args.shared_w_down, "shared_w_down", {hidden, args.shared_w_gate.size(0)});
+    shared.LastDimContiguous(args.shared_w_down, "shared_w_down");
+    shared.FloatDType(args.shared_gate_logits, "shared_gate_logits");
+    shared.Shape(args.shared_gate_logits, "shared_gate_logits", {tokens, 1});
+  }
   if (tokens == 0) return;
   Dispatch<OpId::kMoeExperts>(check.device().type, args);
 }

@@ -2,7 +2,9 @@
 // e = ids[t,j], against a double-precision reference from the dequantized expert
 // weights. Separate and fused gate_up expert tensors, float and block dtypes, k
 // distinct random experts per token with some experts receiving no tokens, decode
-// (1 token) and prefill sizes; out-of-range ids throw.
+// (1 token) and prefill sizes; out-of-range ids throw. The optional shared expert
+// (every token, weight sigmoid(logit)) in the same formats, with an intermediate size
+// equal to and unlike the routed experts'.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,8 +64,25 @@ Routing RandomRouting(int64_t tokens, int64_t k, const std::vector<int32_t>& all
   return {Tensor::FromVector(weights, {tokens, k}), Tensor::FromVector(ids, {tokens, k})};
 }
 
+// The shared expert: gate / up [Is, H] (rows of one [2Is, H] matrix when `merged`),
+// down [H, Is], and the gate logits [T, 1] as a strided column of a [T, 3] tensor.
+struct SharedExpert {
+  Tensor merged, w_gate, w_up, w_down, logits;
+};
+
+// silu(gate x) * up x of one expert's row i, in double.
+double GatedActivation(const std::vector<double>& x, const std::vector<double>& gate, const std::vector<double>& up,
+                       int64_t row, int64_t hidden) {
+  double g = 0, u = 0;
+  for (int64_t h = 0; h < hidden; ++h) {
+    g += x[h] * gate[row * hidden + h];
+    u += x[h] * up[row * hidden + h];
+  }
+  return g / (1 + std::exp(-g)) * u;
+}
+
 std::vector<double> Reference(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
-                              const Routing& routing) {
+                              const Routing& routing, const SharedExpert* shared = nullptr) {
   const int64_t tokens = x.size(0), hidden = x.size(1), inter = w_gate.size(1), k = routing.ids.size(1);
   const std::vector<double> xv = testing::ToDoubles(x), gate = testing::ToDoubles(w_gate),
                             up = testing::ToDoubles(w_up), down = testing::ToDoubles(w_down),
@@ -73,19 +92,28 @@ std::vector<double> Reference(const Tensor& x, const Tensor& w_gate, const Tenso
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = ids[t * k + j];
-      for (int64_t i = 0; i < inter; ++i) {
-        double g = 0, u = 0;
-        for (int64_t h = 0; h < hidden; ++h) {
-          g += xv[t * hidden + h] * gate[(e * inter + i) * hidden + h];
-          u += xv[t * hidden + h] * up[(e * inter + i) * hidden + h];
-        }
-        act[i] = g / (1 + std::exp(-g)) * u;
-      }
+      const std::vector<double> x_row(xv.begin() + t * hidden, xv.begin() + (t + 1) * hidden);
+      for (int64_t i = 0; i < inter; ++i) act[i] = GatedActivation(x_row, gate, up, e * inter + i, hidden);
       for (int64_t h = 0; h < hidden; ++h) {
         double d = 0;
         for (int64_t i = 0; i < inter; ++i) d += act[i] * down[(e * hidden + h) * inter + i];
         out[t * hidden + h] += weights[t * k + j] * d;
       }
+    }
+  }
+  if (shared == nullptr) return out;
+  const int64_t shared_inter = shared->w_gate.size(0);
+  const std::vector<double> s_gate = testing::ToDoubles(shared->w_gate), s_up = testing::ToDoubles(shared->w_up),
+                            s_down = testing::ToDoubles(shared->w_down), logits = testing::ToDoubles(shared->logits);
+  std::vector<double> s_act(static_cast<size_t>(shared_inter));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double> x_row(xv.begin() + t * hidden, xv.begin() + (t + 1) * hidden);
+    for (int64_t i = 0; i < shared_inter; ++i) s_act[i] = GatedActivation(x_row, s_gate, s_up, i, hidden);
+    const double weight = 1 / (1 + std::exp(-logits[t]));
+    for (int64_t h = 0; h < hidden; ++h) {
+      double d = 0;
+      for (int64_t i = 0; i < shared_inter; ++i) d += s_act[i] * s_down[h * shared_inter + i];
+      out[t * hidden + h] += weight * d;
     }
   }
   return out;
@@ -128,7 +156,25 @@ Experts RandomExpertSet(DType dtype, bool fused_gate_up, std::mt19937& rng, int6
   return e;
 }
 
-void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, std::mt19937& rng) {
+// A shared expert of `inter` rows for `tokens` tokens, logits of x's dtype in [-3, 3).
+SharedExpert RandomSharedExpert(DType dtype, DType logit_dtype, bool merged, int64_t tokens, int64_t hidden,
+                                int64_t inter, std::mt19937& rng) {
+  SharedExpert s;
+  if (merged) {
+    s.merged = RandomExperts(1, 2 * inter, hidden, dtype, 0.12f, rng).Select(0, 0);
+    s.w_gate = s.merged.Slice(0, 0, inter);
+    s.w_up = s.merged.Slice(0, inter, 2 * inter);
+  } else {
+    s.w_gate = RandomExperts(1, inter, hidden, dtype, 0.12f, rng).Select(0, 0);
+    s.w_up = RandomExperts(1, inter, hidden, dtype, 0.12f, rng).Select(0, 0);
+  }
+  s.w_down = RandomExperts(1, hidden, inter, dtype, 0.12f, rng).Select(0, 0);
+  s.logits = testing::RandomTensor({tokens, 3}, logit_dtype, kCpu, rng, -3.0f, 3.0f).Slice(1, 1, 2);
+  return s;
+}
+
+void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, std::mt19937& rng,
+              const SharedExpert* shared = nullptr) {
   const DType w_dtype = experts.w_down.dtype();
   const int64_t hidden = experts.w_down.size(1), inter = experts.w_down.size(2);
   SCOPED_TRACE(std::string("x ") + DTypeName(x_dtype) + " w " + DTypeName(w_dtype) + " T=" + std::to_string(tokens) +
@@ -136,7 +182,7 @@ void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, 
   const Tensor x = testing::WithPaddedRows(testing::RandomTensor({tokens, hidden}, x_dtype, kCpu, rng), 4);
   // Experts 2 and 5 never receive a token.
   const Routing routing = RandomRouting(tokens, k, {0, 1, 3, 4, 6, 7}, rng);
-  const std::vector<double> ref = Reference(x, experts.w_gate, experts.w_up, experts.w_down, routing);
+  const std::vector<double> ref = Reference(x, experts.w_gate, experts.w_up, experts.w_down, routing, shared);
   testing::ForEachDeviceAndIsa([&](Device device) {
     auto on = [&](const Tensor& t) { return OnDevice(t, device); };
     // The fused layout moves to the device as one tensor, then is sliced there.
@@ -145,13 +191,22 @@ void CheckMoe(DType x_dtype, const Experts& experts, int64_t tokens, int64_t k, 
     const Tensor up = fused ? on(experts.fused).Slice(1, inter, 2 * inter) : on(experts.w_up);
     const Tensor out = testing::WithPaddedRows(Tensor::Zeros({tokens, hidden}, x_dtype, device), 3);
     testing::Poison(out);
-    MoeExperts({.x = on(x),
-                .w_gate = gate,
-                .w_up = up,
-                .w_down = on(experts.w_down),
-                .topk_weights = on(routing.weights),
-                .topk_ids = on(routing.ids),
-                .out = out});
+    MoeExpertsArgs args{.x = on(x),
+                        .w_gate = gate,
+                        .w_up = up,
+                        .w_down = on(experts.w_down),
+                        .topk_weights = on(routing.weights),
+                        .topk_ids = on(routing.ids),
+                        .out = out};
+    if (shared != nullptr) {
+      const int64_t s_inter = shared->w_gate.size(0);
+      const bool merged = shared->merged.defined();
+      args.shared_w_gate = merged ? on(shared->merged).Slice(0, 0, s_inter) : on(shared->w_gate);
+      args.shared_w_up = merged ? on(shared->merged).Slice(0, s_inter, 2 * s_inter) : on(shared->w_up);
+      args.shared_w_down = on(shared->w_down);
+      args.shared_gate_logits = on(shared->logits);
+    }
+    MoeExperts(args);
     EXPECT_TRUE(testing::AllClose(ref, out, Tolerance(x_dtype, w_dtype)));
   });
 }
@@ -267,6 +322,74 @@ TEST(MoeExpertsTest, OneTokenTakesTheStagedExpertRows) {
       }
     }
   }
+}
+
+// The shared expert, every token weighted by sigmoid of its strided logit column:
+// float and block formats, merged and separate gate|up, Is equal to I (one token of
+// a staged format folds it into the staged passes on CUDA as pair k) and unlike it
+// (the generic ops after the routed kernels), 1, 5 and 37 tokens. On CUDA each call
+// checks which route ran.
+TEST(MoeExpertsTest, SharedExpertIsAddedWithItsSigmoidWeight) {
+  std::mt19937 rng(10);
+  bool cuda = false;
+  for (Device d : testing::GpuTestDevices()) cuda = cuda || d.type == DeviceType::kCUDA;
+  for (DType w_dtype : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const Experts experts = RandomExpertSet(w_dtype, true, rng, 256, 256);
+    for (int64_t shared_inter : {int64_t{256}, int64_t{512}}) {
+      for (int64_t tokens : {1, 5, 37}) {
+        const DType x_dtype = tokens == 5 ? DType::kBF16 : DType::kF32;
+        const bool merged = tokens != 37;
+        const SharedExpert shared =
+            RandomSharedExpert(w_dtype, x_dtype, merged, tokens, 256, shared_inter, rng);
+        SCOPED_TRACE("shared Is=" + std::to_string(shared_inter) + (merged ? " merged" : " separate"));
+        reach::Reset();
+        CheckMoe(x_dtype, experts, tokens, 3, rng, &shared);
+        if (cuda) {
+          const bool staged = tokens == 1 && (w_dtype == DType::kQ8_0 || w_dtype == DType::kQ4_K);
+          const bool folded = staged && shared_inter == 256;
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.staged.shared_folded") > 0, folded) << DTypeName(w_dtype);
+          EXPECT_EQ(reach::Count("MoeExpertsGpu.shared_separate") > 0, !folded) << DTypeName(w_dtype);
+        }
+      }
+    }
+  }
+}
+
+TEST(MoeExpertsTest, IncompleteOrMisshapedSharedExpertIsRejectedByName) {
+  std::mt19937 rng(11);
+  const Experts experts = RandomExpertSet(DType::kF32, false, rng);
+  const Routing routing = RandomRouting(2, 2, {0, 1, 2, 3}, rng);
+  const SharedExpert shared = RandomSharedExpert(DType::kF32, DType::kF32, false, 2, kHidden, 64, rng);
+  const auto expect_error = [&](MoeExpertsArgs args, const std::string& needle) {
+    try {
+      MoeExperts(args);
+      ADD_FAILURE() << "accepted; expected an error naming " << needle;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("MoeExperts"), std::string::npos) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+    }
+  };
+  const MoeExpertsArgs base{.x = Tensor::Zeros({2, kHidden}, DType::kF32),
+                            .w_gate = experts.w_gate,
+                            .w_up = experts.w_up,
+                            .w_down = experts.w_down,
+                            .topk_weights = routing.weights,
+                            .topk_ids = routing.ids,
+                            .out = Tensor::Zeros({2, kHidden}, DType::kF32),
+                            .shared_w_gate = shared.w_gate,
+                            .shared_w_up = shared.w_up,
+                            .shared_w_down = shared.w_down,
+                            .shared_gate_logits = shared.logits};
+  MoeExpertsArgs missing = base;
+  missing.shared_w_up = Tensor();
+  expect_error(missing, "shared_w_up");
+  MoeExpertsArgs wrong_down = base;
+  wrong_down.shared_w_down = shared.w_gate;  // [Is, H] where [H, Is] is due
+  expect_error(wrong_down, "shared_w_down");
+  MoeExpertsArgs wrong_logits = base;
+  wrong_logits.shared_gate_logits = Tensor::Zeros({2, 2}, DType::kF32);
+  expect_error(wrong_logits, "shared_gate_logits");
 }
 
 // A bad id met by the staged route (one token) is reported as the per-pair kernels' is.

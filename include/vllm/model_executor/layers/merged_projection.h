@@ -64,6 +64,9 @@ class MergedProjection {
   int64_t end(size_t part) const { return bounds_.at(part + 1); }
   // out.Slice(1, begin(part), end(part)): part i's output, rows strided by out's width.
   vt::Tensor Columns(const vt::Tensor& out, size_t part) const;
+  // Part i's weight [N_i, K] on the placement's device: rows of the merged matrix
+  // when merged (so consumers that read the parts themselves see one allocation).
+  vt::Tensor Weight(size_t part) const;
   bool merged() const { return weights_.size() == 1 && bounds_.size() > 2; }
   size_t num_matmuls() const { return weights_.size(); }
 

@@ -3,7 +3,9 @@
 //   GatedMlp:  out = down( silu(gate(x)) * up(x) ); gate and up are one MergedProjection
 //              writing [T, I | I], SiluMul reads its two column views into [T, I]
 //   SparseMoe: p = softmax(x Wr^T); top-k experts, renormalised;
-//              out = sum_j w_j expert_j(x) + sigmoid(x w_sg) * shared(x)
+//              out = sum_j w_j expert_j(x) + sigmoid(x w_sg) * shared(x), the shared
+//              expert passed to vt::MoeExperts with the routed ones (one op: a GPU
+//              runs it inside the routed experts' launches at batch 1)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,10 @@ class GatedMlp {
   GatedMlp(MlpWeights weights, const ProjectionPlacement& placement);
   // x [T, H] -> out [T, H] of x's dtype.
   void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
+  // The weights on the placement's device (gate and up rows of one matrix when merged).
+  vt::Tensor gate_proj() const { return gate_up_proj_.Weight(kGate); }
+  vt::Tensor up_proj() const { return gate_up_proj_.Weight(kUp); }
+  const vt::Tensor& down_proj() const { return down_proj_; }
 
  private:
   enum GateUpProj : size_t { kGate, kUp };  // columns of gate_up_proj_'s output

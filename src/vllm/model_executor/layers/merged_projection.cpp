@@ -57,6 +57,11 @@ vt::Tensor MergedProjection::Columns(const vt::Tensor& out, size_t part) const {
   return out.Slice(1, begin(part), end(part));
 }
 
+vt::Tensor MergedProjection::Weight(size_t part) const {
+  if (weights_.size() == 1) return weights_[0].Slice(0, begin(part), end(part));
+  return weights_.at(part);
+}
+
 void MergedProjection::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
   if (weights_.size() == 1) {
     vt::MatMul({.x = x, .w = weights_[0], .out = out});

@@ -58,19 +58,20 @@ void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
   vt::Tensor weights = vt::Tensor::Empty({T, top_k_}, vt::DType::kF32, dev);
   vt::Tensor ids = vt::Tensor::Empty({T, top_k_}, vt::DType::kI32, dev);
   vt::MoeRouter({.logits = router_logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize_});
-  vt::MoeExperts({.x = x,
-                  .w_gate = w_.experts_gate,
-                  .w_up = w_.experts_up,
-                  .w_down = w_.experts_down,
-                  .topk_weights = weights,
-                  .topk_ids = ids,
-                  .out = out});
-  if (!shared_) return;
-  vt::Tensor shared = vt::Tensor::Empty({T, x.size(1)}, x.dtype(), dev);
-  shared_->Forward(x, shared);
-  const vt::Tensor gate_logit = router_.Columns(logits, 1);  // [T, 1]
-  vt::SigmoidMul({.x = shared, .gate = gate_logit, .out = shared});
-  vt::Add({.a = out, .b = shared, .out = out});
+  vt::MoeExpertsArgs experts{.x = x,
+                             .w_gate = w_.experts_gate,
+                             .w_up = w_.experts_up,
+                             .w_down = w_.experts_down,
+                             .topk_weights = weights,
+                             .topk_ids = ids,
+                             .out = out};
+  if (shared_) {
+    experts.shared_w_gate = shared_->gate_proj();
+    experts.shared_w_up = shared_->up_proj();
+    experts.shared_w_down = shared_->down_proj();
+    experts.shared_gate_logits = router_.Columns(logits, 1);  // [T, 1]
+  }
+  vt::MoeExperts(experts);
 }
 
 }  // namespace vllm

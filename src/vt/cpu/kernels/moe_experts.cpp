@@ -5,7 +5,9 @@
 // [E, I, H] and w_down [E, H, I] in any dtype MatMul takes, each expert's matrix
 // with contiguous rows and a free expert stride (views into a fused gate_up
 // [E, 2I, H] work); topk_weights [T, k] f32 and topk_ids [T, k] i32, contiguous;
-// out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E).
+// out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E). An
+// optional shared expert is one more expert that every token visits with weight
+// sigmoid(shared_gate_logits[t]); it joins the routed experts' parallel regions.
 //
 // The T * k (token, slot) pairs are grouped by expert with a counting sort, then
 // each expert that received tokens runs its projections as MatMuls over its gathered
@@ -66,33 +68,55 @@ void SiluMulRows(float* gate, int64_t gate_stride, const float* up, int64_t up_s
   for (int64_t r = 0; r < rows; ++r) silu_mul(gate + r * gate_stride, up + r * up_stride, inter, gate + r * gate_stride);
 }
 
-// The buffers of one expert that received `count` (token, slot) pairs.
+// The buffers of one expert that received `count` rows: a routed expert's (token,
+// slot) pairs, or every token for the shared expert.
 struct ExpertWork {
-  int64_t expert;
-  const int64_t* pairs;
-  int64_t count;
-  Tensor rows;     // [count, H] f32, the gathered x rows
-  Tensor gate_up;  // [count, 2I] f32: gate | up, then silu(gate) * up in the gate half
-  Tensor down;     // [count, H] f32
+  Tensor w_gate, w_up, w_down;  // [I, H], [I, H], [H, I] of this expert
+  std::vector<int64_t> tokens;  // the token of each row
+  std::vector<float> weights;   // the routing weight of each row
+  Tensor rows;                  // [count, H] f32, the gathered x rows
+  Tensor gate_up;               // [count, 2I] f32: gate | up, then silu(gate) * up in the gate half
+  Tensor down;                  // [count, H] f32
+  int64_t count() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t inter() const { return w_gate.size(0); }
 };
 
+void AllocateAndGather(const MoeExpertsArgs& a, ExpertWork& w) {
+  const int64_t hidden = a.x.size(1), count = w.count();
+  w.rows = Tensor::Empty({count, hidden}, DType::kF32);
+  w.gate_up = Tensor::Empty({count, 2 * w.inter()}, DType::kF32);
+  w.down = Tensor::Empty({count, hidden}, DType::kF32);
+  for (int64_t r = 0; r < count; ++r) {
+    LoadRow(ElementAddress(a.x.data(), a.x.dtype(), w.tokens[r] * a.x.stride(0)), a.x.dtype(), hidden,
+            w.rows.data_ptr<float>() + r * hidden);
+  }
+}
+
+// The routed experts that received pairs, in expert order, then the shared expert.
 std::vector<ExpertWork> GatherExpertRows(const MoeExpertsArgs& a, const ExpertRoutes& routes) {
-  const int64_t hidden = a.x.size(1), inter = a.w_gate.size(1), k = a.topk_ids.size(1);
+  const int64_t k = a.topk_ids.size(1), tokens = a.x.size(0);
+  const auto* topk_weights = a.topk_weights.data_ptr<float>();
   std::vector<ExpertWork> work;
   for (int64_t e = 0; e + 1 < static_cast<int64_t>(routes.offsets.size()); ++e) {
-    const int64_t count = routes.offsets[e + 1] - routes.offsets[e];
-    if (count == 0) continue;
-    ExpertWork w{e,
-                 routes.pairs.data() + routes.offsets[e],
-                 count,
-                 Tensor::Empty({count, hidden}, DType::kF32),
-                 Tensor::Empty({count, 2 * inter}, DType::kF32),
-                 Tensor::Empty({count, hidden}, DType::kF32)};
-    for (int64_t r = 0; r < count; ++r) {
-      const int64_t t = w.pairs[r] / k;
-      LoadRow(ElementAddress(a.x.data(), a.x.dtype(), t * a.x.stride(0)), a.x.dtype(), hidden,
-              w.rows.data_ptr<float>() + r * hidden);
+    if (routes.offsets[e + 1] == routes.offsets[e]) continue;
+    ExpertWork w{a.w_gate.Select(0, e), a.w_up.Select(0, e), a.w_down.Select(0, e)};
+    for (int64_t i = routes.offsets[e]; i < routes.offsets[e + 1]; ++i) {
+      w.tokens.push_back(routes.pairs[i] / k);
+      w.weights.push_back(topk_weights[routes.pairs[i]]);
     }
+    AllocateAndGather(a, w);
+    work.push_back(std::move(w));
+  }
+  if (a.shared_w_gate.defined()) {
+    ExpertWork w{a.shared_w_gate, a.shared_w_up, a.shared_w_down};
+    const Tensor& g = a.shared_gate_logits;
+    for (int64_t t = 0; t < tokens; ++t) {
+      float logit;
+      LoadRow(ElementAddress(g.data(), g.dtype(), t * g.stride(0)), g.dtype(), 1, &logit);
+      w.tokens.push_back(t);
+      w.weights.push_back(1.0f / (1.0f + std::exp(-logit)));
+    }
+    AllocateAndGather(a, w);
     work.push_back(std::move(w));
   }
   return work;
@@ -100,30 +124,30 @@ std::vector<ExpertWork> GatherExpertRows(const MoeExpertsArgs& a, const ExpertRo
 
 // gate and up projections of every active expert, in one parallel region.
 void RunGateUp(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
-  const int64_t inter = a.w_gate.size(1), hidden = a.x.size(1);
+  const int64_t hidden = a.x.size(1);
   std::vector<matmul::PreparedMatMul> matmuls;
   for (ExpertWork& w : work) {
-    const Tensor w_gate = a.w_gate.Select(0, w.expert), w_up = a.w_up.Select(0, w.expert);
-    if (UpFollowsGate(w_gate, w_up)) {
-      const Tensor w_gate_up = w_gate.AsStrided({2 * inter, hidden}, w_gate.strides(), w_gate.offset());
+    const int64_t inter = w.inter();
+    if (UpFollowsGate(w.w_gate, w.w_up)) {
+      const Tensor w_gate_up = w.w_gate.AsStrided({2 * inter, hidden}, w.w_gate.strides(), w.w_gate.offset());
       matmuls.push_back(matmul::PrepareMatMul({.x = w.rows, .w = w_gate_up, .out = w.gate_up}));
     } else {
       matmuls.push_back(
-          matmul::PrepareMatMul({.x = w.rows, .w = w_gate, .out = w.gate_up.Slice(1, 0, inter)}));
+          matmul::PrepareMatMul({.x = w.rows, .w = w.w_gate, .out = w.gate_up.Slice(1, 0, inter)}));
       matmuls.push_back(
-          matmul::PrepareMatMul({.x = w.rows, .w = w_up, .out = w.gate_up.Slice(1, inter, 2 * inter)}));
+          matmul::PrepareMatMul({.x = w.rows, .w = w.w_up, .out = w.gate_up.Slice(1, inter, 2 * inter)}));
     }
   }
   matmul::RunPreparedMatMuls(matmuls);
 }
 
-void RunDown(const MoeExpertsArgs& a, std::vector<ExpertWork>& work) {
-  const int64_t inter = a.w_gate.size(1);
+void RunDown(std::vector<ExpertWork>& work) {
   std::vector<matmul::PreparedMatMul> matmuls;
   for (ExpertWork& w : work) {
-    SiluMulRows(w.gate_up.data_ptr<float>(), 2 * inter, w.gate_up.data_ptr<float>() + inter, 2 * inter, w.count, inter);
-    matmuls.push_back(matmul::PrepareMatMul(
-        {.x = w.gate_up.Slice(1, 0, inter), .w = a.w_down.Select(0, w.expert), .out = w.down}));
+    const int64_t inter = w.inter();
+    SiluMulRows(w.gate_up.data_ptr<float>(), 2 * inter, w.gate_up.data_ptr<float>() + inter, 2 * inter, w.count(),
+                inter);
+    matmuls.push_back(matmul::PrepareMatMul({.x = w.gate_up.Slice(1, 0, inter), .w = w.w_down, .out = w.down}));
   }
   matmul::RunPreparedMatMuls(matmuls);
 }
@@ -132,16 +156,16 @@ void MoeExpertsCpu(const MoeExpertsArgs& a) {
   const ExpertRoutes routes = GroupByExpert(a);
   std::vector<ExpertWork> work = GatherExpertRows(a, routes);
   RunGateUp(a, work);
-  RunDown(a, work);
-  // out[t] = sum of w[t, j] * down rows, added in expert order (deterministic).
-  const int64_t tokens = a.x.size(0), hidden = a.x.size(1), k = a.topk_ids.size(1);
-  const auto* weights = a.topk_weights.data_ptr<float>();
+  RunDown(work);
+  // out[t] = sum of weight * down rows, added in expert order, the shared expert last
+  // (deterministic).
+  const int64_t tokens = a.x.size(0), hidden = a.x.size(1);
   std::vector<float> acc(static_cast<size_t>(tokens * hidden), 0.0f);  // [T, H]
   for (const ExpertWork& w : work) {
-    for (int64_t r = 0; r < w.count; ++r) {
-      float* dst = acc.data() + (w.pairs[r] / k) * hidden;
+    for (int64_t r = 0; r < w.count(); ++r) {
+      float* dst = acc.data() + w.tokens[r] * hidden;
       const float* src = w.down.data_ptr<float>() + r * hidden;
-      const float weight = weights[w.pairs[r]];
+      const float weight = w.weights[r];
       for (int64_t h = 0; h < hidden; ++h) dst[h] += weight * src[h];
     }
   }
