@@ -355,26 +355,24 @@ class JsonSchemaCompiler {
     return IntegerRange(lo, hi);
   }
 
-  // The same keywords on numbers, for integral bound values (number_range.h): the
-  // tightest lower and upper bound (at equal values the exclusive one). Bounded
-  // numbers are spelled without an exponent.
+  // The same keywords on numbers (number_range.h), each bound the decimal of its
+  // shortest spelling: the tightest lower and upper bound (at equal values the
+  // exclusive one). Bounded numbers are spelled without an exponent.
   static Expr NumberBounds(const json& s, const std::string& pointer) {
     std::optional<NumberBound> lo, hi;
     for (const char* key : kBounds) {
       if (!s.contains(key)) continue;
       const std::string where = pointer + "/" + key;
-      const double value = BoundValue(s, key, where);
-      if (value != std::floor(value)) {
-        Fail(std::string("\"") + key + "\" " + s[key].dump() + " on \"type\": \"number\" is not supported (bounds on "
-             "numbers must be integers)",
-             where);
-      }
+      BoundValue(s, key, where);  // a number within +-10^18
       const std::string name = key;
-      const NumberBound bound{static_cast<int64_t>(value), name.rfind("exclusive", 0) == 0};
+      const std::optional<NumberBound> bound = DecimalOf(s[key].dump(), name.rfind("exclusive", 0) == 0);
+      if (!bound) Fail(std::string(key) + " " + s[key].dump() + " has more than 40 fraction digits", where);
       if (name == "minimum" || name == "exclusiveMinimum") {
-        if (!lo || bound.value > lo->value || (bound.value == lo->value && bound.exclusive)) lo = bound;
-      } else if (!hi || bound.value < hi->value || (bound.value == hi->value && bound.exclusive)) {
-        hi = bound;
+        const int order = lo ? CompareDecimals(*bound, *lo) : 1;
+        if (order > 0 || (order == 0 && bound->exclusive)) lo = bound;
+      } else {
+        const int order = hi ? CompareDecimals(*bound, *hi) : -1;
+        if (order < 0 || (order == 0 && bound->exclusive)) hi = bound;
       }
     }
     std::optional<Expr> range = NumberRange(lo, hi);

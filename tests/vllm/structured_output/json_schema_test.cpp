@@ -269,6 +269,73 @@ TEST(JsonSchemaGrammarTest, NumberBoundsAdmitExactlyTheNumbersWithin) {
   }
 }
 
+// Fractional bounds on "type": "number": each bound the decimal of its shortest
+// spelling (0.1 is 0.1), random bounds of every sign with fractions of 1 to 3 digits
+// (and 1e-05), each side present or not, inclusive or exclusive; spellings on, just
+// beside and between the bounds' digits are admitted iff their value is within.
+TEST(JsonSchemaGrammarTest, FractionalNumberBoundsAdmitExactlyTheNumbersWithin) {
+  std::mt19937 rng(23);
+  const std::vector<std::string> fractions = {"", ".5", ".05", ".25", ".1", ".999", ".001", ".75"};
+  const auto random_bound = [&]() {
+    const int64_t integers[] = {0, 0, 1, 2, 9, 10, 100};
+    std::string text = std::to_string(integers[rng() % std::size(integers)]) + fractions[rng() % fractions.size()];
+    if (rng() % 9 == 0) text = "0.00001";
+    if (rng() % 3 == 0 && text.find_first_not_of("0.") != std::string::npos) text = "-" + text;
+    return text;
+  };
+  for (int trial = 0; trial < 80; ++trial) {
+    std::string a = random_bound(), b = random_bound();
+    if (std::stold(a) > std::stold(b)) std::swap(a, b);
+    const long double low = std::stold(a), high = std::stold(b);
+    const bool has_lo = trial % 4 != 1, has_hi = trial % 4 != 2;
+    const bool lo_excl = rng() % 2, hi_excl = rng() % 2;
+    json schema = {{"type", "number"}};
+    if (has_lo) schema[lo_excl ? "exclusiveMinimum" : "minimum"] = std::stod(a);
+    if (has_hi) schema[hi_excl ? "exclusiveMaximum" : "maximum"] = std::stod(b);
+    if (has_lo && has_hi && low == high && (lo_excl || hi_excl)) continue;  // unsatisfiable
+    SCOPED_TRACE(schema.dump());
+    const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
+                                                                  testing::SyntheticVocab());
+    const auto accepts = [&](const std::string& text) {
+      GrammarMatcher m(compiled);
+      return m.AcceptBytes(text) && m.CanTerminate();
+    };
+    // Each bound's spelling, with a digit added, one less or more in its last digit,
+    // trailing zeros; integers and halves around it; both signs.
+    std::vector<std::string> texts;
+    for (const std::string& bound : {a, b, std::string("0")}) {
+      const std::string magnitude = bound[0] == '-' ? bound.substr(1) : bound;
+      const std::string with_point = magnitude.find('.') == std::string::npos ? magnitude + "." : magnitude;
+      std::vector<std::string> near = {magnitude, with_point + "0", with_point + "00", with_point + "1",
+                                       with_point + "0001", with_point + "9"};
+      if (with_point.back() != '.') {
+        std::string lower = with_point, higher = with_point;
+        if (lower.back() > '0') --lower.back();
+        if (higher.back() < '9') ++higher.back();
+        near.push_back(lower);
+        near.push_back(higher);
+        near.push_back(lower + "999");
+      }
+      const int64_t integer = std::stoll(magnitude.substr(0, magnitude.find('.')));
+      for (int64_t i = std::max<int64_t>(0, integer - 1); i <= integer + 1; ++i) {
+        near.push_back(std::to_string(i));
+        near.push_back(std::to_string(i) + ".5");
+      }
+      for (const std::string& t : near) {
+        texts.push_back(t);
+        if (t.find_first_not_of("0.") != std::string::npos) texts.push_back("-" + t);
+      }
+    }
+    for (const std::string& text : texts) {
+      if (text.back() == '.') continue;
+      const long double value = std::stold(text);
+      const bool within = (!has_lo || (lo_excl ? value > low : value >= low)) &&
+                          (!has_hi || (hi_excl ? value < high : value <= high));
+      EXPECT_EQ(accepts(text), within) << text;
+    }
+  }
+}
+
 // maxProperties counts declared and extra members, minProperties the declared ones
 // (extra names are not kept distinct): every subset of the declared members (in order)
 // with 0..3 extra ones, admitted iff both counts are within and the required member is
@@ -307,7 +374,8 @@ TEST(JsonSchemaGrammarTest, MemberCountsAdmitExactlyTheObjectsWithin) {
 
 TEST(JsonSchemaGrammarTest, UnsupportedOrUnsatisfiableSchemasNameTheKeywordAndPointer) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-      {R"({"type": "number", "minimum": 0.5})", "\"minimum\" 0.5 on \"type\": \"number\"", "#/minimum"},
+      {R"({"type": "number", "minimum": 1e300})", "within +-10^18", "#/minimum"},
+      {R"({"type": "number", "minimum": 0.25, "exclusiveMaximum": 0.25})", "no number lies within", "#"},
       {R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})", "no number lies within", "#"},
       {R"({"maximum": 3})", "\"maximum\" without \"type\": \"integer\" or \"number\"", "#/maximum"},
       {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "nothing can match", "#"},
