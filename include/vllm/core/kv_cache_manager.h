@@ -76,6 +76,8 @@ class KVCacheManager {
   const KVCacheConfig& config() const { return config_; }
   const BlockPool& block_pool() const { return pool_; }
   bool has_state_slots() const { return config_.num_state_slots > 0; }
+  // Whether recurrent-state snapshots are taken (prefix caching for a hybrid model).
+  bool has_state_snapshots() const { return snapshots_.num_snapshots() > 0; }
   int32_t num_free_state_slots() const { return slots_.num_free(); }
 
   // Prefix-cache lookup for a request with nothing computed yet: the longest chain
@@ -93,6 +95,10 @@ class KVCacheManager {
   // have been written); the scheduler calls this at the start of each step.
   void commit_state_snapshots() { snapshots_.commit_pending(); }
   int32_t num_state_snapshots_used() const { return snapshots_.num_used(pool_); }
+  // The last multiple of block_size below num_tokens (0 for num_tokens <= 1): the
+  // furthest a lookup of num_tokens tokens reaches (one is always computed), and
+  // a state checkpoint of a request of that many tokens.
+  int64_t LastBoundaryBefore(int64_t num_tokens) const;
 
   // Makes room for num_new_tokens more tokens after request.num_computed_tokens
   // (+ num_new_computed_tokens of prefix hits in new_computed_blocks), allocating
@@ -130,8 +136,6 @@ class KVCacheManager {
   // children, so the lookup follows every copy rather than the first.
   std::vector<std::vector<CachedLink>> CachedChains(const Request& request, int64_t max_blocks) const;
   void UpdateBlockHashes(Request& request) const;
-  // The last multiple of block_size below num_tokens (0 for num_tokens <= 1).
-  int64_t LastBoundaryBefore(int64_t num_tokens) const;
   // The tokens of the request's full block i.
   std::span<const int32_t> BlockTokens(const Request& request, int64_t i) const;
 

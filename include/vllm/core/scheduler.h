@@ -5,7 +5,9 @@
 //   1. running decodes (one token each),
 //   2. running prompt chunks that continue an earlier chunk,
 //   3. waiting requests (new or preempted), admitted while the budget, max_num_seqs
-//      and free memory allow (with prefix-cache hits when enabled).
+//      and free memory allow (with prefix-cache hits when enabled); on a hybrid
+//      model with prefix caching, one whose prompt a running request is still
+//      computing is skipped until that one's state snapshot can be shared.
 // For hybrid models with prefix caching, a prompt chunk ends at the request's next
 // state checkpoint (kv_cache_manager.h), and the output lists the state snapshots
 // to restore before the step and to save after it.
@@ -97,6 +99,17 @@ class Scheduler {
   struct StepState;
   void ScheduleRunning(StepState& step, bool decodes);
   void ScheduleWaiting(StepState& step);
+  // Admits a waiting request with its prefix-cache hit; false (it stays waiting)
+  // when the token budget or memory is short.
+  bool TryAdmit(StepState& step, Request& request);
+  // Parallel samples of a prompt (n > 1, best_of) on a hybrid model: whether the
+  // waiting request should wait for a running one with the same prompt that has not
+  // reached the prompt's last block boundary yet. Its state snapshot there is
+  // found only from the step after it is taken; waiting for it saves recomputing
+  // the prompt, at the cost of starting a step or more later. No deadlock: the
+  // request waited for is running, so each step schedules it before admitting any
+  // (preempted, it is waiting and no longer waited for).
+  bool WaitsForSibling(const Request& request) const;
   // num_new tokens after num_computed, cut at the request's next state checkpoint.
   int64_t ChunkSize(const Request& request, int64_t num_computed, int64_t num_new) const;
   // How many of the request's draft tokens fit this step (budget, max_tokens,

@@ -147,33 +147,67 @@ void Scheduler::ScheduleRunning(StepState& step, bool decodes) {
   }
 }
 
+bool Scheduler::WaitsForSibling(const Request& r) const {
+  // Only a hybrid model's hit needs a snapshot, found from the step after it is
+  // taken; the snapshot at the prompt's last boundary is taken only where chunks end
+  // at checkpoints. An attention-only sibling shares the blocks within the step.
+  if (!kv_.has_state_snapshots() || !config_.enable_chunked_prefill || r.num_output_tokens() > 0 ||
+      r.sampling_params.prompt_logprobs) {
+    return false;
+  }
+  const int64_t checkpoint = kv_.LastBoundaryBefore(r.num_prompt_tokens());
+  if (checkpoint == 0) return false;
+  // Cheap: running_ holds at most max_num_seqs requests, the computed-tokens test
+  // leaves those still in their prompt, and == compares the sizes first.
+  for (const Request* q : running_) {
+    if (q->num_computed_tokens < checkpoint && q->num_output_tokens() == 0 &&
+        q->prompt_token_ids == r.prompt_token_ids) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Scheduler::TryAdmit(StepState& step, Request& r) {
+  const ComputedBlocks hit = kv_.get_computed_blocks(r);
+  const int64_t remaining = r.num_tokens() - hit.num_tokens;
+  int64_t num_new = remaining;
+  if (num_new > step.token_budget) {
+    if (!config_.enable_chunked_prefill) return false;
+    num_new = step.token_budget;
+  }
+  if (config_.enable_chunked_prefill) num_new = ChunkSize(r, hit.num_tokens, num_new);
+  r.spec_token_ids.clear();
+  std::optional<std::vector<int32_t>> block_ids =
+      kv_.allocate_slots(r, num_new + Lookahead(r, hit.num_tokens + num_new - r.num_computed_tokens), hit.block_ids,
+                         hit.num_tokens);
+  if (!block_ids) return false;
+  r.num_computed_tokens = hit.num_tokens;
+  if (hit.state_snapshot >= 0) {
+    step.output.state_snapshot_loads.push_back(
+        {.state_slot = *kv_.get_state_slot(r.req_id), .snapshot = hit.state_snapshot});
+  }
+  r.status = RequestStatus::kRunning;
+  running_.push_back(&r);
+  RecordScheduled(step, r, num_new, std::move(*block_ids), /*admitted=*/true);
+  return true;
+}
+
 void Scheduler::ScheduleWaiting(StepState& step) {
+  // Deferred siblings keep their place at the head of the queue (vLLM's skipped
+  // waiting requests); the first request that does not fit stops admission.
+  std::deque<Request*> deferred;
   while (!waiting_.empty() && step.token_budget > 0 &&
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    const ComputedBlocks hit = kv_.get_computed_blocks(*r);
-    const int64_t remaining = r->num_tokens() - hit.num_tokens;
-    int64_t num_new = remaining;
-    if (num_new > step.token_budget) {
-      if (!config_.enable_chunked_prefill) return;
-      num_new = step.token_budget;
+    if (WaitsForSibling(*r)) {
+      deferred.push_back(r);
+    } else if (!TryAdmit(step, *r)) {
+      break;
     }
-    if (config_.enable_chunked_prefill) num_new = ChunkSize(*r, hit.num_tokens, num_new);
-    r->spec_token_ids.clear();
-    std::optional<std::vector<int32_t>> block_ids =
-        kv_.allocate_slots(*r, num_new + Lookahead(*r, hit.num_tokens + num_new - r->num_computed_tokens), hit.block_ids,
-                           hit.num_tokens);
-    if (!block_ids) return;
     waiting_.pop_front();
-    r->num_computed_tokens = hit.num_tokens;
-    if (hit.state_snapshot >= 0) {
-      step.output.state_snapshot_loads.push_back(
-          {.state_slot = *kv_.get_state_slot(r->req_id), .snapshot = hit.state_snapshot});
-    }
-    r->status = RequestStatus::kRunning;
-    running_.push_back(r);
-    RecordScheduled(step, *r, num_new, std::move(*block_ids), /*admitted=*/true);
   }
+  waiting_.insert(waiting_.begin(), deferred.begin(), deferred.end());
 }
 
 SchedulerOutput Scheduler::schedule() {
