@@ -184,7 +184,7 @@ TEST(ApiServerStructuredTest, ConstraintsThatCannotBeServedAre400sNamingTheField
     const char* message;
   };
   const std::vector<Case> cases = {
-      {{{"guided_json", {{"type", "number"}, {"minimum", 3.5}}}}, "guided_json", "#/minimum"},
+      {{{"guided_json", {{"type", "number"}, {"minimum", 1e300}}}}, "guided_json", "#/minimum"},
       {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", {{"not", {}}}}}}}}},
        "response_format", "not"},
       {{{"structured_outputs", {{"json", {{"type", "string"}, {"maxLength", 1}, {"minLength", 3}}}}}},
