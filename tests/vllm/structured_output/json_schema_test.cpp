@@ -3,6 +3,8 @@
 // parses and validates (validator in structured_testing.h, written from the JSON
 // Schema spec), (2) prefixes the matcher accepted extend, byte by byte, to a valid
 // document, (3) what is not supported is an error naming the keyword and pointer.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "structured_testing.h"
@@ -153,6 +155,16 @@ TEST(JsonSchemaGrammarTest, AcceptsAndRejectsDocuments) {
 // for random bounds of every magnitude and sign (each side present or not, inclusive
 // or exclusive, integral or fractional), checked on every integer near each bound
 // and on random ones.
+// Whether the schema's grammar (synthetic vocabulary) takes a text as a whole document.
+std::function<bool(const std::string&)> WholeDocumentAcceptor(const json& schema) {
+  const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
+                                                                testing::SyntheticVocab());
+  return [compiled](const std::string& text) {
+    GrammarMatcher m(compiled);
+    return m.AcceptBytes(text) && m.CanTerminate();
+  };
+}
+
 TEST(JsonSchemaGrammarTest, IntegerBoundsAdmitExactlyTheIntegersWithin) {
   std::mt19937 rng(21);
   const auto random_magnitude = [&]() -> int64_t {
@@ -237,12 +249,7 @@ TEST(JsonSchemaGrammarTest, NumberBoundsAdmitExactlyTheNumbersWithin) {
     if (has_hi) schema[hi_excl ? "exclusiveMaximum" : "maximum"] = high;
     if (has_lo && has_hi && (low > high || (low == high && (lo_excl || hi_excl)))) continue;  // unsatisfiable
     SCOPED_TRACE(schema.dump());
-    const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
-                                                                  testing::SyntheticVocab());
-    const auto accepts = [&](const std::string& text) {
-      GrammarMatcher m(compiled);
-      return m.AcceptBytes(text) && m.CanTerminate();
-    };
+    const auto accepts = WholeDocumentAcceptor(schema);
     // Spellings of value v + fraction (fraction in [0, 1)): sign, integer part, digits.
     std::vector<std::pair<std::string, long double>> cases;
     for (const int64_t base : {low, high, int64_t{0}}) {
@@ -294,12 +301,7 @@ TEST(JsonSchemaGrammarTest, FractionalNumberBoundsAdmitExactlyTheNumbersWithin) 
     if (has_hi) schema[hi_excl ? "exclusiveMaximum" : "maximum"] = std::stod(b);
     if (has_lo && has_hi && low == high && (lo_excl || hi_excl)) continue;  // unsatisfiable
     SCOPED_TRACE(schema.dump());
-    const auto compiled = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(std::string_view(schema.dump())),
-                                                                  testing::SyntheticVocab());
-    const auto accepts = [&](const std::string& text) {
-      GrammarMatcher m(compiled);
-      return m.AcceptBytes(text) && m.CanTerminate();
-    };
+    const auto accepts = WholeDocumentAcceptor(schema);
     // Each bound's spelling, with a digit added, one less or more in its last digit,
     // trailing zeros; integers and halves around it; both signs.
     std::vector<std::string> texts;
