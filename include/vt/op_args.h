@@ -217,9 +217,12 @@ struct LogSoftmaxArgs {
   Tensor x, out;
 };
 
-// x [R, V] float; out [R] i32.
+// x [R, V] float; out [R] i32. allowed (optional) [R, W] i32 with 32 W >= V: bit
+// (i mod 32) of word i / 32 of row r says whether index i may win (a grammar's token
+// mask, structured_output); a row with no allowed index gives 0.
 struct ArgmaxArgs {
   Tensor x, out;
+  Tensor allowed;
 };
 
 }  // namespace vt

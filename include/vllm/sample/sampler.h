@@ -49,8 +49,11 @@ class Sampler {
   SampleResult VerifyDraft(const float* logits, int64_t vocab, const Request& request, int32_t draft, bool& accepted);
   // Whether Sample would return the argmax of the raw logits (first on ties) and
   // nothing else: greedy, no logprobs, no penalties, min_tokens reached, no grammar
-  // (whose mask the runner applies to host logits).
+  // (IsGreedyUnderGrammarOnly: the runner's masked device argmax).
   static bool IsPlainGreedy(const Request& request);
+  // Plain greedy but for a grammar (structured outputs): its token is the argmax over
+  // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
+  static bool IsGreedyUnderGrammarOnly(const Request& request);
   // Forgets a finished request's generator.
   void Release(const std::string& req_id) { request_rngs_.erase(req_id); }
 

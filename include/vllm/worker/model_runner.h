@@ -142,6 +142,8 @@ class ModelRunner {
   // State resets, batch and forward: the step's [N, vocab] f32 logits on the model's device.
   vt::Tensor Forward(const InputBatch& batch, const std::vector<LogitsRows>& rows);
   static bool SamplesByArgmaxOnly(const InputBatch& batch);
+  // Argmax only, some rows under a grammar's bitmask (Sampler::IsGreedyUnderGrammarOnly).
+  static bool SamplesByMaskedArgmax(const InputBatch& batch);
   // Speculative steps (model_runner_spec.cpp): the forward with the GDN states of
   // requests verifying drafts backed up, the sampling / verification, the rollback of
   // partly accepted requests, then the drafts.
@@ -153,7 +155,9 @@ class ModelRunner {
   // The verified tokens of a request with drafts from its per-row argmax tokens.
   static std::vector<SampleResult> AcceptGreedy(const BatchRequest& s, const int64_t* row_tokens);
   std::vector<SampleResult> Verify(const BatchRequest& s, const float* rows, int64_t vocab);
-  RunnerOutput ExecuteGreedy(const InputBatch& batch);
+  // The device argmax of every sampling row; with `grammar`, the rows of the requests
+  // it has a bitmask row for take only the tokens that row allows.
+  RunnerOutput ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar = nullptr);
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
   std::optional<RunnerOutput> ExecuteGreedyGraph(const InputBatch& batch);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(batch)).

@@ -147,6 +147,12 @@ bool Sampler::IsPlainGreedy(const Request& r) {
          !p.structured_outputs;
 }
 
+bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  return p.structured_outputs && p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) &&
+         !p.HasLogitsProcessors();
+}
+
 std::vector<float> Sampler::ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& r) {
   const SamplingParams& p = r.sampling_params;
   std::vector<float> logits(raw_logits, raw_logits + vocab);

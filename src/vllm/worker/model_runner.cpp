@@ -1,6 +1,7 @@
 #include "vllm/worker/model_runner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "vllm/model_executor/models/model_registry.h"
@@ -282,14 +283,38 @@ bool ModelRunner::SamplesByArgmaxOnly(const InputBatch& batch) {
   });
 }
 
-RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch) {
+bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
+  bool any_grammar = false;
+  for (const BatchRequest& s : batch.requests) {
+    if (WantsPromptLogprobs(s)) return false;
+    if (!s.samples() || Sampler::IsPlainGreedy(s.request())) continue;
+    if (!Sampler::IsGreedyUnderGrammarOnly(s.request()) || s.num_draft_tokens() > 0) return false;
+    any_grammar = true;
+  }
+  return any_grammar;
+}
+
+RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
   vt::reach::Hit("ModelRunner::ArgmaxOnDevice");
   const std::vector<LogitsRows> rows = PlanLogitsRows(batch);
   const vt::Tensor logits = Forward(batch, rows);  // [N, V]
   RunnerOutput result;
   if (logits.size(0) == 0) return result;
   const vt::Tensor ids = vt::Tensor::Empty({logits.size(0)}, vt::DType::kI32, logits.device());  // [N]
-  vt::Argmax({.x = logits, .out = ids});
+  vt::Tensor allowed;  // [N, words] bitmask: all ones but the grammar requests' sampling rows
+  if (grammar && !grammar->request_rows.empty()) {
+    vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
+    const int64_t words = grammar->words_per_row;
+    std::vector<int32_t> bits(static_cast<size_t>(logits.size(0) * words), -1);
+    for (size_t b = 0; b < batch.requests.size(); ++b) {
+      const auto row = grammar->request_rows.find(batch.requests[b].req_id());
+      if (row == grammar->request_rows.end() || rows[b].num_rows == 0) continue;
+      std::memcpy(bits.data() + (rows[b].first_row + rows[b].num_rows - 1) * words,
+                  grammar->words.data() + static_cast<int64_t>(row->second) * words, words * sizeof(uint32_t));
+    }
+    allowed = vt::Tensor::FromVector(bits, {logits.size(0), words}).To(logits.device());
+  }
+  vt::Argmax({.x = logits, .out = ids, .allowed = allowed});
   const std::vector<int64_t> tokens = ids.ToIntVector();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
     const BatchRequest& s = batch.requests[b];
@@ -373,6 +398,13 @@ RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
       if (replayed) return std::move(*replayed);
     }
     return ExecuteGreedy(batch);
+  }
+  if (SamplesByMaskedArgmax(batch)) {
+    // Greedy under grammars: the bitmask rows go to the device, not the logits to the
+    // host (64 rows of a 248k vocabulary are 64 MB a step).
+    const GrammarBitmask grammar{output.structured_output_request_ids, output.grammar_bitmask,
+                                 output.grammar_bitmask_words};
+    return ExecuteGreedy(batch, &grammar);
   }
   vt::reach::Hit("ModelRunner::HostSampler");
   return SampleTokens(RunModel(std::move(batch), output));

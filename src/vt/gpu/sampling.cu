@@ -66,6 +66,8 @@ struct ArgmaxParams {
   float* partial_values;       // [R, chunks] (two passes only)
   int32_t* partial_indices;    // [R, chunks]
   int32_t* out;                // [R] (one pass only)
+  const uint32_t* allowed;     // [R, allowed_words] bitmask, or null: every index
+  int64_t allowed_words;
 };
 
 // The best (value, index) of the block's threads (ties: lower index) into thread 0.
@@ -98,7 +100,11 @@ __global__ void __launch_bounds__(kRowThreads) ArgmaxChunks(ArgmaxParams<T> p) {
   const T* x = p.x + row * p.row_stride;
   float best = -INFINITY;
   int64_t best_index = -1;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) KeepLarger(best, best_index, ToFloat(x[i]), i);
+  const uint32_t* allowed = p.allowed ? p.allowed + row * p.allowed_words : nullptr;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if (allowed && !((allowed[i >> 5] >> (i & 31)) & 1u)) continue;
+    KeepLarger(best, best_index, ToFloat(x[i]), i);
+  }
   BlockBest(best, best_index);
   if (threadIdx.x != 0) return;
   if (gridDim.y == 1) {
@@ -145,7 +151,9 @@ void ArgmaxGpu(const ArgmaxArgs& a) {
                       kArgmaxChunk,
                       chunks > 1 ? partial_values.data_ptr<float>() : nullptr,
                       chunks > 1 ? static_cast<int32_t*>(partial_indices.data()) : nullptr,
-                      static_cast<int32_t*>(a.out.data())};
+                      static_cast<int32_t*>(a.out.data()),
+                      a.allowed.defined() ? static_cast<const uint32_t*>(a.allowed.data()) : nullptr,
+                      a.allowed.defined() ? a.allowed.size(1) : 0};
     const dim3 grid(GridFor(rows, 1, "Argmax"), GridFor(chunks, 1, "Argmax"));
     LaunchKernel(ArgmaxChunks<T>, grid, kRowThreads, 0, stream, p);
   });

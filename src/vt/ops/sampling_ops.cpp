@@ -1,4 +1,6 @@
 // Validation and dispatch of the sampling helpers: LogSoftmax, Argmax.
+#include <string>
+
 #include "check.h"
 #include "vt/ops.h"
 
@@ -29,6 +31,17 @@ void Argmax(const ArgmaxArgs& args) {
   check.DType(args.out, "out", {DType::kI32});
   check.Shape(args.out, "out", {args.x.size(0)});
   check.Contiguous(args.out, "out");
+  if (args.allowed.defined()) {
+    const OpCheck mask("Argmax", {{"x", &args.x}, {"allowed", &args.allowed}});  // same device
+    mask.DType(args.allowed, "allowed", {DType::kI32});
+    mask.Rank(args.allowed, "allowed", 2);
+    mask.Contiguous(args.allowed, "allowed");
+    if (args.allowed.size(0) != args.x.size(0) || args.allowed.size(1) * 32 < args.x.size(1)) {
+      mask.Fail("allowed must be [" + std::to_string(args.x.size(0)) + ", >= " +
+                 std::to_string((args.x.size(1) + 31) / 32) + "] (a bit per index of x " + args.x.Describe() +
+                 "), got " + args.allowed.Describe());
+    }
+  }
   if (args.x.size(0) == 0) return;
   Dispatch<OpId::kArgmax>(check.device().type, args);
 }

@@ -77,6 +77,41 @@ TEST(StructuredOutputEngineTest, OutputsMatchThroughPreemption) {
   }
 }
 
+// Greedy requests under a grammar take the device argmax with the bitmask rows
+// (vt::Argmax's allowed); asking for logprobs sends the same requests through the host
+// sampler. Both give the same tokens, in a batch that mixes them with plain greedy ones.
+TEST(StructuredOutputEngineTest, GreedyUnderAGrammarTakesTheMaskedDeviceArgmax) {
+  const std::string regex = "[a-z]{5,30}-[0-9]{3,12}";
+  const auto run = [&](bool with_logprobs) {
+    LLMEngine engine(TestConfig());
+    for (int i = 0; i < 4; ++i) {
+      SamplingParams p = Constrained(regex, i);
+      p.temperature = 0.0;
+      if (with_logprobs) p.logprobs = 0;
+      engine.AddRequest("g" + std::to_string(i), engine.Encode("prompt " + std::to_string(i)), p);
+    }
+    SamplingParams plain;
+    plain.temperature = 0.0;
+    plain.max_tokens = 12;
+    engine.AddRequest("plain", engine.Encode("plain prompt"), plain);
+    return RunAll(engine);
+  };
+  const uint64_t device_before = vt::reach::Count("ModelRunner::GrammarBitmaskOnDevice");
+  const uint64_t host_before = vt::reach::Count("ModelRunner::GrammarBitmask");
+  const auto on_device = run(false);
+  EXPECT_GT(vt::reach::Count("ModelRunner::GrammarBitmaskOnDevice"), device_before);
+  EXPECT_EQ(vt::reach::Count("ModelRunner::GrammarBitmask"), host_before) << "no host-sampled grammar row";
+  const auto on_host = run(true);
+  EXPECT_GT(vt::reach::Count("ModelRunner::GrammarBitmask"), host_before);
+  ASSERT_EQ(on_device.size(), 5u);
+  for (const auto& [id, out] : on_device) {
+    if (id != "plain") {
+      EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
+    }
+    EXPECT_EQ(out.token_ids, on_host.at(id).token_ids) << id;
+  }
+}
+
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(yes|no)", 1);

@@ -68,6 +68,74 @@ TEST(ArgmaxTest, FirstIndexOnTies) {
   });
 }
 
+// Reference with a mask: the first largest among the allowed indices, 0 when none.
+std::vector<int64_t> MaskedReference(const Tensor& x, const std::vector<int32_t>& allowed, int64_t words) {
+  const std::vector<double> xs = ToDoubles(x);
+  const int64_t n = x.size(1);
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < x.size(0); ++r) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!((static_cast<uint32_t>(allowed[r * words + i / 32]) >> (i % 32)) & 1u)) continue;
+      if (best < 0 || xs[r * n + i] > xs[r * n + best]) best = i;
+    }
+    out.push_back(std::max<int64_t>(best, 0));
+  }
+  return out;
+}
+
+// Masks as a grammar makes them: whole words allowed and rejected, sparse bits, a
+// row with nothing allowed, one with everything, bits past the row's end set.
+TEST(ArgmaxTest, OnlyAllowedIndicesCompete) {
+  std::mt19937 rng(112);
+  ForEachDeviceAndIsa([&](Device device) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (const Shape& shape : std::vector<Shape>{{1, 1}, {6, 33}, {6, 1000}, {6, 20001}, {3, 248320}}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + ShapeToString(shape));
+        Tensor x = testing::WithPaddedRows(RandomTensor(shape, dtype, device, rng, -3.0f, 3.0f), 2);
+        const int64_t words = (shape[1] + 31) / 32 + 1;  // one spare word
+        std::vector<int32_t> allowed(shape[0] * words);
+        for (int64_t r = 0; r < shape[0]; ++r) {
+          for (int64_t w = 0; w < words; ++w) {
+            uint32_t word = 0;
+            switch ((r + w / 7) % 6) {
+              case 0: word = rng(); break;                             // dense random
+              case 1: word = rng() & rng() & rng() & rng(); break;     // sparse
+              case 2: word = ~0u; break;                               // all
+              case 3: word = rng() % 3 == 0 ? ~0u : 0u; break;         // whole words
+              case 4: word = 0u; break;                                // none
+              default: word = rng() % 5 == 0 ? 1u << (rng() % 32) : 0u;  // a bit here and there
+            }
+            allowed[r * words + w] = static_cast<int32_t>(word);
+          }
+        }
+        if (shape[0] > 4) {  // row 4 allows nothing, row 5 everything
+          std::fill_n(allowed.begin() + 4 * words, words, 0);
+          std::fill_n(allowed.begin() + 5 * words, words, -1);
+        }
+        const Tensor mask = Tensor::FromVector(allowed, {shape[0], words}).To(device);
+        Tensor out = Tensor::Empty({shape[0]}, DType::kI32, device);
+        Poison(out);
+        Argmax({.x = x, .out = out, .allowed = mask});
+        EXPECT_EQ(ToInts(out), MaskedReference(x, allowed, words));
+      }
+    }
+  });
+}
+
+TEST(ArgmaxTest, AMaskOfTheWrongShapeIsRejectedByName) {
+  Tensor x = Tensor::Zeros({2, 100}, DType::kF32);
+  Tensor out = Tensor::Empty({2}, DType::kI32);
+  for (const Shape& shape : std::vector<Shape>{{2, 3}, {1, 4}}) {
+    try {
+      Argmax({.x = x, .out = out, .allowed = Tensor::Zeros(shape, DType::kI32)});
+      ADD_FAILURE() << "no error for allowed " << ShapeToString(shape);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("allowed"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A row that ends where readable memory ends (a PROT_NONE page after it): no kernel
 // may load past the row's last element, however its tail is masked afterwards.
 TEST(ArgmaxTest, ReadsNothingPastTheRow) {

@@ -7,13 +7,14 @@
 //
 // Argmax: x [R, V] float (strided rows), out [R] i32: the first index of the row's
 // largest value; a NaN counts as larger than any number (as torch.argmax), so the
-// first NaN wins if there is one.
+// first NaN wins if there is one. With `allowed`, only the indices it sets compete.
 //
 // Rows are split across threads; non-f32 rows are converted to f32 first. The
 // exponentials and the argmax search run in the row functions of the active
 // instruction set (row_kernels.h; sampling_avx2.cpp / sampling_avx512.cpp): a libm
 // call per vocabulary entry would cost milliseconds per row.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -102,12 +103,53 @@ void LogSoftmaxCpu(const LogSoftmaxArgs& a) {
   });
 }
 
+// Keeps the first of the largest (a NaN counting as largest) of best and candidate,
+// candidate coming later in the row; best < 0 is none yet.
+void KeepFirstLargest(const float* x, int64_t& best, int64_t candidate) {
+  if (best < 0 || (!std::isnan(x[best]) && (std::isnan(x[candidate]) || x[candidate] > x[best]))) best = candidate;
+}
+
+// Argmax over the indices `allowed` sets (a bit per index): runs of whole allowed
+// words go to the vector row function, the rest bit by bit (a grammar's mask is
+// mostly whole words of allowed or rejected tokens). -1 when none is allowed.
+int64_t MaskedArgmax(const SamplingRowKernels& rows_fn, const float* x, int64_t n, const uint32_t* allowed) {
+  int64_t best = -1;
+  const int64_t words = (n + 31) / 32;
+  int64_t run_begin = -1;  // first word of the current run of whole allowed words
+  const auto flush_run = [&](int64_t end_word) {
+    if (run_begin < 0) return;
+    const int64_t begin = run_begin * 32, end = std::min(n, end_word * 32);
+    KeepFirstLargest(x, best, begin + rows_fn.argmax(x + begin, end - begin));
+    run_begin = -1;
+  };
+  for (int64_t w = 0; w < words; ++w) {
+    uint32_t word = allowed[w];
+    if (w == words - 1 && n % 32 != 0) word &= (1u << (n % 32)) - 1;  // bits past the row
+    if (word == ~0u) {
+      if (run_begin < 0) run_begin = w;
+      continue;
+    }
+    flush_run(w);
+    for (; word != 0; word &= word - 1) KeepFirstLargest(x, best, w * 32 + std::countr_zero(word));
+  }
+  flush_run(words);
+  return best;
+}
+
 void ArgmaxCpu(const ArgmaxArgs& a) {
   const SamplingRowKernels& rows_fn = ActiveSamplingRows("ArgmaxCpu");
   const int64_t n = a.x.size(1);
   int32_t* out = a.out.data_ptr<int32_t>();
-  ForEachRowF32(a.x, std::max<int64_t>(1, 65536 / n),
-                [&](int64_t r, const float* x) { out[r] = static_cast<int32_t>(rows_fn.argmax(x, n)); });
+  if (!a.allowed.defined()) {
+    ForEachRowF32(a.x, std::max<int64_t>(1, 65536 / n),
+                  [&](int64_t r, const float* x) { out[r] = static_cast<int32_t>(rows_fn.argmax(x, n)); });
+    return;
+  }
+  const auto* allowed = static_cast<const uint32_t*>(a.allowed.data());
+  const int64_t words = a.allowed.size(1);
+  ForEachRowF32(a.x, std::max<int64_t>(1, 65536 / n), [&](int64_t r, const float* x) {
+    out[r] = static_cast<int32_t>(std::max<int64_t>(0, MaskedArgmax(rows_fn, x, n, allowed + r * words)));
+  });
 }
 
 }  // namespace
