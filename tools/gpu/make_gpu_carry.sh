@@ -9,6 +9,8 @@
 #                              llama/gitRelease.bundle cloned, its llama/patches/*.diff
 #                              applied, packed without .git, the GPU backends other than
 #                              CUDA, docs, models and tests (bench/peer/gpu_compare.sh)
+#   .gpu_carry/qwen3_tokenizer.tar.xz  Qwen3's tokenizer.json and tokenizer_config.json from
+#                              the shared data folder, for gpu_compare.sh --structured
 # Needs apt-get download, npm (the registry) and git. Usage: tools/gpu/make_gpu_carry.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,4 +40,8 @@ for backend in cann et hexagon hip metal musa opencl openvino sycl virtgpu vulka
   rm -rf "$work/llama/ggml/src/ggml-$backend"
 done
 tar cJf "$carry/llama_src.tar.xz" -C "$work/llama" .
+tokenizer_dir=$repo/../shared/data/tokenizers/qwen3
+if [ -f "$tokenizer_dir/tokenizer.json" ]; then
+  tar cJf "$carry/qwen3_tokenizer.tar.xz" -C "$tokenizer_dir" tokenizer.json tokenizer_config.json
+fi
 du -sh "$carry/llama_src.tar.xz" "$carry"
