@@ -43,5 +43,7 @@ tar cJf "$carry/llama_src.tar.xz" -C "$work/llama" .
 tokenizer_dir=$repo/../shared/data/tokenizers/qwen3
 if [ -f "$tokenizer_dir/tokenizer.json" ]; then
   tar cJf "$carry/qwen3_tokenizer.tar.xz" -C "$tokenizer_dir" tokenizer.json tokenizer_config.json
+else
+  echo "make_gpu_carry: no Qwen3 tokenizer at $tokenizer_dir: gpu_compare.sh --structured will have none" >&2
 fi
 du -sh "$carry/llama_src.tar.xz" "$carry"
