@@ -7,7 +7,7 @@
 #                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
 #                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
-#                             [--prompts 16,64,256] [--long-prompt N] [--budget S]
+#                             [--prompts 16,64,256] [--long-prompt N] [--sampled] [--budget S]
 # (--no-peer: no llama.cpp build or runs; --no-bench: no vllm-cpp benches, e.g. for
 # a call that only profiles)
 #
@@ -50,6 +50,9 @@
 #      and `vllm-cpp bench throughput` at 64 prompts runs unconstrained, with a regex
 #      and with a JSON schema on every request, alternating (what the token masks cost
 #      on the GPU, docs/structured_output.md).
+#      With --sampled, every model's batch-1 decode and 64 prompts also run at temperature
+#      1.0 (vLLM's benchmark_throughput setting; vt::Sample on the device, graphs
+#      replayed), to set against the greedy runs of the same call.
 #      With --mtp, MTP speculative decoding: first the embedded demo model (a trained
 #      head) at batch 1 for k = 0, 1, 2, 3, twice, alternating; then every model's GGUF
 #      carries a random MTP module, and after its benchmarks a batch-1 run with k = 1
@@ -83,9 +86,10 @@ with_peer=1
 with_bench=1
 structured_model=
 mtp=0
+sampled=0
 structured_tokenizer=
 sanitize_filter=
-test_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*'
+test_filter='MatMulTest.*:MoeExpertsTest.*:MoeRouterTest.*:DeviceGraphTest.*:MatMulChoiceTest.*:GpuKernelRoutesTest.*:MatMulSkinnyVariantsTest.*:GdnTest.*:GdnRecurrentVariantsTest.*:GdnDecodeTest.*:CausalConv1d*:PagedAttention*:*RmsNormTest.*:L2NormTest.*:ProgrammaticLaunchTest.*:AddTest.*:CopyTest.*:FillTest.*:GatherRowsTest.*:RopeNeoxTest.*:AttnGateSplitTest.*:LogSoftmaxTest.*:ArgmaxTest.*:SampleTest.*:SiluMulTest.*:SigmoidMulTest.*:GdnGatesTest.*:WriteKvCacheTest.*:GpuDeviceTest.*:GpuBackendTest.*:MemoryStatsTest.*'
 model_test_filter='*/HfReferenceTest.*:*/Bf16DeviceReferenceTest.*:*/DecodeGraphEngineTest.*:DecodeGraphsTest.*:*HybridPrefixCacheTest.*'
 prompts=16,64,256
 long_prompt=
@@ -106,6 +110,7 @@ while [ $# -gt 0 ]; do
     --no-kernel-bench) kernel_bench=0; shift ;;
     --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
     --mtp) mtp=1; shift ;;
+    --sampled) sampled=1; shift ;;
     --sanitize) sanitize_filter=$2; run_tests=1; shift 2 ;;
     --test-filter) test_filter=$2; shift 2 ;;
     --model-test-filter) model_test_filter=$2; shift 2 ;;
@@ -325,6 +330,14 @@ for name in ${models//,/ }; do
   fi
   ours "$name" throughput 200 throughput --model "$file" --num-prompts "$prompts" --input-len 256 --output-len 128 \
     --max-model-len 512
+  fi
+
+  if [ $sampled = 1 ] && [ $with_bench = 1 ] && [ "$(left)" -gt 120 ]; then
+    stage "$name: sampled at temperature 1.0 (batch 1, 64 prompts)"
+    ours "$name" sampled_latency 90 latency --model "$file" --input-len 512 --output-len 128 --batch-size 1 \
+      --num-iters 3 --num-iters-warmup 1 --temperature 1.0 --print-kernels
+    ours "$name" sampled_throughput 120 throughput --model "$file" --num-prompts 64 --input-len 256 \
+      --output-len 128 --max-model-len 512 --temperature 1.0
   fi
 
   if [ $mtp = 1 ] && [ "$(left)" -gt 120 ]; then

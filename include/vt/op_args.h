@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "vt/tensor.h"
 
@@ -222,6 +224,56 @@ struct LogSoftmaxArgs {
 // mask, structured_output); a row with no allowed index gives 0.
 struct ArgmaxArgs {
   Tensor x, out;
+  Tensor allowed;
+};
+
+// One row's parameters of Sample, 8 32-bit words as the kernels read them (a
+// params tensor [R, 8] i32 holds a row's bytes, as SampleRowWords lays them out): the
+// temperature (0: greedy), top_k (<= 0 or >= V: every index), top_p in (0, 1], min_p
+// in [0, 1], the 64 bits of the request's seed and offset, the draw's position (the
+// tokens the request generated so far).
+struct SampleRow {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint32_t seed_lo = 0, seed_hi = 0;
+  uint32_t offset_lo = 0, offset_hi = 0;
+  void SetSeed(uint64_t seed) {
+    seed_lo = static_cast<uint32_t>(seed);
+    seed_hi = static_cast<uint32_t>(seed >> 32);
+  }
+  void SetOffset(int64_t offset) {
+    offset_lo = static_cast<uint32_t>(offset);
+    offset_hi = static_cast<uint32_t>(static_cast<uint64_t>(offset) >> 32);
+  }
+  // constexpr: callable from device code as well (nvcc's relaxed constexpr, hipcc).
+  constexpr uint64_t Seed() const { return (static_cast<uint64_t>(seed_hi) << 32) | seed_lo; }
+  constexpr int64_t Offset() const { return static_cast<int64_t>((static_cast<uint64_t>(offset_hi) << 32) | offset_lo); }
+};
+static_assert(sizeof(SampleRow) == 8 * sizeof(int32_t), "SampleRow is 8 words");
+inline constexpr int64_t kSampleRowWords = 8;
+
+// rows as the words of Sample's params ([rows.size(), kSampleRowWords] i32).
+inline std::vector<int32_t> SampleRowWords(const std::vector<SampleRow>& rows) {
+  std::vector<int32_t> words(rows.size() * kSampleRowWords);
+  if (!rows.empty()) std::memcpy(words.data(), rows.data(), rows.size() * sizeof(SampleRow));
+  return words;
+}
+
+// x [R, V] float logits (last dim contiguous); params [R, kSampleRowWords] i32,
+// contiguous, row r the bytes of a SampleRow; out [R] i32. allowed (optional) as
+// Argmax's: only the indices it sets are candidates.
+// A row with temperature 0 gives Argmax's index among the candidates. Otherwise the
+// candidates are filtered as the host sampler does (vllm::Sampler): min_p keeps
+// x_i >= max + T log(min_p); top_k keeps values at or above the k-th largest; top_p
+// keeps values at or above v, the largest value whose candidates at or above it hold
+// top_p of the remaining softmax(x / T) mass (ties at a threshold all stay). Then the
+// token is argmax_i (x_i / T + Gumbel(seed, offset, i)) over what is kept
+// (sample_noise.h): a draw from softmax(x / T) renormalised over the kept set, the
+// same on every backend. NaN values are never candidates; a row without any gives 0.
+struct SampleArgs {
+  Tensor x, params, out;
   Tensor allowed;
 };
 

@@ -11,6 +11,9 @@
 //      min_p, top-k, top-p, renormalise, draw from the request's generator.
 // A request with a seed has its own generator (same seed, same tokens); others
 // draw from the sampler's generator, itself seeded explicitly by the engine.
+// On a GPU most requests are not sampled here but by vt::Sample on the device
+// (SamplesOnDevice): the same filters, counter-based random numbers, so a seed gives
+// other tokens there than here.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "vllm/core/request.h"
+#include "vt/op_args.h"
 
 namespace vllm {
 
@@ -54,8 +58,21 @@ class Sampler {
   // Plain greedy but for a grammar (structured outputs): its token is the argmax over
   // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
   static bool IsGreedyUnderGrammarOnly(const Request& request);
+  // Whether vt::Sample draws this request's token the way Sample would (the same
+  // filters, other random numbers): no logprobs, no penalties, min_tokens reached, no
+  // logits processors; a grammar's bitmask goes with it. The runner samples such
+  // requests on a GPU (ModelRunner::ExecuteWithDeviceSampler).
+  static bool SamplesOnDevice(const Request& request);
+  // The request's row of vt::Sample's params: temperature 0 when greedy, its filters,
+  // its seed (or one drawn once from the sampler's generator, kept per request) and
+  // its position (the output tokens so far), so that its tokens depend on nothing
+  // else in the batch.
+  vt::SampleRow DeviceSampleRow(const Request& request);
   // Forgets a finished request's generator.
-  void Release(const std::string& req_id) { request_rngs_.erase(req_id); }
+  void Release(const std::string& req_id) {
+    request_rngs_.erase(req_id);
+    device_seeds_.erase(req_id);
+  }
 
  private:
   std::mt19937_64& RngFor(const Request& request);
@@ -66,6 +83,7 @@ class Sampler {
 
   std::mt19937_64 engine_rng_;
   std::unordered_map<std::string, std::mt19937_64> request_rngs_;
+  std::unordered_map<std::string, uint64_t> device_seeds_;  // unseeded requests' seeds for vt::Sample
 };
 
 // log_softmax of logits [vocab] in double precision, returned as f32.

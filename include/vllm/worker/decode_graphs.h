@@ -9,7 +9,11 @@
 // launch sizes taken at capture (the attention's split over the context, the
 // block table's width) are fixed in the graph. Every graph reads its inputs from
 // one device buffer of its own, rewritten by one host copy before each replay
-// (PackInputs gives its layout), and writes the greedy token of every row.
+// (PackInputs gives its layout), and writes the token vt::Sample draws for every
+// row from the row's sampling parameters, which are among those inputs (a greedy
+// row has temperature 0), so greedy and sampled batches replay the same graph.
+// Batches under grammars (structured outputs) replay graphs of their own that also
+// read a bitmask buffer, rewritten before each replay like the inputs.
 //
 // Padding rows are harmless: token 0 at position 0, its K/V written to slot 0 of
 // the null block 0 (never given to a request), a context of that one token, and
@@ -35,6 +39,7 @@
 #include "vllm/model_executor/model.h"
 #include "vllm/worker/input_batch.h"
 #include "vt/device_graph.h"
+#include "vt/op_args.h"
 
 namespace vllm {
 
@@ -49,6 +54,7 @@ struct DecodeGraphShape {
   int64_t batch = 0;        // P: rows, a power of two >= the real batch
   int64_t max_seq_len = 0;  // S: the attention's context bound
   int64_t table_width = 0;  // W = ceil(S / block_size): block-table entries per row
+  int64_t mask_words = 0;   // grammar bitmask words a row (a second input, [P, words] i32); 0: none
   auto operator<=>(const DecodeGraphShape&) const = default;
 };
 
@@ -59,30 +65,39 @@ class DecodeGraphs {
   // Whether `batch` can run as a graph: only decodes of running sequences (one
   // token each, all sampling), at most max_batch of them, contexts within max_model_len.
   bool Accepts(const InputBatch& batch) const;
-  // The greedy token of every scheduled request, in order; captures the graph of
-  // the batch's shape first if it is new. nullopt when that capture failed (out of
-  // device memory, say): the shape is then remembered as eager-only, the reason
-  // kept in last_capture_error(), and the caller runs the step eagerly.
-  std::optional<std::vector<int32_t>> RunGreedy(const InputBatch& batch);
+  // The token of every scheduled request, in order, drawn by vt::Sample with
+  // sample_rows[r] (one per request); captures the graph of the batch's shape first
+  // if it is new. nullopt when that capture failed (out of device memory, say): the
+  // shape is then remembered as eager-only, the reason kept in last_capture_error(),
+  // and the caller runs the step eagerly.
+  // With `mask_rows` ([B, mask_words] bitmask words, vt::Sample's `allowed`: a
+  // grammar's rows, all ones for requests without one), the graph of the masked shape.
+  std::optional<std::vector<int32_t>> Run(const InputBatch& batch, const std::vector<vt::SampleRow>& sample_rows,
+                                          const std::vector<int32_t>* mask_rows = nullptr, int64_t mask_words = 0);
   size_t num_graphs() const { return graphs_.size(); }
   const std::string& last_capture_error() const { return last_capture_error_; }
 
-  DecodeGraphShape ShapeFor(const InputBatch& batch) const;
-  // The input buffer of `shape` for `batch` (nullptr: every row padding), int32:
+  DecodeGraphShape ShapeFor(const InputBatch& batch, int64_t mask_words = 0) const;
+  // The input buffer of `shape` for `batch` (nullptr: every row padding) and its
+  // sampling rows (one per request; padding rows greedy), int32:
   //   input_ids [P] | logits_rows [P] | positions [P] | slot_mapping [P] |
-  //   seq_lens [P] | query_start_loc [P + 1] | state_slots [P] | block_tables [P, W]
-  std::vector<int32_t> PackInputs(const InputBatch* batch, const DecodeGraphShape& shape) const;
+  //   seq_lens [P] | query_start_loc [P + 1] | state_slots [P] | block_tables [P, W] |
+  //   sample_rows [P, vt::kSampleRowWords]
+  std::vector<int32_t> PackInputs(const InputBatch* batch, const DecodeGraphShape& shape,
+                                  const std::vector<vt::SampleRow>& sample_rows) const;
 
  private:
   struct Graph {
     vt::Tensor inputs;  // [PackInputs' length] i32 on the device
     ForwardBatch batch;  // views of `inputs`
     vt::Tensor tokens;   // [P] i32, written by each replay
+    vt::Tensor allowed;  // [P, mask_words] i32 when the shape has a mask
     std::unique_ptr<vt::CapturedGraph> graph;
   };
   Graph* GraphFor(const DecodeGraphShape& shape);  // null: the capture failed
   Graph Capture(const DecodeGraphShape& shape);
   ForwardBatch BatchViews(const vt::Tensor& inputs, const DecodeGraphShape& shape) const;
+  vt::Tensor SampleRowsView(const vt::Tensor& inputs, const DecodeGraphShape& shape) const;  // [P, 8] i32
 
   const Model& model_;
   const ModelCaches& caches_;

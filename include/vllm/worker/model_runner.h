@@ -97,16 +97,20 @@ class ModelRunner {
   // Both phases of one step. When every sampling request is plain greedy
   // (Sampler::IsPlainGreedy) and none scores its prompt, the tokens are one
   // vt::Argmax over the logits on the model's device and only they are copied
-  // back (a GPU then never sends the [N, vocab] logits to the host). An output
-  // that schedules nothing still frees its finished requests.
+  // back (a GPU then never sends the [N, vocab] logits to the host). On a GPU the
+  // other requests that Sampler::SamplesOnDevice are drawn by vt::Sample there too
+  // (ExecuteWithDeviceSampler), and decode batches of such requests (grammars
+  // included, as a bitmask input) replay decode graphs. An output that schedules nothing still frees its
+  // finished requests.
   RunnerOutput Execute(const SchedulerOutput& output);
   // Updates the states, zeroes the state slots of new sequences, builds the batch
   // and runs the model.
   StepLogits ExecuteModel(const SchedulerOutput& output);
   // Samples (and scores prompt tokens) from ExecuteModel's logits. A request with a
   // row in logits.grammar samples from its logits masked by it (tokens outside the
-  // grammar at -inf; the other requests' rows are untouched).
-  RunnerOutput SampleTokens(const StepLogits& logits);
+  // grammar at -inf; the other requests' rows are untouched). Requests b with
+  // (*sampled_elsewhere)[b] only get their prompt logprobs here.
+  RunnerOutput SampleTokens(const StepLogits& logits, const std::vector<bool>* sampled_elsewhere = nullptr);
 
   // Applies the output to the per-request states (finished ids freed first, then
   // new requests added, then the cached requests' deltas) and returns the step's
@@ -159,7 +163,19 @@ class ModelRunner {
   // it has a bitmask row for take only the tokens that row allows.
   RunnerOutput ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar = nullptr);
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
-  std::optional<RunnerOutput> ExecuteGreedyGraph(const InputBatch& batch);
+  // The grammar's rows of the batch's requests go into the graph's bitmask input.
+  std::optional<RunnerOutput> ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar);
+  // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
+  // as its bitmask), no drafts, no prompt logprobs.
+  static bool SamplesOnDeviceOnly(const InputBatch& batch);
+  // The forward, then vt::Sample on the model's device for the requests that
+  // Sampler::SamplesOnDevice (grammar rows masked there); the logits go to the host
+  // only for the others and for prompt logprobs (SampleTokens).
+  RunnerOutput ExecuteWithDeviceSampler(InputBatch batch, const GrammarBitmask& grammar);
+  // [N, words] i32: all ones but the last row of each request `grammar` has a bitmask
+  // row for; undefined when there is none.
+  static vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
+                                        const GrammarBitmask* grammar, const vt::Tensor& logits);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(batch)).
   ForwardBatch PrepareBatch(const InputBatch& batch, const std::vector<LogitsRows>& plan) const;
 

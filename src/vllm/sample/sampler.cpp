@@ -153,6 +153,31 @@ bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
          !p.HasLogitsProcessors();
 }
 
+bool Sampler::SamplesOnDevice(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  return !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+}
+
+vt::SampleRow Sampler::DeviceSampleRow(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  vt::SampleRow row;
+  row.temperature = p.IsGreedy() ? 0.0f : static_cast<float>(p.temperature);
+  row.top_k = p.top_k > 0 ? p.top_k : 0;
+  row.top_p = static_cast<float>(p.top_p);
+  row.min_p = static_cast<float>(p.min_p);
+  uint64_t seed;
+  if (p.seed) {
+    seed = *p.seed;
+  } else {
+    auto it = device_seeds_.find(r.req_id);
+    if (it == device_seeds_.end()) it = device_seeds_.emplace(r.req_id, engine_rng_()).first;
+    seed = it->second;
+  }
+  row.SetSeed(seed);
+  row.SetOffset(r.num_output_tokens());
+  return row;
+}
+
 std::vector<float> Sampler::ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& r) {
   const SamplingParams& p = r.sampling_params;
   std::vector<float> logits(raw_logits, raw_logits + vocab);

@@ -294,6 +294,21 @@ bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
   return any_grammar;
 }
 
+vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
+                                             const GrammarBitmask* grammar, const vt::Tensor& logits) {
+  if (!grammar || grammar->request_rows.empty()) return {};
+  vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
+  const int64_t words = grammar->words_per_row;
+  std::vector<int32_t> bits(static_cast<size_t>(logits.size(0) * words), -1);
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const auto row = grammar->request_rows.find(batch.requests[b].req_id());
+    if (row == grammar->request_rows.end() || rows[b].num_rows == 0) continue;
+    std::memcpy(bits.data() + (rows[b].first_row + rows[b].num_rows - 1) * words,
+                grammar->words.data() + static_cast<int64_t>(row->second) * words, words * sizeof(uint32_t));
+  }
+  return vt::Tensor::FromVector(bits, {logits.size(0), words}).To(logits.device());
+}
+
 RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
   vt::reach::Hit("ModelRunner::ArgmaxOnDevice");
   const std::vector<LogitsRows> rows = PlanLogitsRows(batch);
@@ -301,19 +316,7 @@ RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBi
   RunnerOutput result;
   if (logits.size(0) == 0) return result;
   const vt::Tensor ids = vt::Tensor::Empty({logits.size(0)}, vt::DType::kI32, logits.device());  // [N]
-  vt::Tensor allowed;  // [N, words] bitmask: all ones but the grammar requests' sampling rows
-  if (grammar && !grammar->request_rows.empty()) {
-    vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
-    const int64_t words = grammar->words_per_row;
-    std::vector<int32_t> bits(static_cast<size_t>(logits.size(0) * words), -1);
-    for (size_t b = 0; b < batch.requests.size(); ++b) {
-      const auto row = grammar->request_rows.find(batch.requests[b].req_id());
-      if (row == grammar->request_rows.end() || rows[b].num_rows == 0) continue;
-      std::memcpy(bits.data() + (rows[b].first_row + rows[b].num_rows - 1) * words,
-                  grammar->words.data() + static_cast<int64_t>(row->second) * words, words * sizeof(uint32_t));
-    }
-    allowed = vt::Tensor::FromVector(bits, {logits.size(0), words}).To(logits.device());
-  }
+  const vt::Tensor allowed = GrammarRowsOnDevice(batch, rows, grammar, logits);  // [N, words] or none
   vt::Argmax({.x = logits, .out = ids, .allowed = allowed});
   const std::vector<int64_t> tokens = ids.ToIntVector();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -328,8 +331,77 @@ RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBi
   return result;
 }
 
-std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const InputBatch& batch) {
-  const std::optional<std::vector<int32_t>> tokens = decode_graphs_->RunGreedy(batch);
+bool ModelRunner::SamplesOnDeviceOnly(const InputBatch& batch) {
+  return std::all_of(batch.requests.begin(), batch.requests.end(), [](const BatchRequest& s) {
+    return !WantsPromptLogprobs(s) &&
+           (!s.samples() || (s.num_draft_tokens() == 0 && Sampler::SamplesOnDevice(s.request())));
+  });
+}
+
+RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const GrammarBitmask& grammar) {
+  vt::reach::Hit("ModelRunner::DeviceSampler");
+  StepLogits step;
+  step.rows = PlanLogitsRows(batch);
+  const vt::Tensor logits = Forward(batch, step.rows);  // [N, V]
+  const int64_t N = logits.size(0);
+  // Rows no request samples from on the device stay greedy (their ids are dropped).
+  std::vector<vt::SampleRow> params(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f});
+  std::vector<bool> on_device(batch.requests.size(), false);
+  bool host_work = false;
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const BatchRequest& s = batch.requests[b];
+    host_work = host_work || WantsPromptLogprobs(s);
+    if (!s.samples() || step.rows[b].num_rows == 0) continue;
+    if (s.num_draft_tokens() > 0 || !Sampler::SamplesOnDevice(s.request())) {
+      host_work = true;
+      continue;
+    }
+    on_device[b] = true;
+    params[step.rows[b].first_row + step.rows[b].num_rows - 1] = sampler_.DeviceSampleRow(s.request());
+  }
+  std::vector<int64_t> tokens;
+  if (N > 0) {
+    const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
+    const vt::Tensor rows = vt::Tensor::FromVector(vt::SampleRowWords(params), {N, vt::kSampleRowWords});
+    vt::Sample({.x = logits,
+                .params = rows.To(logits.device()),
+                .out = ids,
+                .allowed = GrammarRowsOnDevice(batch, step.rows, &grammar, logits)});
+    tokens = ids.ToIntVector();
+  }
+  RunnerOutput result;
+  step.batch = std::move(batch);
+  if (host_work) {
+    // Prompt logprobs and requests the device does not sample for: their rows on the host.
+    step.grammar = grammar;
+    step.logits = logits.To(vt::kCpu);
+    result = SampleTokens(step, &on_device);
+  }
+  for (size_t b = 0; b < step.batch.requests.size(); ++b) {
+    if (!on_device[b]) continue;
+    const LogitsRows& plan = step.rows[b];
+    result.sampled[step.batch.requests[b].req_id()].token_id =
+        static_cast<int32_t>(tokens[plan.first_row + plan.num_rows - 1]);
+  }
+  return result;
+}
+
+std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar) {
+  std::vector<vt::SampleRow> sample_rows;
+  for (const BatchRequest& s : batch.requests) sample_rows.push_back(sampler_.DeviceSampleRow(s.request()));
+  // The grammar's rows of this batch's requests (all ones for the others), if any.
+  std::vector<int32_t> mask_rows;
+  const int64_t words = grammar.words_per_row;
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const auto row = grammar.request_rows.find(batch.requests[b].req_id());
+    if (row == grammar.request_rows.end()) continue;
+    if (mask_rows.empty()) mask_rows.assign(static_cast<size_t>(batch.size() * words), -1);
+    std::memcpy(mask_rows.data() + b * words, grammar.words.data() + static_cast<int64_t>(row->second) * words,
+                words * sizeof(uint32_t));
+  }
+  if (!mask_rows.empty()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
+  const std::optional<std::vector<int32_t>> tokens =
+      decode_graphs_->Run(batch, sample_rows, mask_rows.empty() ? nullptr : &mask_rows, words);
   if (!tokens) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
   num_tokens_computed_ += batch.size();
@@ -339,7 +411,7 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGreedyGraph(const InputBatch& ba
   return result;
 }
 
-RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
+RunnerOutput ModelRunner::SampleTokens(const StepLogits& step, const std::vector<bool>* sampled_elsewhere) {
   RunnerOutput result;
   const int64_t V = step.logits.size(1);
   const float* rows = step.logits.data_ptr<float>();
@@ -365,7 +437,7 @@ RunnerOutput ModelRunner::SampleTokens(const StepLogits& step) {
       }
       result.prompt_logprobs[s.req_id()] = std::move(chunk);
     }
-    if (!s.samples()) continue;
+    if (!s.samples() || (sampled_elsewhere && (*sampled_elsewhere)[b])) continue;
     const auto grammar_row = step.grammar.request_rows.find(s.req_id());
     if (s.num_draft_tokens() > 0) {
       if (grammar_row != step.grammar.request_rows.end()) {
@@ -392,20 +464,18 @@ RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   InputBatch batch = UpdateStates(output);
   if (batch.empty()) return {};
   if (speculative_) return ExecuteSpeculative(std::move(batch), output);
-  if (SamplesByArgmaxOnly(batch)) {
-    if (decode_graphs_ && decode_graphs_->Accepts(batch)) {
-      std::optional<RunnerOutput> replayed = ExecuteGreedyGraph(batch);
-      if (replayed) return std::move(*replayed);
-    }
-    return ExecuteGreedy(batch);
+  // Grammars' bitmask rows go to the device, not the logits to the host (64 rows of a
+  // 248k vocabulary are 64 MB a step).
+  const GrammarBitmask grammar{output.structured_output_request_ids, output.grammar_bitmask,
+                               output.grammar_bitmask_words};
+  if (decode_graphs_ && SamplesOnDeviceOnly(batch) && decode_graphs_->Accepts(batch)) {
+    std::optional<RunnerOutput> replayed = ExecuteGraph(batch, grammar);
+    if (replayed) return std::move(*replayed);
   }
-  if (SamplesByMaskedArgmax(batch)) {
-    // Greedy under grammars: the bitmask rows go to the device, not the logits to the
-    // host (64 rows of a 248k vocabulary are 64 MB a step).
-    const GrammarBitmask grammar{output.structured_output_request_ids, output.grammar_bitmask,
-                                 output.grammar_bitmask_words};
-    return ExecuteGreedy(batch, &grammar);
-  }
+  if (SamplesByArgmaxOnly(batch)) return ExecuteGreedy(batch);
+  if (SamplesByMaskedArgmax(batch)) return ExecuteGreedy(batch, &grammar);
+  // A GPU draws every other request's token too (vt::Sample), unless it needs the host.
+  if (model_.device().type != vt::DeviceType::kCPU) return ExecuteWithDeviceSampler(std::move(batch), grammar);
   vt::reach::Hit("ModelRunner::HostSampler");
   return SampleTokens(RunModel(std::move(batch), output));
 }

@@ -1,4 +1,4 @@
-// GPU kernels of the sampling helpers: LogSoftmax, Argmax.
+// GPU kernels of the sampling helpers: LogSoftmax, Argmax, Sample.
 //
 // Shapes (op_args.h): LogSoftmax x [rows..., V] float (strided rows) -> out f32 of
 // the same shape (out may be x itself when x is f32). Argmax x [R, V] float ->
@@ -8,8 +8,11 @@
 // in f32, then each thread writes x - max - log(sum) for the same columns it read
 // (so an in-place out needs no barrier). Argmax reduces (value, index) pairs with
 // ties going to the lower index, over chunks of a row in parallel (see ArgmaxGpu).
+// Sample (see SampleGpu): a block per row finds the row's keep threshold by radix
+// selection, then the chunks of the row race with their Gumbel noise as Argmax's do.
 #include "gpu_common.cuh"
 #include "vt/ops.h"
+#include "vt/sample_noise.h"
 
 namespace vt::gpu {
 namespace {
@@ -164,9 +167,216 @@ void ArgmaxGpu(const ArgmaxArgs& a) {
   CheckLaunch("Argmax");
 }
 
+// ---- Sample ------------------------------------------------------------------------
+// Two passes, three launches (op_args.h gives the contract; the CPU kernel in
+// src/vt/cpu/kernels/sample.cpp the same tokens):
+//   SampleThresholds  a block per row: the candidates' maximum m, then the keep
+//                     threshold max(m + T log(min_p), the k-th largest value, the
+//                     top-p value), each selection a radix select over the values'
+//                     order-preserving 32-bit keys, 8 bits a pass (4 passes), with a
+//                     256-bin histogram of counts (top-k) or of softmax weights
+//                     (top-p) in shared memory. A row with T = 0 or no filter writes
+//                     -inf and returns at once.
+//   SampleRace        grid (rows, chunks): the race argmax (x_i / T + Gumbel_i) over
+//                     the chunk's candidates at or above the threshold (x_i itself at
+//                     T = 0), then ArgmaxOfPartials as Argmax's.
+// A row of a 248k vocabulary is ~1 MB read 2 + 4 (top-k) + 4 (top-p) times by one
+// block for the threshold: tens of microseconds, against the milliseconds of copying
+// the logits to the host.
+
+constexpr int kSelectThreads = 1024;
+constexpr int kRadixBins = 256;
+constexpr int64_t kRaceChunk = 4096;  // the noise costs ~100 instructions a value: more blocks
+
+template <typename T>
+struct SampleParams {
+  const T* x;
+  int64_t row_stride, width;
+  const uint32_t* allowed;  // [R, allowed_words] or null
+  int64_t allowed_words;
+  const SampleRow* rows;  // [R]
+  float* thresholds;      // [R]
+};
+
+// Larger floats have larger keys (negative values' bits inverted, positive ones'
+// sign bit set).
+__device__ inline uint32_t OrderedKey(float v) {
+  const uint32_t bits = __float_as_uint(v);
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+__device__ inline float FromOrderedKey(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? key & 0x7fffffffu : ~key);
+}
+
+template <typename T>
+__device__ inline bool IsCandidate(const SampleParams<T>& p, const T* x, int64_t row, int64_t i, float& v) {
+  if (p.allowed && !((p.allowed[row * p.allowed_words + (i >> 5)] >> (i & 31)) & 1u)) return false;
+  v = ToFloat(x[i]);
+  return !isnan(v);
+}
+
+// The value whose key the 4 passes of 8 bits single out among the candidates at or
+// above `floor`: the largest v with sum of weight(x) over candidates x >= v reaching
+// `target`, weight 1 (count: the target-th largest) or the softmax weight. When the
+// weights' rounding leaves no bin reaching the target, the lowest non-empty bin is
+// taken (everything stays). Every thread calls it; every thread gets the value.
+template <bool kMass, typename T>
+__device__ float RadixSelect(const SampleParams<T>& p, const T* x, int64_t row, float floor, float target, float m,
+                             float t, float top_p) {
+  __shared__ float hist[kRadixBins];
+  __shared__ uint32_t prefix_shared;
+  __shared__ float target_shared;
+  uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < kRadixBins; b += blockDim.x) hist[b] = 0.0f;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < p.width; i += blockDim.x) {
+      float v;
+      if (!IsCandidate(p, x, row, i, v) || v < floor) continue;
+      const uint32_t key = OrderedKey(v);
+      if ((key & mask) != prefix) continue;
+      atomicAdd(&hist[(key >> shift) & 0xffu], kMass ? expf((v - m) / t) : 1.0f);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (kMass && shift == 24) {  // the candidates' whole mass: the target is top_p of it
+        float total = 0.0f;
+        for (int b = 0; b < kRadixBins; ++b) total += hist[b];
+        target = top_p * total;
+      }
+      float above = 0.0f;
+      int chosen = -1, lowest = 0;
+      for (int b = kRadixBins - 1; b >= 0; --b) {
+        if (hist[b] == 0.0f) continue;
+        lowest = b;
+        if (above + hist[b] >= target) {
+          chosen = b;
+          break;
+        }
+        above += hist[b];
+      }
+      if (chosen < 0) {  // rounding: keep everything down to the lowest bin
+        chosen = lowest;
+        above -= hist[lowest];
+      }
+      prefix_shared = prefix | (static_cast<uint32_t>(chosen) << shift);
+      target_shared = target - above;
+    }
+    __syncthreads();
+    prefix = prefix_shared;
+    target = target_shared;
+    mask |= 0xffu << shift;
+    __syncthreads();  // the next pass clears hist
+  }
+  return FromOrderedKey(prefix);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSelectThreads) SampleThresholds(SampleParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  const int64_t row = blockIdx.x;
+  const SampleRow params = p.rows[row];
+  const float t = params.temperature, min_p = params.min_p, top_p = params.top_p;
+  const int32_t top_k = params.top_k;
+  const bool by_k = top_k > 0 && top_k < p.width;
+  float thr = -INFINITY;
+  if (t > 0.0f && (min_p > 0.0f || by_k || top_p < 1.0f)) {
+    const T* x = p.x + row * p.row_stride;
+    float local_max = -INFINITY;
+    for (int64_t i = threadIdx.x; i < p.width; i += blockDim.x) {
+      float v;
+      if (IsCandidate(p, x, row, i, v)) local_max = fmaxf(local_max, v);
+    }
+    const float m = BlockMax(local_max, scratch);
+    if (min_p > 0.0f) thr = m + t * logf(min_p);
+    if (by_k) {
+      float local_count = 0.0f;  // exact: a vocabulary is far below 2^24
+      for (int64_t i = threadIdx.x; i < p.width; i += blockDim.x) {
+        float v;
+        if (IsCandidate(p, x, row, i, v) && v >= thr) local_count += 1.0f;
+      }
+      if (BlockSum(local_count, scratch) > static_cast<float>(top_k)) {
+        thr = fmaxf(thr, RadixSelect<false>(p, x, row, thr, static_cast<float>(top_k), m, t, top_p));
+      }
+    }
+    if (top_p < 1.0f) thr = fmaxf(thr, RadixSelect<true>(p, x, row, thr, 0.0f, m, t, top_p));
+  }
+  if (threadIdx.x == 0) p.thresholds[row] = thr;
+}
+
+// grid (R, chunks): block (r, c) races values [c chunk, (c + 1) chunk) of row r; the
+// winner goes to out (one chunk) or to the partials for ArgmaxOfPartials.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) SampleRace(SampleParams<T> p, int64_t chunk, float* partial_values,
+                                                          int32_t* partial_indices, int32_t* out) {
+  WaitForPriorKernels();  // gpu_launch.cuh
+  const int64_t row = blockIdx.x, begin = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t end = begin + chunk < p.width ? begin + chunk : p.width;
+  const T* x = p.x + row * p.row_stride;
+  const SampleRow params = p.rows[row];
+  const float t = params.temperature, thr = p.thresholds[row];
+  const bool greedy = !(t > 0.0f);
+  const uint64_t seed = params.Seed();
+  const int64_t offset = params.Offset();
+  float best = -INFINITY;
+  int64_t best_index = -1;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float v;
+    if (!IsCandidate(p, x, row, i, v)) continue;
+    if (!greedy) {
+      if (v < thr) continue;
+      v = v / t + sample_noise::Gumbel(seed, offset, i);
+    }
+    KeepLarger(best, best_index, v, i);
+  }
+  BlockBest(best, best_index);
+  if (threadIdx.x != 0) return;
+  if (gridDim.y == 1) {
+    out[row] = static_cast<int32_t>(best_index < 0 ? 0 : best_index);
+  } else {
+    partial_values[row * gridDim.y + blockIdx.y] = best;
+    partial_indices[row * gridDim.y + blockIdx.y] = static_cast<int32_t>(best_index);
+  }
+}
+
+void SampleGpu(const SampleArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const int64_t rows = a.x.size(0), width = a.x.size(1);
+  const int64_t chunks = (width + kRaceChunk - 1) / kRaceChunk;
+  Tensor thresholds = Tensor::Empty({rows}, DType::kF32, a.x.device());
+  Tensor partial_values, partial_indices;
+  if (chunks > 1) {
+    partial_values = Tensor::Empty({rows, chunks}, DType::kF32, a.x.device());
+    partial_indices = Tensor::Empty({rows, chunks}, DType::kI32, a.x.device());
+  }
+  int32_t* out = static_cast<int32_t*>(a.out.data());
+  DispatchFloat(a.x.dtype(), "Sample", [&](auto tag) {
+    using T = decltype(tag);
+    const SampleParams<T> p{static_cast<const T*>(a.x.data()),
+                            a.x.stride(0),
+                            width,
+                            a.allowed.defined() ? static_cast<const uint32_t*>(a.allowed.data()) : nullptr,
+                            a.allowed.defined() ? a.allowed.size(1) : 0,
+                            static_cast<const SampleRow*>(a.params.data()),
+                            thresholds.data_ptr<float>()};
+    LaunchKernel(SampleThresholds<T>, GridFor(rows, 1, "Sample"), kSelectThreads, 0, stream, p);
+    const dim3 grid(GridFor(rows, 1, "Sample"), GridFor(chunks, 1, "Sample"));
+    LaunchKernel(SampleRace<T>, grid, kRowThreads, 0, stream, p, kRaceChunk,
+                 chunks > 1 ? partial_values.data_ptr<float>() : nullptr,
+                 chunks > 1 ? static_cast<int32_t*>(partial_indices.data()) : nullptr, out);
+  });
+  if (chunks > 1) {
+    LaunchKernel(ArgmaxOfPartials, GridFor(rows, 1, "Sample"), kRowThreads, 0, stream, partial_values.data_ptr<float>(),
+                 static_cast<const int32_t*>(partial_indices.data()), chunks, out);
+  }
+  CheckLaunch("Sample");
+}
+
 }  // namespace
 
 VT_REGISTER_KERNEL(LogSoftmax, VT_GPU_DEVICE, LogSoftmaxGpu);
 VT_REGISTER_KERNEL(Argmax, VT_GPU_DEVICE, ArgmaxGpu);
+VT_REGISTER_KERNEL(Sample, VT_GPU_DEVICE, SampleGpu);
 
 }  // namespace vt::gpu

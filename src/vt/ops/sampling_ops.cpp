@@ -1,4 +1,4 @@
-// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax.
+// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax, Sample.
 #include <string>
 
 #include "check.h"
@@ -22,28 +22,46 @@ void LogSoftmax(const LogSoftmaxArgs& args) {
   Dispatch<OpId::kLogSoftmax>(check.device().type, args);
 }
 
+namespace {
+
+// x [R, V] float with a non-empty last dim, out [R] i32, and the optional bitmask
+// `allowed` [R, >= ceil(V / 32)] i32: what Argmax and Sample share.
+void CheckRowsOfLogits(const char* op, const OpCheck& check, const Tensor& x, const Tensor& out, const Tensor& allowed) {
+  check.Rank(x, "x", 2);
+  check.FloatDType(x, "x");
+  check.LastDimContiguous(x, "x");
+  if (!(x.size(1) > 0)) check.Fail("x's last dim must not be empty, got " + x.Describe());
+  check.DType(out, "out", {DType::kI32});
+  check.Shape(out, "out", {x.size(0)});
+  check.Contiguous(out, "out");
+  if (!allowed.defined()) return;
+  const OpCheck mask(op, {{"x", &x}, {"allowed", &allowed}});  // same device
+  mask.DType(allowed, "allowed", {DType::kI32});
+  mask.Rank(allowed, "allowed", 2);
+  mask.Contiguous(allowed, "allowed");
+  if (allowed.size(0) != x.size(0) || allowed.size(1) * 32 < x.size(1)) {
+    mask.Fail("allowed must be [" + std::to_string(x.size(0)) + ", >= " + std::to_string((x.size(1) + 31) / 32) +
+              "] (a bit per index of x " + x.Describe() + "), got " + allowed.Describe());
+  }
+}
+
+}  // namespace
+
 void Argmax(const ArgmaxArgs& args) {
   OpCheck check("Argmax", {{"x", &args.x}, {"out", &args.out}});
-  check.Rank(args.x, "x", 2);
-  check.FloatDType(args.x, "x");
-  check.LastDimContiguous(args.x, "x");
-  if (!(args.x.size(1) > 0)) check.Fail("x's last dim must not be empty, got " + args.x.Describe());
-  check.DType(args.out, "out", {DType::kI32});
-  check.Shape(args.out, "out", {args.x.size(0)});
-  check.Contiguous(args.out, "out");
-  if (args.allowed.defined()) {
-    const OpCheck mask("Argmax", {{"x", &args.x}, {"allowed", &args.allowed}});  // same device
-    mask.DType(args.allowed, "allowed", {DType::kI32});
-    mask.Rank(args.allowed, "allowed", 2);
-    mask.Contiguous(args.allowed, "allowed");
-    if (args.allowed.size(0) != args.x.size(0) || args.allowed.size(1) * 32 < args.x.size(1)) {
-      mask.Fail("allowed must be [" + std::to_string(args.x.size(0)) + ", >= " +
-                 std::to_string((args.x.size(1) + 31) / 32) + "] (a bit per index of x " + args.x.Describe() +
-                 "), got " + args.allowed.Describe());
-    }
-  }
+  CheckRowsOfLogits("Argmax", check, args.x, args.out, args.allowed);
   if (args.x.size(0) == 0) return;
   Dispatch<OpId::kArgmax>(check.device().type, args);
+}
+
+void Sample(const SampleArgs& args) {
+  OpCheck check("Sample", {{"x", &args.x}, {"params", &args.params}, {"out", &args.out}});
+  CheckRowsOfLogits("Sample", check, args.x, args.out, args.allowed);
+  check.DType(args.params, "params", {DType::kI32});
+  check.Shape(args.params, "params", {args.x.size(0), kSampleRowWords});
+  check.Contiguous(args.params, "params");
+  if (args.x.size(0) == 0) return;
+  Dispatch<OpId::kSample>(check.device().type, args);
 }
 
 }  // namespace vt

@@ -2,13 +2,14 @@
 // random-weight model and the byte-level test tokenizer: outputs match their grammar
 // when requests are preempted and recomputed, a grammar that ends under ignore_eos
 // finishes the request, a bad grammar is refused at AddRequest, and the mask is
-// applied by the runner (reach counter).
+// applied by the runner (reach counter), on a GPU by the device sampler.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <regex>
 
 #include "vllm/engine/llm_engine.h"
+#include "testing/op_testing.h"
 #include "vllm/engine/structured_output_manager.h"
 #include "vt/reach.h"
 
@@ -109,6 +110,53 @@ TEST(StructuredOutputEngineTest, GreedyUnderAGrammarTakesTheMaskedDeviceArgmax) 
       EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
     }
     EXPECT_EQ(out.token_ids, on_host.at(id).token_ids) << id;
+  }
+}
+
+// On a GPU, requests under grammars are drawn by vt::Sample with the bitmask as its
+// `allowed`, sampled and greedy alike, eagerly and in decode graphs (the bitmask a
+// graph input): outputs in the grammar, the same seeded tokens both ways, no logits
+// sent to the host.
+TEST(StructuredOutputEngineTest, OnAGpuGrammarsMaskTheDeviceSamplerEagerAndInGraphs) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const std::string regex = "[a-z]{5,30}-[0-9]{3,12}";
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    const auto run = [&](bool eager) {
+      EngineConfig config = TestConfig();
+      config.device = device;
+      config.dtype = "float32";
+      config.enforce_eager = eager;
+      LLMEngine engine(config);
+      for (int i = 0; i < 6; ++i) {
+        SamplingParams p = Constrained(regex, i);
+        if (i >= 4) p.temperature = 0.0;  // greedy under the grammar
+        engine.AddRequest("r" + std::to_string(i), engine.Encode("prompt " + std::to_string(i)), p);
+      }
+      SamplingParams plain;
+      plain.temperature = 0.8;
+      plain.seed = 9;
+      plain.max_tokens = 12;
+      engine.AddRequest("plain", engine.Encode("plain prompt"), plain);
+      return RunAll(engine);
+    };
+    const uint64_t host_before = vt::reach::Count("ModelRunner::GrammarBitmask");
+    const uint64_t sampler_before = vt::reach::Count("ModelRunner::HostSampler");
+    const uint64_t in_graph_before = vt::reach::Count("ModelRunner::GrammarBitmaskInGraph");
+    const auto eager = run(true);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::GrammarBitmaskInGraph"), in_graph_before);
+    const auto graphed = run(false);
+    EXPECT_GT(vt::reach::Count("ModelRunner::GrammarBitmaskInGraph"), in_graph_before);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::GrammarBitmask"), host_before) << "no grammar row on the host";
+    EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), sampler_before) << "no step sampled on the host";
+    ASSERT_EQ(graphed.size(), 7u);
+    for (const auto& [id, out] : graphed) {
+      if (id != "plain") {
+        EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
+      }
+      EXPECT_EQ(out.token_ids, eager.at(id).token_ids) << id;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 // (--enforce-eager), for the reference models, with batches that pad.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,9 +78,13 @@ TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
   EXPECT_EQ(shape.batch, 4);
   EXPECT_EQ(shape.max_seq_len, 1024);  // 601 tokens: the bucket above 512
   EXPECT_EQ(shape.table_width, 256);
-  const std::vector<int32_t> v = graphs.PackInputs(&batch.input, shape);
+  std::vector<vt::SampleRow> sample_rows(3, vt::SampleRow{.temperature = 0.0f});
+  sample_rows[1] = {.temperature = 0.7f, .top_k = 20, .top_p = 0.9f, .min_p = 0.05f};
+  sample_rows[1].SetSeed(0x123456789abcdef0ull);
+  sample_rows[1].SetOffset(42);
+  const std::vector<int32_t> v = graphs.PackInputs(&batch.input, shape, sample_rows);
   const int64_t P = 4, W = 256;
-  ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W);
+  ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W + P * vt::kSampleRowWords);
   auto at = [&](int64_t offset, int64_t n) { return std::vector<int32_t>(v.begin() + offset, v.begin() + offset + n); };
   EXPECT_EQ(at(0, P), (std::vector<int32_t>{7, 11, 13, 0}));                      // input ids
   EXPECT_EQ(at(P, P), (std::vector<int32_t>{0, 1, 2, 3}));                        // logits rows
@@ -92,8 +97,21 @@ TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
   EXPECT_EQ(at(tables, 4), (std::vector<int32_t>{3, 5, 8, 0}));
   EXPECT_EQ(at(tables + 2 * W + 149, 3), (std::vector<int32_t>{159, 160, 0}));
   for (int64_t i = 0; i < W; ++i) EXPECT_EQ(v[tables + 3 * W + i], 0) << "padding row's block table";
+  // The sampling rows, request 1's bytes at row 1, the padding row greedy.
+  const int64_t rows_at = tables + P * W;
+  std::vector<vt::SampleRow> packed(P);
+  std::memcpy(static_cast<void*>(packed.data()), v.data() + rows_at, P * sizeof(vt::SampleRow));
+  EXPECT_EQ(packed[0].temperature, 0.0f);
+  EXPECT_EQ(packed[1].temperature, 0.7f);
+  EXPECT_EQ(packed[1].top_k, 20);
+  EXPECT_EQ(packed[1].top_p, 0.9f);
+  EXPECT_EQ(packed[1].min_p, 0.05f);
+  EXPECT_EQ(packed[1].Seed(), 0x123456789abcdef0ull);
+  EXPECT_EQ(packed[1].Offset(), 42);
+  EXPECT_EQ(packed[3].temperature, 0.0f);
+  EXPECT_THROW(graphs.PackInputs(&batch.input, shape, {}), std::logic_error);  // a row per request
   // An all-padding buffer (the warm-up run before a capture).
-  const std::vector<int32_t> padding = graphs.PackInputs(nullptr, shape);
+  const std::vector<int32_t> padding = graphs.PackInputs(nullptr, shape, {});
   EXPECT_EQ(std::vector<int32_t>(padding.begin(), padding.begin() + P), (std::vector<int32_t>{0, 0, 0, 0}));
   EXPECT_EQ(std::vector<int32_t>(padding.begin() + 6 * P + 1, padding.begin() + 7 * P + 1),
             (std::vector<int32_t>{3, 3, 3, 3}));
@@ -218,9 +236,10 @@ std::vector<std::vector<int32_t>> ReadIds(const std::string& name, const std::st
 }
 
 // Every prompt at once (batches of 5, 4, ... as they finish: padded to 8, 4, ...),
-// f32 activations; returns each request's tokens.
+// f32 activations, greedy or (`sampled`) at temperature 0.8 with top-k 20, top-p 0.9
+// and a seed per request; returns each request's tokens.
 std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device device, bool eager,
-                                             const std::vector<std::vector<int32_t>>& prompts) {
+                                             const std::vector<std::vector<int32_t>>& prompts, bool sampled = false) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -234,6 +253,12 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
   for (size_t i = 0; i < prompts.size(); ++i) {
     SamplingParams p;
     p.temperature = 0;
+    if (sampled) {
+      p.temperature = 0.8;
+      p.top_k = 20;
+      p.top_p = 0.9;
+      p.seed = 1000 + i;
+    }
     p.max_tokens = 8 + 2 * static_cast<int64_t>(i);  // requests finish at different steps
     p.ignore_eos = true;
     engine.AddRequest("r" + std::to_string(i), prompts[i], p);
@@ -270,6 +295,32 @@ TEST_P(DecodeGraphEngineTest, GreedyTokensEqualHfAndTheEagerEngine) {
       const std::vector<int32_t> hf_prefix(hf[i].begin(), hf[i].begin() + static_cast<int64_t>(graphed[i].size()));
       EXPECT_EQ(graphed[i], hf_prefix) << "prompt " << i;
     }
+  }
+}
+
+// Sampled requests replay the same graphs (their parameters are graph inputs): the
+// same tokens as eager steps, which draw on the device too, never on the host.
+TEST_P(DecodeGraphEngineTest, SampledTokensEqualTheEagerEngine) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    vt::reach::Reset();
+    const auto eager = RunPrompts(GetParam(), device, true, prompts, true);
+    EXPECT_GT(vt::reach::Count("ModelRunner::DeviceSampler"), 0u);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), 0u);
+    vt::reach::Reset();
+    const auto graphed = RunPrompts(GetParam(), device, false, prompts, true);
+    EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+    EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), 0u);
+    const auto greedy = RunPrompts(GetParam(), device, false, prompts);
+    size_t differ_from_greedy = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(graphed[i], eager[i]) << "prompt " << i;
+      differ_from_greedy += graphed[i] != greedy[i];
+    }
+    EXPECT_GT(differ_from_greedy, 0u) << "sampling at temperature 0.8 gave the greedy tokens for every prompt";
   }
 }
 

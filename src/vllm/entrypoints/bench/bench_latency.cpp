@@ -55,7 +55,8 @@ void DeclareArgs(CliArgs& cli) {
   cli.AddOption("batch-size", "requests per batch; a comma-separated list sweeps (1,16,64)", "1");
   cli.AddOption("num-iters", "timed iterations per batch size", "5");
   cli.AddOption("num-iters-warmup", "untimed iterations first", "2");
-  cli.AddOption("temperature", "sampling temperature (0 = greedy, which replays decode graphs on a GPU)", "0");
+  cli.AddOption("temperature",
+                "sampling temperature (0 = greedy; on a GPU both draw on the device and replay decode graphs)", "0");
   cli.AddFlag("print-kernels", "list on stderr the kernel variants the timed iterations reached");
   cli.AddOption("profile-decode-step",
                 "GPU: turn the profiler's capture on only around decode step N of the first timed iteration of "
