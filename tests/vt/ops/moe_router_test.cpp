@@ -101,5 +101,81 @@ TEST(MoeRouterTest, TiesGoToTheLowerExpertId) {
   });
 }
 
+// The router's projection fused in (x, w, projected): projected = x . w^T against
+// the double reference, then the routing of projected's first E columns as read
+// back (so that rounding of the products cannot rank experts differently from the
+// reference). GPUs take one launch up to 4 tokens, 256 experts (CUDA) and hidden
+// sizes of whole 8-value chunks; the other shapes go through MatMul then the top-k.
+// Each case runs twice: the fused kernel's arrival counter must be back at 0.
+TEST(MoeRouterTest, FusedProjectionMatchesMatMulThenRouter) {
+  std::mt19937 rng(92);
+  struct Case {
+    int64_t tokens, experts, extra_columns, hidden, k;
+  };
+  const std::vector<Case> cases = {{1, 256, 1, 2048, 8}, {1, 8, 0, 64, 2},   {3, 64, 3, 520, 4},
+                                   {4, 256, 1, 256, 8},  {5, 32, 1, 128, 4}, {2, 300, 1, 64, 8},
+                                   {1, 16, 1, 100, 3}};
+  ForEachDeviceAndIsa([&](Device device) {
+    for (DType x_dtype : {DType::kF32, DType::kBF16}) {
+      for (DType w_dtype : {DType::kF32, DType::kBF16}) {
+        for (const Case& c : cases) {
+          const int64_t columns = c.experts + c.extra_columns;
+          SCOPED_TRACE(std::string(DTypeName(x_dtype)) + " x, " + DTypeName(w_dtype) + " w, T " +
+                       std::to_string(c.tokens) + " E " + std::to_string(c.experts) + " N " +
+                       std::to_string(columns) + " H " + std::to_string(c.hidden));
+          const Tensor x = testing::WithPaddedRows(RandomTensor({c.tokens, c.hidden}, x_dtype, device, rng), 8);
+          const Tensor w = RandomTensor({columns, c.hidden}, w_dtype, device, rng, -0.2f, 0.2f);
+          const Tensor projected = Tensor::Empty({c.tokens, columns}, x_dtype, device);
+          const Tensor logits = projected.Slice(1, 0, c.experts);
+          Tensor weights = Tensor::Empty({c.tokens, c.k}, DType::kF32, device);
+          Tensor ids = Tensor::Empty({c.tokens, c.k}, DType::kI32, device);
+          for (int round = 0; round < 2; ++round) {
+            Poison(projected);
+            Poison(weights);
+            Poison(ids);
+            reach::Reset();
+            MoeRouter({.logits = logits,
+                       .topk_weights = weights,
+                       .topk_ids = ids,
+                       .renormalize = round == 0,
+                       .x = x,
+                       .w = w,
+                       .projected = projected});
+            if (device.type == DeviceType::kCUDA) {
+              const bool fused = c.tokens <= 4 && c.experts <= 256 && c.hidden % 8 == 0;
+              EXPECT_EQ(reach::Count("MoeRouterGpu.fused_projection"), fused ? 1u : 0u);
+            }
+            EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), projected, testing::DefaultTolerance(x_dtype)));
+            const Routing ref = Reference(logits.Contiguous(), c.k, round == 0);
+            EXPECT_EQ(ToInts(ids), ref.ids);
+            EXPECT_TRUE(AllClose(ref.weights, weights, 1e-6));
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(MoeRouterTest, AFusedProjectionNeedsAllItsTensorsAndTheLogitsInside) {
+  const Tensor x = Tensor::Empty({1, 16}, DType::kF32, kCpu), w = Tensor::Empty({5, 16}, DType::kF32, kCpu);
+  const Tensor projected = Tensor::Empty({1, 5}, DType::kF32, kCpu);
+  const Tensor weights = Tensor::Empty({1, 2}, DType::kF32, kCpu), ids = Tensor::Empty({1, 2}, DType::kI32, kCpu);
+  const auto fails_naming = [&](const MoeRouterArgs& args, const std::string& name) {
+    try {
+      MoeRouter(args);
+      ADD_FAILURE() << "accepted; expected an error naming " << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  };
+  fails_naming({.logits = projected.Slice(1, 0, 4), .topk_weights = weights, .topk_ids = ids, .renormalize = true,
+                .x = x, .w = w},
+               "projected");
+  const Tensor elsewhere = Tensor::Empty({1, 4}, DType::kF32, kCpu);
+  fails_naming({.logits = elsewhere, .topk_weights = weights, .topk_ids = ids, .renormalize = true, .x = x, .w = w,
+                .projected = projected},
+               "first 4 columns of projected");
+}
+
 }  // namespace
 }  // namespace vt
