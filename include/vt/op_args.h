@@ -193,17 +193,9 @@ struct GdnDecodeArgs {
 // logits [T, E] float; topk_weights [T, k] f32; topk_ids [T, k] i32.
 // p = softmax(logits); the k largest (ties: lower id first), renormalised to sum 1
 // when `renormalize`.
-// The router's projection fused in (all three or none): x [T, H] float, w [N, H]
-// (N >= E, rows contiguous, as MatMul takes them: the first E rows are the router's,
-// later ones other projections of x merged with it, such as a shared expert's gate)
-// and projected [T, N] (as MatMul's out for x and w). The op first writes
-// projected = x . w^T; logits must then be projected's first E columns (the same
-// memory, rows strided by N), so the top-k reads what was just projected. A GPU does
-// both in one launch at decode sizes.
 struct MoeRouterArgs {
   Tensor logits, topk_weights, topk_ids;
   bool renormalize;
-  Tensor x, w, projected;
 };
 
 // x [T, H] float; w_gate, w_up [E, I, H] and w_down [E, H, I] (any dtype MatMul

@@ -9,22 +9,6 @@
 
 namespace vt::gpu {
 
-// kChunk consecutive float-type values at a 16-byte aligned `p`, as one (16-bit
-// types) or two (f32) 16-byte loads.
-constexpr int kChunk = 8;
-
-template <typename T>
-__device__ inline void LoadChunk(const T* p, float (&out)[kChunk]) {
-  constexpr int kVectors = kChunk * sizeof(T) / 16;
-  uint4 raw[kVectors];
-#pragma unroll
-  for (int v = 0; v < kVectors; ++v) raw[v] = reinterpret_cast<const uint4*>(p)[v];
-  T values[kChunk];
-  memcpy(values, raw, sizeof(values));
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j) out[j] = ToFloat(values[j]);
-}
-
 __device__ inline float WeightAt(const void* row, DType dtype, int64_t i) {
   return IsBlockDType(dtype) ? DequantElement(static_cast<const uint8_t*>(row), dtype, i) : LoadAsFloat(row, dtype, i);
 }

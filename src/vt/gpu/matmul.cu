@@ -70,7 +70,20 @@ __global__ void __launch_bounds__(kSkinnyThreads) SkinnyWarpPerColumn(GemmParams
 }
 
 // kSkinnyVectorLoads: each lane takes 8 consecutive values per step, read as one
-// or two 16-byte loads of the (aligned) row (LoadChunk, gpu_dot.cuh).
+// or two 16-byte loads of the (aligned) row.
+constexpr int kChunk = 8;
+
+template <typename T>
+__device__ inline void LoadChunk(const T* p, float (&out)[kChunk]) {
+  constexpr int kVectors = kChunk * sizeof(T) / 16;
+  uint4 raw[kVectors];
+#pragma unroll
+  for (int v = 0; v < kVectors; ++v) raw[v] = reinterpret_cast<const uint4*>(p)[v];
+  T values[kChunk];
+  memcpy(values, raw, sizeof(values));
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) out[j] = ToFloat(values[j]);
+}
 
 // A lane's weight chunks loaded before the first is used: one chunk a step left each
 // lane with one load in flight, so a 2048-value f32 row (the MoE router's, 8 steps)

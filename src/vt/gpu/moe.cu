@@ -23,10 +23,8 @@
 // and recorded for the host (gpu_runtime.h: reported at the device's next wait for
 // its queue), so the ids are never read back here. Many tokens (pairs >= 32 x experts)
 // take the grouped tensor-core kernels of moe_grouped.cu instead (CUDA).
-#include <mutex>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "gpu_dot.cuh"
 #include "gpu_quant_dot.cuh"
@@ -117,21 +115,23 @@ __global__ void __launch_bounds__(kRouterThreads) RouterRows(RouterParams<T> p) 
 // (ncu, one 35B-A3B decode step: 7% of the step), its rounds each two barriers.
 constexpr int kRouterWarpValues = 8;
 
-// The top k of one token's E logits (load(e) reads logit e) by one warp: lane l
-// holds logits l, l + warp, ...; a picked logit's bit is cleared in its lane's `open`
-// mask. Lane 0 writes weights[0..k) and ids[0..k).
-template <typename Load>
-__device__ inline void WarpTopK(const Load& load, int64_t experts, int64_t k, bool renormalize, float* weights,
-                                int32_t* ids) {
+// One warp per token, blockDim / warp tokens per block. Lane l holds logits
+// l, l + warp, ...; a picked logit's bit is cleared in its lane's `open` mask.
+template <typename T>
+__global__ void __launch_bounds__(kRouterThreads) RouterWarpRows(RouterParams<T> p, int64_t tokens) {
+  WaitForPriorKernels();  // gpu_launch.cuh
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
+  if (token >= tokens) return;  // whole warps leave together; no block barrier follows
+  const T* row = p.logits + token * p.row_stride;
   float values[kRouterWarpValues];
   unsigned open = 0;
   float local_max = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kRouterWarpValues; ++j) {
     const int64_t e = lane + static_cast<int64_t>(j) * kWarpSize;
-    values[j] = e < experts ? load(e) : -INFINITY;
-    if (e < experts) {
+    values[j] = e < p.experts ? ToFloat(row[e]) : -INFINITY;
+    if (e < p.experts) {
       open |= 1u << j;
       local_max = fmaxf(local_max, values[j]);
     }
@@ -144,7 +144,7 @@ __device__ inline void WarpTopK(const Load& load, int64_t experts, int64_t k, bo
   }
   const float row_sum = WarpSum(local_sum);
   float picked_sum = 0.0f;
-  for (int64_t r = 0; r < k; ++r) {
+  for (int64_t r = 0; r < p.k; ++r) {
     float best = -INFINITY;
     int best_id = -1, best_slot = -1;
 #pragma unroll
@@ -164,186 +164,19 @@ __device__ inline void WarpTopK(const Load& load, int64_t experts, int64_t k, bo
     const float prob = expf(winner - row_max) / row_sum;
     picked_sum += prob;
     if (lane == 0) {
-      weights[r] = prob;
-      ids[r] = winner_id;
+      p.weights[token * p.k + r] = prob;
+      p.ids[token * p.k + r] = winner_id;
     }
   }
-  if (renormalize && lane == 0) {
-    for (int64_t r = 0; r < k; ++r) weights[r] /= picked_sum;
+  if (p.renormalize && lane == 0) {
+    for (int64_t r = 0; r < p.k; ++r) p.weights[token * p.k + r] /= picked_sum;
   }
-}
-
-// One warp per token, blockDim / warp tokens per block.
-template <typename T>
-__global__ void __launch_bounds__(kRouterThreads) RouterWarpRows(RouterParams<T> p, int64_t tokens) {
-  WaitForPriorKernels();  // gpu_launch.cuh
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
-  if (token >= tokens) return;  // whole warps leave together; no block barrier follows
-  const T* row = p.logits + token * p.row_stride;
-  WarpTopK([&](int64_t e) { return ToFloat(row[e]); }, p.experts, p.k, p.renormalize, p.weights + token * p.k,
-           p.ids + token * p.k);
-}
-
-// ---- the router's projection fused in ----------------------------------------------
-// RouterProjectAndPick: projected = x . w^T and the top-k of its first E columns in one
-// launch (decode: a [257 x 2048] f32 projection and a top-8 were two launches of
-// ~6.7 us each on an H200 under ncu, 40 a 35B-A3B step). A warp per column of
-// `projected` (4 weight chunks of 8 values a lane in flight, as SkinnyVectorLoads);
-// every block then counts itself in `arrivals`, and the last to arrive (the others'
-// columns are visible to it after their fences) takes the top-k of each token, a
-// warp a token, and sets the counter back to 0 for the next launch (a graph replays
-// it). Up to kRouterProjectionMaxTokens tokens (and a warp each in one block).
-
-constexpr int kRouterProjectionMaxTokens = 4;
-constexpr int kRouterProjectionChunksInFlight = 4;
-
-template <typename X, typename W>
-struct RouterProjectionParams {
-  const X* x;
-  const W* w;
-  X* projected;
-  int64_t x_row_stride, w_row_stride, projected_row_stride;  // elements
-  int64_t tokens, columns, hidden;                           // T, N, H
-  int64_t experts, k;
-  float* weights;
-  int32_t* ids;
-  bool renormalize;
-  unsigned int* arrivals;  // 0 between launches
-};
-
-// A value another block wrote in this launch: read around L1 (not coherent across
-// multiprocessors).
-template <typename X>
-__device__ inline float LoadWrittenByOtherBlocks(const X* at) {
-  X value;
-  if constexpr (sizeof(X) == 4) {
-    const uint32_t bits = *reinterpret_cast<const volatile uint32_t*>(at);
-    memcpy(&value, &bits, sizeof(value));
-  } else {
-    const uint16_t bits = *reinterpret_cast<const volatile uint16_t*>(at);
-    memcpy(&value, &bits, sizeof(value));
-  }
-  return ToFloat(value);
-}
-
-template <typename X, typename W>
-__global__ void __launch_bounds__(kRouterThreads) RouterProjectAndPick(RouterProjectionParams<X, W> p) {
-  WaitForPriorKernels();  // gpu_launch.cuh
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize, warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int64_t column = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + warp;
-  if (column < p.columns) {  // no return: the block's barriers follow
-    const W* w_row = p.w + column * p.w_row_stride;
-    float acc[kRouterProjectionMaxTokens] = {};
-    constexpr int64_t kStep = kWarpSize * kChunk;
-    for (int64_t first = static_cast<int64_t>(lane) * kChunk; first < p.hidden;
-         first += kStep * kRouterProjectionChunksInFlight) {
-      float w[kRouterProjectionChunksInFlight][kChunk];
-#pragma unroll
-      for (int c = 0; c < kRouterProjectionChunksInFlight; ++c) {
-        if (first + c * kStep < p.hidden) LoadChunk(w_row + first + c * kStep, w[c]);
-      }
-#pragma unroll
-      for (int c = 0; c < kRouterProjectionChunksInFlight; ++c) {
-        const int64_t base = first + c * kStep;
-        if (base >= p.hidden) break;
-#pragma unroll
-        for (int t = 0; t < kRouterProjectionMaxTokens; ++t) {
-          if (t >= p.tokens) break;
-          const X* x = p.x + t * p.x_row_stride + base;
-#pragma unroll
-          for (int j = 0; j < kChunk; ++j) acc[t] += w[c][j] * ToFloat(x[j]);
-        }
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < kRouterProjectionMaxTokens; ++t) {
-      if (t >= p.tokens) break;
-      const float sum = WarpSum(acc[t]);
-      if (lane == 0) p.projected[t * p.projected_row_stride + column] = FromFloat<X>(sum);
-    }
-  }
-  __shared__ bool last;
-  __threadfence();  // this block's columns reach L2 before it counts itself
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(p.arrivals, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (warp < p.tokens) {
-    const X* row = p.projected + warp * p.projected_row_stride;
-    WarpTopK([&](int64_t e) { return LoadWrittenByOtherBlocks(row + e); }, p.experts, p.k, p.renormalize,
-             p.weights + warp * p.k, p.ids + warp * p.k);
-  }
-  if (threadIdx.x == 0) *p.arrivals = 0;
-}
-
-// The arrival counter of RouterProjectAndPick on `device`: one int, zeroed once,
-// kept for the process (graphs captured with its address replay it).
-unsigned int* RouterArrivals(Device device) {
-  static std::mutex mutex;
-  static std::vector<Tensor> counters;  // by device index
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (static_cast<size_t>(device.index) >= counters.size()) counters.resize(device.index + 1);
-  Tensor& counter = counters[device.index];
-  if (!counter.defined()) {
-    counter = Tensor::Empty({1}, DType::kI32, device);
-    Fill({.dst = counter, .value = 0.0});
-  }
-  return static_cast<unsigned int*>(counter.data());
-}
-
-// Whether RouterProjectAndPick takes the call: few tokens, a warp's worth of experts,
-// float weights with 16-byte aligned rows of whole chunks.
-bool RouterProjectionTakes(const MoeRouterArgs& a, int warp) {
-  const Tensor& w = a.w;
-  const bool float_weights = w.dtype() == DType::kF32 || w.dtype() == DType::kBF16 || w.dtype() == DType::kF16;
-  const int64_t tokens = a.logits.size(0), hidden = w.size(1);
-  return float_weights && tokens <= kRouterProjectionMaxTokens && tokens <= kRouterThreads / warp &&
-         a.logits.size(1) <= int64_t{kRouterWarpValues} * warp && hidden % kChunk == 0 &&
-         reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 && BytesFor(w.dtype(), w.stride(0)) % 16 == 0 &&
-         a.projected.dtype() == a.x.dtype();
-}
-
-void LaunchRouterProjection(const MoeRouterArgs& a, gpuStream_t stream) {
-  DispatchFloat(a.x.dtype(), "MoeRouter", [&](auto x_tag) {
-    using X = decltype(x_tag);
-    DispatchFloat(a.w.dtype(), "MoeRouter", [&](auto w_tag) {
-      using W = decltype(w_tag);
-      const RouterProjectionParams<X, W> p{static_cast<const X*>(a.x.data()),
-                                           static_cast<const W*>(a.w.data()),
-                                           static_cast<X*>(a.projected.data()),
-                                           a.x.stride(0),
-                                           a.w.stride(0),
-                                           a.projected.stride(0),
-                                           a.logits.size(0),
-                                           a.w.size(0),
-                                           a.w.size(1),
-                                           a.logits.size(1),
-                                           a.topk_weights.size(1),
-                                           a.topk_weights.data_ptr<float>(),
-                                           static_cast<int32_t*>(a.topk_ids.data()),
-                                           a.renormalize,
-                                           RouterArrivals(a.x.device())};
-      const int64_t columns_per_block = kRouterThreads / WarpSize(a.x.device());
-      LaunchKernel(RouterProjectAndPick<X, W>, GridFor(p.columns, columns_per_block, "MoeRouter"), kRouterThreads, 0,
-                   stream, p);
-    });
-  });
 }
 
 void MoeRouterGpu(const MoeRouterArgs& a) {
   gpuStream_t stream = PrepareDevice(a.logits.device());
   const int64_t tokens = a.logits.size(0), experts = a.logits.size(1);
   const int warp = WarpSize(a.logits.device());
-  if (a.projected.defined()) {
-    if (RouterProjectionTakes(a, warp)) {
-      reach::Hit("MoeRouterGpu.fused_projection");
-      LaunchRouterProjection(a, stream);
-      CheckLaunch("MoeRouter");
-      return;
-    }
-    MatMul({.x = a.x, .w = a.w, .out = a.projected});  // then the top-k below
-  }
   const bool per_warp = experts <= int64_t{kRouterWarpValues} * warp;
   reach::Hit(per_warp ? "MoeRouterGpu.warp_rows" : "MoeRouterGpu.block_rows");
   DispatchFloat(a.logits.dtype(), "MoeRouter", [&](auto tag) {

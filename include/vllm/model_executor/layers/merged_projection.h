@@ -68,10 +68,6 @@ class MergedProjection {
   // when merged (so consumers that read the parts themselves see one allocation).
   vt::Tensor Weight(size_t part) const;
   bool merged() const { return weights_.size() == 1 && bounds_.size() > 2; }
-  // The one [out_features(), K] matrix when a single MatMul computes every part
-  // (merged, or one part); undefined otherwise. For ops that take the projection in
-  // (vt::MoeRouter's fused router).
-  vt::Tensor SingleWeight() const { return weights_.size() == 1 ? weights_[0] : vt::Tensor(); }
   size_t num_matmuls() const { return weights_.size(); }
 
  private:

@@ -53,20 +53,11 @@ void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
   const int64_t T = x.size(0);
   const vt::Device dev = x.device();
   vt::Tensor logits = vt::Tensor::Empty({T, router_.out_features()}, x.dtype(), dev);  // [T, E | 1]
+  router_.Forward(x, logits);
   const vt::Tensor router_logits = router_.Columns(logits, 0);  // [T, E], rows strided by E (+ 1)
   vt::Tensor weights = vt::Tensor::Empty({T, top_k_}, vt::DType::kF32, dev);
   vt::Tensor ids = vt::Tensor::Empty({T, top_k_}, vt::DType::kI32, dev);
-  vt::MoeRouterArgs route{.logits = router_logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize_};
-  const vt::Tensor router_weight = router_.SingleWeight();
-  if (router_weight.defined()) {
-    // The projection inside the router op: one launch at decode sizes on a GPU.
-    route.x = x;
-    route.w = router_weight;
-    route.projected = logits;
-  } else {
-    router_.Forward(x, logits);
-  }
-  vt::MoeRouter(route);
+  vt::MoeRouter({.logits = router_logits, .topk_weights = weights, .topk_ids = ids, .renormalize = renormalize_});
   vt::MoeExpertsArgs experts{.x = x,
                              .w_gate = w_.experts_gate,
                              .w_up = w_.experts_up,

@@ -5,8 +5,7 @@
 // logits [T, E] (any float dtype, strided rows); topk_weights [T, k] f32 and
 // topk_ids [T, k] i32, both contiguous. Ranking compares the f32 probabilities, as
 // HF's torch.topk on the softmax output does. E is a few hundred at most, so a
-// partial sort per token is cheap; tokens are split across threads. With the
-// projection fused in, MatMul writes the logits first.
+// partial sort per token is cheap; tokens are split across threads.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -35,7 +34,6 @@ void Softmax(const char* row, DType dtype, int64_t n, float* p) {
 float RankKey(float p) { return std::isnan(p) ? -1.0f : p; }
 
 void MoeRouterCpu(const MoeRouterArgs& a) {
-  if (a.projected.defined()) MatMul({.x = a.x, .w = a.w, .out = a.projected});  // logits: its first columns
   const int64_t tokens = a.logits.size(0), experts = a.logits.size(1), k = a.topk_weights.size(1);
   float* weights = a.topk_weights.data_ptr<float>();
   int32_t* ids = a.topk_ids.data_ptr<int32_t>();
