@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -172,8 +173,12 @@ class ModelRunner {
   // Sampler::SamplesOnDevice (grammar rows masked there); the logits go to the host
   // only for the others and for prompt logprobs (SampleTokens).
   RunnerOutput ExecuteWithDeviceSampler(InputBatch batch, const GrammarBitmask& grammar);
-  // [N, words] i32: all ones but the last row of each request `grammar` has a bitmask
-  // row for; undefined when there is none.
+  // Host bitmask words [num_rows, words]: all ones but row row_of(b) of each request b
+  // the grammar has a row for (row_of gives -1: none); empty when no request has one.
+  static std::vector<int32_t> GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                                          const std::function<int64_t(size_t)>& row_of);
+  // [N, words] i32 on the logits' device: all ones but the last row of each request
+  // `grammar` has a bitmask row for; undefined when there is none.
   static vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
                                         const GrammarBitmask* grammar, const vt::Tensor& logits);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(batch)).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 #include "vllm/model_executor/models/model_registry.h"
@@ -294,19 +295,30 @@ bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
   return any_grammar;
 }
 
+std::vector<int32_t> ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar,
+                                              int64_t num_rows, const std::function<int64_t(size_t)>& row_of) {
+  std::vector<int32_t> bits;
+  const int64_t words = grammar.words_per_row;
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const auto row = grammar.request_rows.find(batch.requests[b].req_id());
+    const int64_t at = row == grammar.request_rows.end() ? -1 : row_of(b);
+    if (at < 0) continue;
+    if (bits.empty()) bits.assign(static_cast<size_t>(num_rows * words), -1);
+    std::memcpy(bits.data() + at * words, grammar.words.data() + static_cast<int64_t>(row->second) * words,
+                words * sizeof(uint32_t));
+  }
+  return bits;
+}
+
 vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
                                              const GrammarBitmask* grammar, const vt::Tensor& logits) {
-  if (!grammar || grammar->request_rows.empty()) return {};
+  if (!grammar) return {};
+  const std::vector<int32_t> bits = GrammarRows(batch, *grammar, logits.size(0), [&](size_t b) {
+    return rows[b].num_rows == 0 ? int64_t{-1} : rows[b].first_row + rows[b].num_rows - 1;
+  });
+  if (bits.empty()) return {};
   vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
-  const int64_t words = grammar->words_per_row;
-  std::vector<int32_t> bits(static_cast<size_t>(logits.size(0) * words), -1);
-  for (size_t b = 0; b < batch.requests.size(); ++b) {
-    const auto row = grammar->request_rows.find(batch.requests[b].req_id());
-    if (row == grammar->request_rows.end() || rows[b].num_rows == 0) continue;
-    std::memcpy(bits.data() + (rows[b].first_row + rows[b].num_rows - 1) * words,
-                grammar->words.data() + static_cast<int64_t>(row->second) * words, words * sizeof(uint32_t));
-  }
-  return vt::Tensor::FromVector(bits, {logits.size(0), words}).To(logits.device());
+  return vt::Tensor::FromVector(bits, {logits.size(0), grammar->words_per_row}).To(logits.device());
 }
 
 RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
@@ -390,18 +402,11 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
   std::vector<vt::SampleRow> sample_rows;
   for (const BatchRequest& s : batch.requests) sample_rows.push_back(sampler_.DeviceSampleRow(s.request()));
   // The grammar's rows of this batch's requests (all ones for the others), if any.
-  std::vector<int32_t> mask_rows;
-  const int64_t words = grammar.words_per_row;
-  for (size_t b = 0; b < batch.requests.size(); ++b) {
-    const auto row = grammar.request_rows.find(batch.requests[b].req_id());
-    if (row == grammar.request_rows.end()) continue;
-    if (mask_rows.empty()) mask_rows.assign(static_cast<size_t>(batch.size() * words), -1);
-    std::memcpy(mask_rows.data() + b * words, grammar.words.data() + static_cast<int64_t>(row->second) * words,
-                words * sizeof(uint32_t));
-  }
+  const std::vector<int32_t> mask_rows =
+      GrammarRows(batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); });
   if (!mask_rows.empty()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
   const std::optional<std::vector<int32_t>> tokens =
-      decode_graphs_->Run(batch, sample_rows, mask_rows.empty() ? nullptr : &mask_rows, words);
+      decode_graphs_->Run(batch, sample_rows, mask_rows.empty() ? nullptr : &mask_rows, grammar.words_per_row);
   if (!tokens) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
   num_tokens_computed_ += batch.size();
