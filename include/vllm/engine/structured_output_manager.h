@@ -49,15 +49,19 @@ class StructuredOutputManager {
   // `tokenizer` null: every structured-output request is refused. `eos_token_ids`
   // end a grammar (allowed only where it can end). `reasoning_parser` is "" or
   // "qwen3" (its `<think>` / `</think>` tokens must be in the vocabulary).
+  // `mask_threads` (>= 1) host threads fill a step's bitmask rows (the engine passes
+  // its --threads, all cores when 0).
   StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids, int32_t vocab_size,
-                          const std::string& reasoning_parser);
+                          const std::string& reasoning_parser, int mask_threads = 1);
 
   // The state of a new request with params.structured_outputs. Throws
   // StructuredOutputError (an std::invalid_argument) naming what cannot be compiled.
   std::shared_ptr<StructuredOutputRequest> MakeRequest(const SamplingParams& params,
                                                        const std::vector<int32_t>& prompt_token_ids);
   // Sets output.grammar_bitmask and structured_output_request_ids for the scheduled
-  // requests that sample this step with an active grammar.
+  // requests that sample this step with an active grammar; the rows are filled by up
+  // to mask_threads threads (a JSON schema's row costs the host ~0.1 ms: 64 of them
+  // one after another were a large part of a GPU step).
   void FillBitmask(SchedulerOutput& output, const Scheduler& scheduler);
   // Advances the request's matcher by the tokens it was just given (those after
   // `</think>` when reasoning ends among them). Returns false when the matcher
@@ -73,6 +77,7 @@ class StructuredOutputManager {
   const Tokenizer* tokenizer_;
   std::vector<int32_t> eos_token_ids_;
   int32_t vocab_size_;
+  int mask_threads_;
   // The vocabulary as the matchers see it, prepared on the first structured request.
   std::shared_ptr<const structured_output::TokenizerInfo> info_;
   std::optional<int32_t> think_start_id_, think_end_id_;  // set with a reasoning parser

@@ -1,7 +1,9 @@
 #include "vllm/engine/structured_output_manager.h"
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
+#include <thread>
 
 #include "vllm/structured_output/grammar_compiler.h"
 #include "vllm/tokenizer/tokenizer.h"
@@ -39,8 +41,14 @@ so::Grammar GrammarOfSpec(const StructuredOutputsParams& spec) {
 }
 
 StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
-                                                 int32_t vocab_size, const std::string& reasoning_parser)
-    : tokenizer_(tokenizer), eos_token_ids_(std::move(eos_token_ids)), vocab_size_(vocab_size) {
+                                                 int32_t vocab_size, const std::string& reasoning_parser,
+                                                 int mask_threads)
+    : tokenizer_(tokenizer), eos_token_ids_(std::move(eos_token_ids)), vocab_size_(vocab_size),
+      mask_threads_(mask_threads) {
+  if (mask_threads < 1) {
+    throw std::invalid_argument("StructuredOutputManager: mask_threads must be >= 1, got " +
+                                std::to_string(mask_threads));
+  }
   if (reasoning_parser.empty()) return;
   if (tokenizer == nullptr) throw std::invalid_argument("--reasoning-parser needs a tokenizer, and the model has none");
   if (reasoning_parser != "qwen3") {
@@ -94,15 +102,34 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
   if (!info_) return;
   output.grammar_bitmask_words = info_->bitmask_words();
   const size_t words = static_cast<size_t>(info_->bitmask_words());
+  std::vector<so::GrammarMatcher*> rows;  // row i's matcher
   for (const auto& [req_id, num_scheduled] : output.num_scheduled_tokens) {
     const Request* r = scheduler.get_request(req_id);
     if (r == nullptr || !r->structured_output_request || !r->structured_output_request->reasoning_ended) continue;
     if (r->num_computed_tokens + num_scheduled != r->num_tokens()) continue;  // a prompt chunk: nothing sampled
-    const int32_t row = static_cast<int32_t>(output.structured_output_request_ids.size());
-    output.structured_output_request_ids.emplace(req_id, row);
-    output.grammar_bitmask.resize((row + 1) * words);
-    r->structured_output_request->matcher.FillNextTokenBitmask(
-        std::span<uint32_t>(output.grammar_bitmask).subspan(row * words, words));
+    output.structured_output_request_ids.emplace(req_id, static_cast<int32_t>(rows.size()));
+    rows.push_back(&r->structured_output_request->matcher);
+  }
+  output.grammar_bitmask.resize(rows.size() * words);
+  const std::span<uint32_t> bitmask(output.grammar_bitmask);
+  // Rows are independent (each matcher its own parse state; a grammar's mask cache
+  // fills each position once under its once_flag), so threads take every n-th row.
+  const size_t threads = std::min(static_cast<size_t>(mask_threads_), rows.size());
+  std::vector<std::exception_ptr> errors(threads);
+  const auto fill = [&](size_t t) {
+    try {
+      for (size_t i = t; i < rows.size(); i += threads) rows[i]->FillNextTokenBitmask(bitmask.subspan(i * words, words));
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(fill, t);
+    if (threads > 0) fill(0);
+  }  // helpers joined
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
   }
 }
 

@@ -160,6 +160,25 @@ TEST(StructuredOutputEngineTest, OnAGpuGrammarsMaskTheDeviceSamplerEagerAndInGra
   }
 }
 
+// A step's bitmask rows filled by several host threads (the engine's --threads) give
+// the tokens one thread gives: every row lands where its request reads it.
+TEST(StructuredOutputEngineTest, MaskRowsFilledByThreadsEqualOneThread) {
+  const std::string regex = "[a-z]{5,30}-[0-9]{3,12}";
+  const auto run = [&](int threads) {
+    EngineConfig config = TestConfig();
+    config.num_threads = threads;
+    LLMEngine engine(config);
+    for (int i = 0; i < 10; ++i) {
+      SamplingParams p = Constrained(i % 2 ? regex : "(yes|no|maybe) [0-9]{2,9}", i);
+      engine.AddRequest("r" + std::to_string(i), engine.Encode("prompt " + std::to_string(i)), p);
+    }
+    return RunAll(engine);
+  };
+  const auto one = run(1), four = run(4);
+  ASSERT_EQ(one.size(), 10u);
+  for (const auto& [id, out] : one) EXPECT_EQ(four.at(id).token_ids, out.token_ids) << id;
+}
+
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(yes|no)", 1);
