@@ -53,6 +53,7 @@ class StructuredOutputManager {
   // its --threads, all cores when 0).
   StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids, int32_t vocab_size,
                           const std::string& reasoning_parser, int mask_threads = 1);
+  ~StructuredOutputManager();
 
   // The state of a new request with params.structured_outputs. Throws
   // StructuredOutputError (an std::invalid_argument) naming what cannot be compiled.
@@ -78,6 +79,10 @@ class StructuredOutputManager {
   std::vector<int32_t> eos_token_ids_;
   int32_t vocab_size_;
   int mask_threads_;
+  // Threads 1 .. mask_threads - 1 of FillBitmask (the caller is thread 0), started
+  // once: starting them every step cost more than a regex's rows (bench/README.md).
+  class MaskFillPool;
+  std::unique_ptr<MaskFillPool> pool_;
   // The vocabulary as the matchers see it, prepared on the first structured request.
   std::shared_ptr<const structured_output::TokenizerInfo> info_;
   std::optional<int32_t> think_start_id_, think_end_id_;  // set with a reasoning parser

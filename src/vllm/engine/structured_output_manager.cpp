@@ -1,7 +1,10 @@
 #include "vllm/engine/structured_output_manager.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -40,6 +43,66 @@ so::Grammar GrammarOfSpec(const StructuredOutputsParams& spec) {
   throw so::StructuredOutputError("structured_outputs: no constraint is set");
 }
 
+// Workers 1 .. n - 1 of Run, waiting between calls.
+class StructuredOutputManager::MaskFillPool {
+ public:
+  explicit MaskFillPool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { Work(i); });
+  }
+  ~MaskFillPool() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+  }  // workers_ join
+  // fn(t) for t in [0, n), n <= the pool's threads: t = 0 on the caller. Returns when
+  // every call has returned.
+  void Run(int n, const std::function<void(int)>& fn) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &fn;
+      job_threads_ = n;
+      pending_ = n - 1;
+      ++generation_;
+    }
+    start_.notify_all();
+    fn(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void Work(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (index >= job_threads_) continue;
+        job = job_;
+      }
+      (*job)(index);
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int job_threads_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::vector<std::jthread> workers_;  // last: joined before the members above go
+};
+
+StructuredOutputManager::~StructuredOutputManager() = default;
+
 StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                                                  int32_t vocab_size, const std::string& reasoning_parser,
                                                  int mask_threads)
@@ -49,6 +112,7 @@ StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std
     throw std::invalid_argument("StructuredOutputManager: mask_threads must be >= 1, got " +
                                 std::to_string(mask_threads));
   }
+  if (mask_threads > 1) pool_ = std::make_unique<MaskFillPool>(mask_threads);
   if (reasoning_parser.empty()) return;
   if (tokenizer == nullptr) throw std::invalid_argument("--reasoning-parser needs a tokenizer, and the model has none");
   if (reasoning_parser != "qwen3") {
@@ -115,19 +179,20 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
   // Rows are independent (each matcher its own parse state; a grammar's mask cache
   // fills each position once under its once_flag), so threads take every n-th row.
   const size_t threads = std::min(static_cast<size_t>(mask_threads_), rows.size());
+  if (threads == 0) return;
   std::vector<std::exception_ptr> errors(threads);
-  const auto fill = [&](size_t t) {
+  const std::function<void(int)> fill = [&](int t) {
     try {
       for (size_t i = t; i < rows.size(); i += threads) rows[i]->FillNextTokenBitmask(bitmask.subspan(i * words, words));
     } catch (...) {
       errors[t] = std::current_exception();
     }
   };
-  {
-    std::vector<std::jthread> helpers;
-    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(fill, t);
-    if (threads > 0) fill(0);
-  }  // helpers joined
+  if (threads == 1) {
+    fill(0);
+  } else {
+    pool_->Run(static_cast<int>(threads), fill);
+  }
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }
