@@ -20,6 +20,7 @@
 #include "vllm/core/scheduler.h"
 #include "vllm/engine/cache_sizing.h"
 #include "vllm/engine/engine_config.h"
+#include "vllm/engine/structured_output_manager.h"
 #include "vllm/engine/request_output.h"
 #include "vllm/model_executor/model.h"
 #include "vllm/model_loader/model_loader.h"
@@ -30,7 +31,6 @@
 namespace vllm {
 
 class OutputProcessor;
-class StructuredOutputManager;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -49,6 +49,7 @@ struct EngineStats {
   int64_t block_size = 0;
   SpecDecodingStats spec_decoding;  // cumulative; all zero without speculative decoding
   bool speculative_decoding = false;
+  StructuredOutputStats structured_outputs;  // cumulative grammar bitmask cost on the host
 };
 
 class LLMEngine {

@@ -44,6 +44,14 @@ struct StructuredOutputRequest {
   bool reasoning_ended = true;
 };
 
+// What building the grammar bitmasks cost the host, cumulative: steps with at least
+// one row, rows filled, and the wall time of those FillBitmask calls.
+struct StructuredOutputStats {
+  int64_t num_bitmask_steps = 0;
+  int64_t num_bitmask_rows = 0;
+  double bitmask_seconds = 0;
+};
+
 class StructuredOutputManager {
  public:
   // `tokenizer` null: every structured-output request is refused. `eos_token_ids`
@@ -70,6 +78,7 @@ class StructuredOutputManager {
   bool AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids);
 
   int64_t num_cached_grammars() const { return static_cast<int64_t>(cache_.size()); }
+  const StructuredOutputStats& stats() const { return stats_; }
 
  private:
   std::shared_ptr<const structured_output::CompiledGrammar> Compile(const StructuredOutputsParams& spec);
@@ -79,6 +88,7 @@ class StructuredOutputManager {
   std::vector<int32_t> eos_token_ids_;
   int32_t vocab_size_;
   int mask_threads_;
+  StructuredOutputStats stats_;
   // Threads 1 .. mask_threads - 1 of FillBitmask (the caller is thread 0), started
   // once: starting them every step cost more than a regex's rows (bench/README.md).
   class MaskFillPool;

@@ -369,7 +369,8 @@ EngineStats LLMEngine::stats() const {
           .prefix_caching = cache_config_.enable_prefix_caching,
           .block_size = config_.block_size,
           .spec_decoding = scheduler_->spec_decoding_stats(),
-          .speculative_decoding = config_.speculative_config.has_value()};
+          .speculative_decoding = config_.speculative_config.has_value(),
+          .structured_outputs = structured_outputs_->stats()};
 }
 
 }  // namespace vllm

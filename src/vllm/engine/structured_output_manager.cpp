@@ -1,6 +1,7 @@
 #include "vllm/engine/structured_output_manager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -174,12 +175,13 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
     output.structured_output_request_ids.emplace(req_id, static_cast<int32_t>(rows.size()));
     rows.push_back(&r->structured_output_request->matcher);
   }
+  if (rows.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
   output.grammar_bitmask.resize(rows.size() * words);
   const std::span<uint32_t> bitmask(output.grammar_bitmask);
   // Rows are independent (each matcher its own parse state; a grammar's mask cache
   // fills each position once under its once_flag), so threads take every n-th row.
   const size_t threads = std::min(static_cast<size_t>(mask_threads_), rows.size());
-  if (threads == 0) return;
   std::vector<std::exception_ptr> errors(threads);
   const std::function<void(int)> fill = [&](int t) {
     try {
@@ -196,6 +198,9 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }
+  ++stats_.num_bitmask_steps;
+  stats_.num_bitmask_rows += static_cast<int64_t>(rows.size());
+  stats_.bitmask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {

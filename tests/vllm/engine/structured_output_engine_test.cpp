@@ -179,6 +179,30 @@ TEST(StructuredOutputEngineTest, MaskRowsFilledByThreadsEqualOneThread) {
   for (const auto& [id, out] : one) EXPECT_EQ(four.at(id).token_ids, out.token_ids) << id;
 }
 
+// The engine's stats count one bitmask row per token a constrained request sampled
+// (none for the plain one) and the host time spent filling them.
+TEST(StructuredOutputEngineTest, StatsCountABitmaskRowPerConstrainedToken) {
+  LLMEngine engine(TestConfig());
+  for (int i = 0; i < 4; ++i) {
+    engine.AddRequest("r" + std::to_string(i), engine.Encode("prompt " + std::to_string(i)),
+                      Constrained("[a-z]{5,20}-[0-9]{3,9}", i));
+  }
+  SamplingParams plain;
+  plain.temperature = 0.0;
+  plain.max_tokens = 7;
+  engine.AddRequest("plain", engine.Encode("plain prompt"), plain);
+  const auto outputs = RunAll(engine);
+  int64_t constrained_tokens = 0;
+  for (const auto& [id, out] : outputs) {
+    if (id != "plain") constrained_tokens += static_cast<int64_t>(out.token_ids.size());
+  }
+  const StructuredOutputStats stats = engine.stats().structured_outputs;
+  EXPECT_EQ(stats.num_bitmask_rows, constrained_tokens);
+  EXPECT_GT(stats.num_bitmask_steps, 0);
+  EXPECT_LE(stats.num_bitmask_steps, stats.num_bitmask_rows);
+  EXPECT_GT(stats.bitmask_seconds, 0.0);
+}
+
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(yes|no)", 1);

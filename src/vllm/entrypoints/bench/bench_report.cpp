@@ -234,6 +234,28 @@ std::string SpecDecodingSummary(const nlohmann::json& spec) {
          Fixed(spec["mean_acceptance_length"], 2) + ", per position " + per_pos + "\n";
 }
 
+nlohmann::json GrammarBitmaskJson(const StructuredOutputStats& before, const StructuredOutputStats& after,
+                                  double elapsed_s) {
+  const int64_t steps = after.num_bitmask_steps - before.num_bitmask_steps;
+  const int64_t rows = after.num_bitmask_rows - before.num_bitmask_rows;
+  const double seconds = after.bitmask_seconds - before.bitmask_seconds;
+  if (rows <= 0) return nullptr;
+  return {{"steps", steps},
+          {"rows", rows},
+          {"seconds", seconds},
+          {"ms_per_step", 1e3 * seconds / static_cast<double>(steps)},
+          {"us_per_row", 1e6 * seconds / static_cast<double>(rows)},
+          {"fraction_of_elapsed", elapsed_s > 0 ? seconds / elapsed_s : 0.0}};
+}
+
+std::string GrammarBitmaskSummary(const nlohmann::json& bitmask) {
+  if (bitmask.is_null()) return "";
+  return "grammar bitmasks: " + std::to_string(bitmask["rows"].get<int64_t>()) + " rows in " +
+         std::to_string(bitmask["steps"].get<int64_t>()) + " steps, " + Fixed(bitmask["ms_per_step"], 3) +
+         " ms a step, " + Fixed(bitmask["us_per_row"], 1) + " us a row, " +
+         Fixed(100 * bitmask["fraction_of_elapsed"].get<double>(), 1) + "% of the elapsed time\n";
+}
+
 nlohmann::json BuildJson() {
   const std::time_t now = std::time(nullptr);
   char date[32];

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vllm/core/scheduler.h"
+#include "vllm/engine/structured_output_manager.h"
 #include "vllm/entrypoints/cli_args.h"
 
 namespace vllm::bench {
@@ -90,6 +91,13 @@ void WriteOutputs(const CliArgs& cli, const nlohmann::json& report, const Plot& 
 // without speculative decoding. The line printed under a result table.
 nlohmann::json SpecDecodingJson(const SpecDecodingStats& before, const SpecDecodingStats& after, bool enabled);
 std::string SpecDecodingSummary(const nlohmann::json& spec);
+
+// The grammar bitmasks' host cost over a measured stretch: {"steps", "rows",
+// "seconds", "ms_per_step", "us_per_row", "fraction_of_elapsed"}; null when no row
+// was filled. The line printed under a result table.
+nlohmann::json GrammarBitmaskJson(const StructuredOutputStats& before, const StructuredOutputStats& after,
+                                  double elapsed_s);
+std::string GrammarBitmaskSummary(const nlohmann::json& bitmask);
 
 // {"version", "commit", "date"}: what built this binary and when it ran (UTC).
 nlohmann::json BuildJson();

@@ -130,6 +130,9 @@ void PrintResults(const json& results) {
     if (const std::string line = SpecDecodingSummary(r["speculative_decoding"]); !line.empty()) {
       std::printf("%lld prompts: %s", static_cast<long long>(r["num_prompts"].get<int64_t>()), line.c_str());
     }
+    if (const std::string line = GrammarBitmaskSummary(r["grammar_bitmask"]); !line.empty()) {
+      std::printf("%lld prompts: %s", static_cast<long long>(r["num_prompts"].get<int64_t>()), line.c_str());
+    }
   }
 }
 
@@ -172,13 +175,15 @@ int RunThroughput(const CommandArgs& args) {
       }
     }
     ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
-    const SpecDecodingStats spec_before = engine.stats().spec_decoding;
+    const EngineStats before = engine.stats();
     results.push_back(
         ResultJson(RunPrompts(engine, prompts, temperature, structured, "tp-" + std::to_string(n) + "-", &bar)));
     bar.Finish();
     const EngineStats after = engine.stats();
     results.back()["speculative_decoding"] =
-        SpecDecodingJson(spec_before, after.spec_decoding, after.speculative_decoding);
+        SpecDecodingJson(before.spec_decoding, after.spec_decoding, after.speculative_decoding);
+    results.back()["grammar_bitmask"] = GrammarBitmaskJson(before.structured_outputs, after.structured_outputs,
+                                                           results.back()["elapsed_s"].get<double>());
     plot.AddPoint(static_cast<double>(n),
                   {results.back()["total_tokens_per_s"], results.back()["output_tokens_per_s"]});
   }
