@@ -58,9 +58,13 @@ class StructuredOutputManager {
   // end a grammar (allowed only where it can end). `reasoning_parser` is "" or
   // "qwen3" (its `<think>` / `</think>` tokens must be in the vocabulary).
   // `mask_threads` (>= 1) host threads fill a step's bitmask rows (the engine passes
-  // its --threads, all cores when 0).
+  // its --threads, all cores when 0). With `precompute_masks`, a background thread
+  // computes each new grammar's whole mask cache while the steps run, so requests
+  // rarely compute a position themselves (the engine asks for it where the model
+  // runs on a GPU, whose host cores wait during the forward; on the CPU those cores
+  // run the model, and positions no request reaches would be computed for nothing).
   StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids, int32_t vocab_size,
-                          const std::string& reasoning_parser, int mask_threads = 1);
+                          const std::string& reasoning_parser, int mask_threads = 1, bool precompute_masks = false);
   ~StructuredOutputManager();
 
   // The state of a new request with params.structured_outputs. Throws
@@ -93,6 +97,8 @@ class StructuredOutputManager {
   // once: starting them every step cost more than a regex's rows (bench/README.md).
   class MaskFillPool;
   std::unique_ptr<MaskFillPool> pool_;
+  class MaskPrecompute;
+  std::unique_ptr<MaskPrecompute> precompute_;  // holds its own references to the grammars it computes
   // The vocabulary as the matchers see it, prepared on the first structured request.
   std::shared_ptr<const structured_output::TokenizerInfo> info_;
   std::optional<int32_t> think_start_id_, think_end_id_;  // set with a reasoning parser

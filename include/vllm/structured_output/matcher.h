@@ -12,6 +12,7 @@
 // thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,8 +36,12 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return grammar_; }
   const TokenizerInfo& tokenizer() const { return *tokenizer_; }
-  // Computes every position's cache entry now instead of on first use.
-  void PrecomputeMasks() const;
+  // Computes every position's cache entry now instead of on first use (entries a
+  // matcher computes meanwhile are not computed twice). Returns false when `stop`
+  // became true first.
+  bool PrecomputeMasks(const std::atomic<bool>* stop = nullptr) const;
+  // Whether every position's entry is computed.
+  bool MasksComplete() const;
   // Bytes held by the entries computed so far.
   size_t CacheBytes() const;
 

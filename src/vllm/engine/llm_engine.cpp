@@ -116,7 +116,8 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   structured_outputs_ = std::make_unique<StructuredOutputManager>(
       tokenizer_ ? &*tokenizer_ : nullptr, eos_token_ids_, static_cast<int32_t>(loaded_.config.vocab_size),
       config.reasoning_parser,
-      config.num_threads > 0 ? config.num_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+      config.num_threads > 0 ? config.num_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
+      /*precompute_masks=*/config.device.type != vt::DeviceType::kCPU);
   std::vector<LayerCacheSpec> spec = model_->cache_spec();
   if (mtp_head_spec_) spec.push_back(*mtp_head_spec_);  // the MTP head's attention layer, last
   SizeCaches(spec, options.activation_dtype);

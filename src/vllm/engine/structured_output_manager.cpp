@@ -1,8 +1,10 @@
 #include "vllm/engine/structured_output_manager.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -102,11 +104,54 @@ class StructuredOutputManager::MaskFillPool {
   std::vector<std::jthread> workers_;  // last: joined before the members above go
 };
 
+// One background thread that computes the mask cache of each newly compiled grammar
+// (CompiledGrammar::PrecomputeMasks), oldest first, while the steps run.
+class StructuredOutputManager::MaskPrecompute {
+ public:
+  MaskPrecompute() : worker_([this] { Work(); }) {}
+  ~MaskPrecompute() {
+    stop_.store(true);
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      queued_.clear();
+    }
+    wake_.notify_all();
+  }  // worker_ joins
+  void Add(std::shared_ptr<const so::CompiledGrammar> grammar) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      queued_.push_back(std::move(grammar));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::shared_ptr<const so::CompiledGrammar> grammar;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_.load() || !queued_.empty(); });
+        if (stop_.load()) return;
+        grammar = std::move(queued_.front());
+        queued_.pop_front();
+      }
+      if (!grammar->PrecomputeMasks(&stop_)) return;
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<const so::CompiledGrammar>> queued_;
+  std::jthread worker_;  // last: joined before the members above go
+};
+
 StructuredOutputManager::~StructuredOutputManager() = default;
 
 StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                                                  int32_t vocab_size, const std::string& reasoning_parser,
-                                                 int mask_threads)
+                                                 int mask_threads, bool precompute_masks)
     : tokenizer_(tokenizer), eos_token_ids_(std::move(eos_token_ids)), vocab_size_(vocab_size),
       mask_threads_(mask_threads) {
   if (mask_threads < 1) {
@@ -114,6 +159,7 @@ StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std
                                 std::to_string(mask_threads));
   }
   if (mask_threads > 1) pool_ = std::make_unique<MaskFillPool>(mask_threads);
+  if (precompute_masks) precompute_ = std::make_unique<MaskPrecompute>();
   if (reasoning_parser.empty()) return;
   if (tokenizer == nullptr) throw std::invalid_argument("--reasoning-parser needs a tokenizer, and the model has none");
   if (reasoning_parser != "qwen3") {
@@ -137,6 +183,7 @@ std::shared_ptr<const so::CompiledGrammar> StructuredOutputManager::Compile(cons
   }
   cache_.emplace(key, compiled);
   cache_order_.push_back(key);
+  if (precompute_) precompute_->Add(compiled);
   return compiled;
 }
 

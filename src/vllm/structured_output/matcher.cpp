@@ -14,10 +14,21 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Tokenize
 
 CompiledGrammar::~CompiledGrammar() = default;
 
-void CompiledGrammar::PrecomputeMasks() const {
+bool CompiledGrammar::PrecomputeMasks(const std::atomic<bool>* stop) const {
   for (int32_t p = 0; p < grammar_.num_positions(); ++p) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
     if (grammar_.elements[p].kind == Element::Kind::kBytes) cache_->Get(p, grammar_, *tokenizer_);
   }
+  return true;
+}
+
+bool CompiledGrammar::MasksComplete() const {
+  for (int32_t p = 0; p < grammar_.num_positions(); ++p) {
+    if (grammar_.elements[p].kind == Element::Kind::kBytes && !cache_->done[p].load(std::memory_order_acquire)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 size_t CompiledGrammar::CacheBytes() const {

@@ -5,12 +5,15 @@
 // applied by the runner (reach counter), on a GPU by the device sampler.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include "vllm/engine/llm_engine.h"
 #include "testing/op_testing.h"
 #include "vllm/engine/structured_output_manager.h"
+#include "vllm/tokenizer/tokenizer.h"
 #include "vt/reach.h"
 
 namespace vllm {
@@ -201,6 +204,24 @@ TEST(StructuredOutputEngineTest, StatsCountABitmaskRowPerConstrainedToken) {
   EXPECT_GT(stats.num_bitmask_steps, 0);
   EXPECT_LE(stats.num_bitmask_steps, stats.num_bitmask_rows);
   EXPECT_GT(stats.bitmask_seconds, 0.0);
+}
+
+// With precompute_masks (GPU engines), a new grammar's whole mask cache is computed
+// in the background after MakeRequest; without it, only what requests reach.
+TEST(StructuredOutputEngineTest, ANewGrammarsMasksArePrecomputedInTheBackground) {
+  const Tokenizer tokenizer = Tokenizer::FromHfDirectory(std::string(VT_TEST_DATA_DIR) + "/openai_server/tokenizer");
+  const int32_t vocab = tokenizer.vocab_size();
+  for (bool precompute : {false, true}) {
+    SCOPED_TRACE(precompute ? "precompute" : "on first use");
+    StructuredOutputManager manager(&tokenizer, {0}, vocab, "", 2, precompute);
+    const auto request = manager.MakeRequest(Constrained("[a-z]{5,20}-[0-9]{3,9}", 1), {1, 2, 3});
+    const structured_output::CompiledGrammar& grammar = request->matcher.compiled();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (precompute && !grammar.MasksComplete() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(grammar.MasksComplete(), precompute);
+  }
 }
 
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
