@@ -51,6 +51,17 @@ std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) {
   return finished;
 }
 
+// Every output but "plain" matches `regex`, and `got` has `expected`'s tokens.
+void ExpectSameTokensWithinTheGrammar(const std::map<std::string, RequestOutput>& got,
+                                      const std::map<std::string, RequestOutput>& expected, const std::string& regex) {
+  for (const auto& [id, out] : got) {
+    if (id != "plain") {
+      EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
+    }
+    EXPECT_EQ(out.token_ids, expected.at(id).token_ids) << id;
+  }
+}
+
 TEST(StructuredOutputEngineTest, OutputsMatchThroughPreemption) {
   const std::string regex = "[a-z]{20,40}-[0-9]{10,30}";
   std::map<std::string, std::vector<int32_t>> alone;
@@ -108,12 +119,7 @@ TEST(StructuredOutputEngineTest, GreedyUnderAGrammarTakesTheMaskedDeviceArgmax) 
   const auto on_host = run(true);
   EXPECT_GT(vt::reach::Count("ModelRunner::GrammarBitmask"), host_before);
   ASSERT_EQ(on_device.size(), 5u);
-  for (const auto& [id, out] : on_device) {
-    if (id != "plain") {
-      EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
-    }
-    EXPECT_EQ(out.token_ids, on_host.at(id).token_ids) << id;
-  }
+  ExpectSameTokensWithinTheGrammar(on_device, on_host, regex);
 }
 
 // On a GPU, requests under grammars are drawn by vt::Sample with the bitmask as its
@@ -154,12 +160,7 @@ TEST(StructuredOutputEngineTest, OnAGpuGrammarsMaskTheDeviceSamplerEagerAndInGra
     EXPECT_EQ(vt::reach::Count("ModelRunner::GrammarBitmask"), host_before) << "no grammar row on the host";
     EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), sampler_before) << "no step sampled on the host";
     ASSERT_EQ(graphed.size(), 7u);
-    for (const auto& [id, out] : graphed) {
-      if (id != "plain") {
-        EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << id << ": " << out.text;
-      }
-      EXPECT_EQ(out.token_ids, eager.at(id).token_ids) << id;
-    }
+    ExpectSameTokensWithinTheGrammar(graphed, eager, regex);
   }
 }
 
