@@ -286,5 +286,57 @@ TEST(SamplerTest, VerifyDraftGreedyAcceptsTheArgmaxOnly) {
   EXPECT_FALSE(ok);
 }
 
+// What the runner hands vt::Sample for a request: greedy as temperature 0, "all
+// tokens" top-k as 0, the filters as given, the request's seed (or one drawn once and
+// kept until Release), and its position (output tokens so far).
+TEST(SamplerTest, DeviceSampleRowsCarryTheRequestsParametersSeedAndPosition) {
+  Sampler sampler(5);
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.top_k = -1;
+  p.top_p = 0.9;
+  p.min_p = 0.05;
+  p.seed = 0x1234567890abcdefull;
+  Request seeded = MakeRequest(p);
+  vt::SampleRow row = sampler.DeviceSampleRow(seeded);
+  EXPECT_FLOAT_EQ(row.temperature, 0.7f);
+  EXPECT_EQ(row.top_k, 0);
+  EXPECT_FLOAT_EQ(row.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(row.min_p, 0.05f);
+  EXPECT_EQ(row.Seed(), 0x1234567890abcdefull);
+  EXPECT_EQ(row.Offset(), 0);
+  seeded.AppendOutputToken(3);
+  seeded.AppendOutputToken(4);
+  EXPECT_EQ(sampler.DeviceSampleRow(seeded).Offset(), 2);
+
+  EXPECT_EQ(sampler.DeviceSampleRow(MakeRequest(Greedy())).temperature, 0.0f);
+  p.seed.reset();
+  p.top_k = 20;
+  Request unseeded("u", {0}, p, {}, 0);
+  const uint64_t first = sampler.DeviceSampleRow(unseeded).Seed();
+  EXPECT_EQ(sampler.DeviceSampleRow(unseeded).top_k, 20);
+  EXPECT_EQ(sampler.DeviceSampleRow(unseeded).Seed(), first) << "one seed for the request's whole life";
+  sampler.Release("u");
+  EXPECT_NE(sampler.DeviceSampleRow(unseeded).Seed(), first) << "a released request's seed is forgotten";
+}
+
+// Which requests the device samples: not those needing the host's logits.
+TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
+  SamplingParams p;
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(p)));
+  SamplingParams logprobs = p;
+  logprobs.logprobs = 2;
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(logprobs)));
+  SamplingParams penalty = p;
+  penalty.presence_penalty = 0.5;
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(penalty)));
+  SamplingParams bias = p;
+  bias.logit_bias = {{1, 2.0f}};
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(bias)));
+  SamplingParams min_tokens = p;
+  min_tokens.min_tokens = 3;
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(min_tokens, {0}, {1})));
+}
+
 }  // namespace
 }  // namespace vllm
