@@ -49,7 +49,7 @@ struct EngineConfig {
   // eighth of it.
   int64_t state_snapshot_memory = 0;
   uint64_t seed = 0;                 // the sampler's generator for requests without a seed
-  int num_threads = 0;               // CPU threads, 0 = all
+  int num_threads = 0;               // CPU threads (the model on the CPU, grammar masks), 0 = all
   // vLLM's name: run every step op by op; otherwise decode batches of up to
   // max_num_seqs (at most kMaxGraphBatch) replay device graphs where the device has them.
   bool enforce_eager = false;

@@ -36,7 +36,8 @@ void AddEngineArgs(CliArgs& cli) {
                 "\"num_speculative_tokens\": K, \"disable_by_batch_size\": N (0 = never)}; without "
                 "disable_by_batch_size, drafting runs at the batch sizes where it measures faster (default: off)");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
-  cli.AddOption("threads", "CPU threads (0 = all)", "0");
+  cli.AddOption("threads",
+                "CPU threads: the model's on the CPU, structured outputs' token masks on any device (0 = all)", "0");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
 }
 
