@@ -37,6 +37,33 @@ struct SampleResult {
   TokenLogprobs logprobs;  // empty unless the request asked for logprobs
 };
 
+// Sampling candidates (token, probability) walked in descending probability (ties:
+// the lower id first), the order of a full sort, sorted a chunk at a time only as far
+// as a walk goes (a draw from a peaked distribution stops within the first few).
+class SampleCandidates {
+ public:
+  explicit SampleCandidates(std::vector<std::pair<int32_t, double>> items) : items_(std::move(items)) {}
+  size_t size() const { return items_.size(); }
+  // The i-th in descending order (sorts up to it when needed).
+  const std::pair<int32_t, double>& operator[](size_t i);
+  // The candidates in storage order: the sorted ones first, then the rest in any order.
+  const std::vector<std::pair<int32_t, double>>& items() const { return items_; }
+  // Keeps the first n in descending order.
+  void KeepFirst(size_t n);
+  // Removes storage position i (an index into items()).
+  void Erase(size_t i);
+  void DivideBy(double divisor) {
+    for (auto& item : items_) item.second /= divisor;
+  }
+
+ private:
+  static bool ByProbability(const std::pair<int32_t, double>& a, const std::pair<int32_t, double>& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  }
+  std::vector<std::pair<int32_t, double>> items_;
+  size_t sorted_ = 0;  // items_[0, sorted_) are the first in descending order, sorted
+};
+
 class Sampler {
  public:
   explicit Sampler(uint64_t seed) : engine_rng_(seed) {}
@@ -78,7 +105,7 @@ class Sampler {
   std::mt19937_64& RngFor(const Request& request);
   // The raw logits after the logits processors, the min_tokens mask and penalties.
   static std::vector<float> ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& request);
-  static int32_t Draw(const std::vector<std::pair<int32_t, double>>& candidates, std::mt19937_64& rng);
+  static int32_t Draw(SampleCandidates& candidates, std::mt19937_64& rng);
   static void AddLogprobs(const float* raw_logits, int64_t vocab, const Request& request, SampleResult& result);
 
   std::mt19937_64 engine_rng_;
