@@ -170,21 +170,17 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
   return request_rngs_.emplace(r.req_id, std::mt19937_64(seed)).first->second;
 }
 
-bool Sampler::IsPlainGreedy(const Request& r) {
-  const SamplingParams& p = r.sampling_params;
-  return p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors() &&
-         !p.structured_outputs;
-}
-
-bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
-  const SamplingParams& p = r.sampling_params;
-  return p.structured_outputs && p.IsGreedy() && !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) &&
-         !p.HasLogitsProcessors();
-}
-
 bool Sampler::SamplesOnDevice(const Request& r) {
   const SamplingParams& p = r.sampling_params;
   return !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+}
+
+bool Sampler::IsPlainGreedy(const Request& r) {
+  return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r);
+}
+
+bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
+  return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r);
 }
 
 vt::SampleRow Sampler::DeviceSampleRow(const Request& r) {

@@ -93,6 +93,23 @@ __device__ inline void BlockBest(float& best, int64_t& best_index) {
   }
 }
 
+// Whether `allowed` (a row's bitmask words, or null: every index) sets index i.
+__device__ inline bool IsAllowed(const uint32_t* allowed, int64_t i) {
+  return allowed == nullptr || ((allowed[i >> 5] >> (i & 31)) & 1u);
+}
+
+// The block's best of chunk blockIdx.y of `row` (thread 0 after BlockBest): the row's
+// index when the row is one chunk, else a partial for ArgmaxOfPartials.
+__device__ inline void StoreChunkBest(float best, int64_t best_index, int64_t row, int32_t* out,
+                                      float* partial_values, int32_t* partial_indices) {
+  if (gridDim.y == 1) {
+    out[row] = static_cast<int32_t>(best_index < 0 ? 0 : best_index);
+  } else {
+    partial_values[row * gridDim.y + blockIdx.y] = best;
+    partial_indices[row * gridDim.y + blockIdx.y] = static_cast<int32_t>(best_index);
+  }
+}
+
 // grid (R, chunks): block (r, c) takes values [c chunk, (c + 1) chunk) of row r.
 // One chunk: the result goes to out; several: to the partials for ArgmaxOfPartials.
 template <typename T>
@@ -105,17 +122,11 @@ __global__ void __launch_bounds__(kRowThreads) ArgmaxChunks(ArgmaxParams<T> p) {
   int64_t best_index = -1;
   const uint32_t* allowed = p.allowed ? p.allowed + row * p.allowed_words : nullptr;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    if (allowed && !((allowed[i >> 5] >> (i & 31)) & 1u)) continue;
+    if (!IsAllowed(allowed, i)) continue;
     KeepLarger(best, best_index, ToFloat(x[i]), i);
   }
   BlockBest(best, best_index);
-  if (threadIdx.x != 0) return;
-  if (gridDim.y == 1) {
-    p.out[row] = static_cast<int32_t>(best_index < 0 ? 0 : best_index);
-  } else {
-    p.partial_values[row * gridDim.y + blockIdx.y] = best;
-    p.partial_indices[row * gridDim.y + blockIdx.y] = static_cast<int32_t>(best_index);
-  }
+  if (threadIdx.x == 0) StoreChunkBest(best, best_index, row, p.out, p.partial_values, p.partial_indices);
 }
 
 // grid R: the row's chunk results, in chunk order, reduced to its index.
@@ -210,7 +221,7 @@ __device__ inline float FromOrderedKey(uint32_t key) {
 
 template <typename T>
 __device__ inline bool IsCandidate(const SampleParams<T>& p, const T* x, int64_t row, int64_t i, float& v) {
-  if (p.allowed && !((p.allowed[row * p.allowed_words + (i >> 5)] >> (i & 31)) & 1u)) return false;
+  if (p.allowed && !IsAllowed(p.allowed + row * p.allowed_words, i)) return false;
   v = ToFloat(x[i]);
   return !isnan(v);
 }
@@ -331,13 +342,7 @@ __global__ void __launch_bounds__(kRowThreads) SampleRace(SampleParams<T> p, int
     KeepLarger(best, best_index, v, i);
   }
   BlockBest(best, best_index);
-  if (threadIdx.x != 0) return;
-  if (gridDim.y == 1) {
-    out[row] = static_cast<int32_t>(best_index < 0 ? 0 : best_index);
-  } else {
-    partial_values[row * gridDim.y + blockIdx.y] = best;
-    partial_indices[row * gridDim.y + blockIdx.y] = static_cast<int32_t>(best_index);
-  }
+  if (threadIdx.x == 0) StoreChunkBest(best, best_index, row, out, partial_values, partial_indices);
 }
 
 void SampleGpu(const SampleArgs& a) {
