@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -75,6 +76,10 @@ struct SchedulerOutput {
   std::unordered_map<std::string, int32_t> structured_output_request_ids;
   std::vector<uint32_t> grammar_bitmask;
   int32_t grammar_bitmask_words = 0;
+  // Set while grammar_bitmask (already sized) is being filled by other threads (a
+  // GPU engine's manager fills it while the forward runs): call it before reading
+  // the words; it returns once they are written (again: at once). Empty: filled.
+  std::function<void()> await_grammar_bitmask;
   // Speculative decoding (vLLM's name): the draft tokens each request verifies this
   // step. They follow its last known token in the batch and are counted in its
   // num_scheduled_tokens; the step samples a token at the last known token and at

@@ -45,11 +45,14 @@ struct StructuredOutputRequest {
 };
 
 // What building the grammar bitmasks cost the host, cumulative: steps with at least
-// one row, rows filled, and the wall time of those FillBitmask calls.
+// one row, rows filled, the wall time of those fills (from FillBitmask to the last
+// row written), and the part of it the step waited for: all of it when the fill is
+// synchronous; with fill_during_forward only what the forward did not hide.
 struct StructuredOutputStats {
   int64_t num_bitmask_steps = 0;
   int64_t num_bitmask_rows = 0;
   double bitmask_seconds = 0;
+  double bitmask_wait_seconds = 0;
 };
 
 class StructuredOutputManager {
@@ -63,8 +66,12 @@ class StructuredOutputManager {
   // rarely compute a position themselves (the engine asks for it where the model
   // runs on a GPU, whose host cores wait during the forward; on the CPU those cores
   // run the model, and positions no request reaches would be computed for nothing).
+  // With `fill_during_forward` (a GPU engine too), FillBitmask only starts the fill on
+  // the pool's threads and sets output.await_grammar_bitmask: the runner queues the
+  // forward first and waits for the rows only when it samples.
   StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids, int32_t vocab_size,
-                          const std::string& reasoning_parser, int mask_threads = 1, bool precompute_masks = false);
+                          const std::string& reasoning_parser, int mask_threads = 1, bool precompute_masks = false,
+                          bool fill_during_forward = false);
   ~StructuredOutputManager();
 
   // The state of a new request with params.structured_outputs. Throws
@@ -74,7 +81,11 @@ class StructuredOutputManager {
   // Sets output.grammar_bitmask and structured_output_request_ids for the scheduled
   // requests that sample this step with an active grammar; the rows are filled by up
   // to mask_threads threads (a JSON schema's row costs the host ~0.1 ms: 64 of them
-  // one after another were a large part of a GPU step).
+  // one after another were a large part of a GPU step). With fill_during_forward the
+  // rows are being written when it returns: output.await_grammar_bitmask must be
+  // called before the words are read, the matchers advanced or `output` destroyed
+  // (it rethrows a row's error). A fill still pending from an earlier step is
+  // awaited first.
   void FillBitmask(SchedulerOutput& output, const Scheduler& scheduler);
   // Advances the request's matcher by the tokens it was just given (those after
   // `</think>` when reasoning ends among them). Returns false when the matcher
@@ -92,11 +103,17 @@ class StructuredOutputManager {
   std::vector<int32_t> eos_token_ids_;
   int32_t vocab_size_;
   int mask_threads_;
+  bool fill_during_forward_;
   StructuredOutputStats stats_;
-  // Threads 1 .. mask_threads - 1 of FillBitmask (the caller is thread 0), started
-  // once: starting them every step cost more than a regex's rows (bench/README.md).
+  // The threads of FillBitmask, started once: starting them every step cost more
+  // than a regex's rows (bench/README.md). Synchronous fills: threads 1 ..
+  // mask_threads - 1 (the caller is thread 0); fill_during_forward: all mask_threads.
   class MaskFillPool;
   std::unique_ptr<MaskFillPool> pool_;
+  // The fill under way with fill_during_forward (null: none); AwaitFill ends it.
+  struct PendingFill;
+  std::unique_ptr<PendingFill> pending_;
+  void AwaitFill();
   class MaskPrecompute;
   std::unique_ptr<MaskPrecompute> precompute_;  // holds its own references to the grammars it computes
   // The vocabulary as the matchers see it, prepared on the first structured request.

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -68,18 +69,31 @@ struct LogitsRows {
   int64_t first_position = 0;
 };
 
-// Token bitmask rows of the requests with a grammar (SchedulerOutput's fields).
-struct GrammarBitmask {
-  std::unordered_map<std::string, int32_t> request_rows;  // req_id -> row
-  std::vector<uint32_t> words;                            // [rows, words_per_row]
-  int32_t words_per_row = 0;
+// Token bitmask rows of the requests with a grammar: a SchedulerOutput's, read in
+// place (the output must outlive this view). Which request has which row is known
+// when the step starts; the words may still be filling on the structured-output
+// manager's threads while the forward runs (SchedulerOutput::await_grammar_bitmask):
+// Row() waits for them, so the runner asks only once it has queued the forward.
+class GrammarBitmask {
+ public:
+  GrammarBitmask() = default;
+  explicit GrammarBitmask(const SchedulerOutput& output) : output_(&output) {}
+  // req_id's row, -1 when it has none.
+  int32_t RowOf(const std::string& req_id) const;
+  bool empty() const { return output_ == nullptr || output_->structured_output_request_ids.empty(); }
+  int64_t words_per_row() const { return output_ ? output_->grammar_bitmask_words : 0; }
+  // The words of `row` ([words_per_row] uint32, token_bitmask layout); waits for the fill.
+  std::span<const uint32_t> Row(int32_t row) const;
+
+ private:
+  const SchedulerOutput* output_ = nullptr;
 };
 
 struct StepLogits {
   InputBatch batch;              // the step's requests, valid until the runner's next step
   vt::Tensor logits;             // [N, vocab] f32 on the CPU
   std::vector<LogitsRows> rows;  // one per batch.requests entry, same order
-  GrammarBitmask grammar;        // applied to the sampled rows before the sampler
+  GrammarBitmask grammar;        // applied to the sampled rows before the sampler (a view of the step's output)
 };
 
 class ModelRunner {
@@ -101,17 +115,22 @@ class ModelRunner {
   // back (a GPU then never sends the [N, vocab] logits to the host). On a GPU the
   // other requests that Sampler::SamplesOnDevice are drawn by vt::Sample there too
   // (ExecuteWithDeviceSampler), and decode batches of such requests (grammars
-  // included, as a bitmask input) replay decode graphs. An output that schedules nothing still frees its
-  // finished requests.
+  // included) replay decode graphs. Grammar bitmasks are read only after the
+  // forward is queued (a GPU runs it meanwhile). An output that schedules nothing
+  // still frees its finished requests.
   RunnerOutput Execute(const SchedulerOutput& output);
   // Updates the states, zeroes the state slots of new sequences, builds the batch
   // and runs the model.
   StepLogits ExecuteModel(const SchedulerOutput& output);
-  // Samples (and scores prompt tokens) from ExecuteModel's logits. A request with a
+  // Samples (and scores prompt tokens) from ExecuteModel's logits (the
+  // SchedulerOutput given to ExecuteModel must still be alive). A request with a
   // row in logits.grammar samples from its logits masked by it (tokens outside the
   // grammar at -inf; the other requests' rows are untouched). Requests b with
   // (*sampled_elsewhere)[b] only get their prompt logprobs here.
   RunnerOutput SampleTokens(const StepLogits& logits, const std::vector<bool>* sampled_elsewhere = nullptr);
+  // Captures the decode graphs of every batch shape (decode_graphs.h); the engine
+  // calls it once at start-up. nullopt without decode graphs.
+  std::optional<DecodeGraphs::CaptureSummary> CaptureDecodeGraphs();
 
   // Applies the output to the per-request states (finished ids freed first, then
   // new requests added, then the cached requests' deltas) and returns the step's
@@ -164,8 +183,12 @@ class ModelRunner {
   // it has a bitmask row for take only the tokens that row allows.
   RunnerOutput ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar = nullptr);
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
-  // The grammar's rows of the batch's requests go into the graph's bitmask input.
+  // The graph's logits are sampled by vt::Sample, the grammar's rows as its bitmask.
   std::optional<RunnerOutput> ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar);
+  // vt::Sample of `logits` [N, V] on their device with params[n] (one a row) and the
+  // bitmask `allowed` (undefined: none); the token of every row.
+  static std::vector<int64_t> DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
+                                           const vt::Tensor& allowed);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
   // as its bitmask), no drafts, no prompt logprobs.
   static bool SamplesOnDeviceOnly(const InputBatch& batch);

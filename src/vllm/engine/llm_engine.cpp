@@ -117,7 +117,8 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
       tokenizer_ ? &*tokenizer_ : nullptr, eos_token_ids_, static_cast<int32_t>(loaded_.config.vocab_size),
       config.reasoning_parser,
       config.num_threads > 0 ? config.num_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
-      /*precompute_masks=*/config.device.type != vt::DeviceType::kCPU);
+      /*precompute_masks=*/config.device.type != vt::DeviceType::kCPU,
+      /*fill_during_forward=*/config.device.type != vt::DeviceType::kCPU);
   std::vector<LayerCacheSpec> spec = model_->cache_spec();
   if (mtp_head_spec_) spec.push_back(*mtp_head_spec_);  // the MTP head's attention layer, last
   SizeCaches(spec, options.activation_dtype);
@@ -243,6 +244,17 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
   }
   runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs, std::move(speculative));
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
+  // Every decode shape captured now, as vLLM captures its cudagraph sizes, so no
+  // request waits for a capture.
+  if (const std::optional<DecodeGraphs::CaptureSummary> captured = runner_->CaptureDecodeGraphs()) {
+    std::string line = "captured " + std::to_string(captured->captured) + " decode graphs (batch sizes 1.." +
+                       std::to_string(graphs->max_batch) + ", contexts up to " + std::to_string(max_model_len_) +
+                       ") in " + std::to_string(static_cast<int64_t>(captured->seconds * 1e3)) + " ms";
+    if (captured->failed > 0) {
+      line += "; " + std::to_string(captured->failed) + " shapes run eagerly: " + captured->error;
+    }
+    Log(line);
+  }
 }
 
 void LLMEngine::Log(const std::string& line) const {
@@ -300,10 +312,26 @@ std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
   SchedulerOutput scheduled = scheduler_->schedule();
   structured_outputs_->FillBitmask(scheduled, *scheduler_);
+  // On a GPU the bitmask fills while the forward runs: its threads hold `scheduled`
+  // and the matchers until awaited, on every way out of Execute (errors included).
+  struct AwaitBitmask {
+    SchedulerOutput& output;
+    ~AwaitBitmask() {
+      if (!output.await_grammar_bitmask) return;
+      try {
+        output.await_grammar_bitmask();
+      } catch (...) {  // Execute threw first; the fill's own error is the later one
+      }
+    }
+  } await_on_exit{scheduled};
   last_step_new_req_ids_.clear();
   for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
   last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
   RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
+  if (scheduled.await_grammar_bitmask) {  // before the matchers advance; rethrows a row's error
+    scheduled.await_grammar_bitmask();
+    scheduled.await_grammar_bitmask = nullptr;
+  }
   if (scheduled.empty()) return results;
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
   // Each request's results in order: one sampled token, or its accepted drafts and

@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -46,11 +47,13 @@ so::Grammar GrammarOfSpec(const StructuredOutputsParams& spec) {
   throw so::StructuredOutputError("structured_outputs: no constraint is set");
 }
 
-// Workers 1 .. n - 1 of Run, waiting between calls.
+// Worker threads first_worker .. threads - 1, waiting between jobs. first_worker 1:
+// the caller is thread 0 (Run); 0: the job runs on the workers alone while the
+// caller goes on (Start, then Wait).
 class StructuredOutputManager::MaskFillPool {
  public:
-  explicit MaskFillPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { Work(i); });
+  MaskFillPool(int threads, int first_worker) : first_worker_(first_worker) {
+    for (int i = first_worker; i < threads; ++i) workers_.emplace_back([this, i] { Work(i); });
   }
   ~MaskFillPool() {
     {
@@ -59,21 +62,28 @@ class StructuredOutputManager::MaskFillPool {
     }
     start_.notify_all();
   }  // workers_ join
-  // fn(t) for t in [0, n), n <= the pool's threads: t = 0 on the caller. Returns when
-  // every call has returned.
-  void Run(int n, const std::function<void(int)>& fn) {
+  // Starts fn(t) on the workers t in [first_worker, n), n <= the pool's threads.
+  void Start(int n, std::function<void(int)> fn) {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &fn;
+      job_ = std::move(fn);
       job_threads_ = n;
-      pending_ = n - 1;
+      pending_ = n - first_worker_;
       ++generation_;
     }
     start_.notify_all();
-    fn(0);
+  }
+  // Returns when every call of the last Start has returned.
+  void Wait() {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return pending_ == 0; });
-    job_ = nullptr;
+  }
+  // fn(t) for t in [0, n) with the caller as thread 0 (first_worker 1); returns when
+  // every call has returned.
+  void Run(int n, const std::function<void(int)>& fn) {
+    Start(n, fn);
+    fn(0);
+    Wait();
   }
 
  private:
@@ -87,21 +97,33 @@ class StructuredOutputManager::MaskFillPool {
         if (stop_) return;
         seen = generation_;
         if (index >= job_threads_) continue;
-        job = job_;
+        job = &job_;  // not replaced before pending_ reaches 0 (Start follows Wait)
       }
       (*job)(index);
       const std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      if (--pending_ == 0) done_.notify_all();
     }
   }
 
+  const int first_worker_;
   std::mutex mutex_;
   std::condition_variable start_, done_;
-  const std::function<void(int)>* job_ = nullptr;
+  std::function<void(int)> job_;
   int job_threads_ = 0, pending_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
   std::vector<std::jthread> workers_;  // last: joined before the members above go
+};
+
+// A fill running on the pool while the step's forward runs: what its threads write
+// and read, kept alive until AwaitFill.
+struct StructuredOutputManager::PendingFill {
+  std::vector<so::GrammarMatcher*> rows;
+  std::span<uint32_t> bitmask;  // the SchedulerOutput's words, sized before the start
+  std::vector<std::exception_ptr> errors;
+  std::chrono::steady_clock::time_point start;
+  std::atomic<int64_t> finished_ns{0};  // steady_clock time of the last row written, by the last thread
+  std::atomic<int> threads_left{0};
 };
 
 // One background thread that computes the mask cache of each newly compiled grammar
@@ -147,18 +169,24 @@ class StructuredOutputManager::MaskPrecompute {
   std::jthread worker_;  // last: joined before the members above go
 };
 
-StructuredOutputManager::~StructuredOutputManager() = default;
+StructuredOutputManager::~StructuredOutputManager() {
+  if (pending_ && fill_during_forward_) pool_->Wait();  // its threads write into pending_ (its errors are dropped)
+}
 
 StructuredOutputManager::StructuredOutputManager(const Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                                                  int32_t vocab_size, const std::string& reasoning_parser,
-                                                 int mask_threads, bool precompute_masks)
+                                                 int mask_threads, bool precompute_masks, bool fill_during_forward)
     : tokenizer_(tokenizer), eos_token_ids_(std::move(eos_token_ids)), vocab_size_(vocab_size),
-      mask_threads_(mask_threads) {
+      mask_threads_(mask_threads), fill_during_forward_(fill_during_forward) {
   if (mask_threads < 1) {
     throw std::invalid_argument("StructuredOutputManager: mask_threads must be >= 1, got " +
                                 std::to_string(mask_threads));
   }
-  if (mask_threads > 1) pool_ = std::make_unique<MaskFillPool>(mask_threads);
+  if (fill_during_forward) {
+    pool_ = std::make_unique<MaskFillPool>(mask_threads, /*first_worker=*/0);
+  } else if (mask_threads > 1) {
+    pool_ = std::make_unique<MaskFillPool>(mask_threads, /*first_worker=*/1);
+  }
   if (precompute_masks) precompute_ = std::make_unique<MaskPrecompute>();
   if (reasoning_parser.empty()) return;
   if (tokenizer == nullptr) throw std::invalid_argument("--reasoning-parser needs a tokenizer, and the model has none");
@@ -209,8 +237,10 @@ std::shared_ptr<StructuredOutputRequest> StructuredOutputManager::MakeRequest(
 }
 
 void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Scheduler& scheduler) {
+  AwaitFill();
   output.structured_output_request_ids.clear();
   output.grammar_bitmask.clear();
+  output.await_grammar_bitmask = nullptr;
   if (!info_) return;
   output.grammar_bitmask_words = info_->bitmask_words();
   const size_t words = static_cast<size_t>(info_->bitmask_words());
@@ -223,31 +253,56 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
     rows.push_back(&r->structured_output_request->matcher);
   }
   if (rows.empty()) return;
-  const auto start = std::chrono::steady_clock::now();
   output.grammar_bitmask.resize(rows.size() * words);
-  const std::span<uint32_t> bitmask(output.grammar_bitmask);
+  pending_ = std::make_unique<PendingFill>();
+  PendingFill& fill = *pending_;
+  fill.start = std::chrono::steady_clock::now();
+  fill.rows = std::move(rows);
+  fill.bitmask = std::span<uint32_t>(output.grammar_bitmask);
   // Rows are independent (each matcher its own parse state; a grammar's mask cache
   // fills each position once under its once_flag), so threads take every n-th row.
-  const size_t threads = std::min(static_cast<size_t>(mask_threads_), rows.size());
-  std::vector<std::exception_ptr> errors(threads);
-  const std::function<void(int)> fill = [&](int t) {
+  const size_t threads = std::min(static_cast<size_t>(mask_threads_), fill.rows.size());
+  fill.errors.resize(threads);
+  fill.threads_left.store(static_cast<int>(threads));
+  std::function<void(int)> work = [&fill, threads, words](int t) {
     try {
-      for (size_t i = t; i < rows.size(); i += threads) rows[i]->FillNextTokenBitmask(bitmask.subspan(i * words, words));
+      for (size_t i = t; i < fill.rows.size(); i += threads) {
+        fill.rows[i]->FillNextTokenBitmask(fill.bitmask.subspan(i * words, words));
+      }
     } catch (...) {
-      errors[t] = std::current_exception();
+      fill.errors[t] = std::current_exception();
+    }
+    if (fill.threads_left.fetch_sub(1) == 1) {
+      fill.finished_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
     }
   };
-  if (threads == 1) {
-    fill(0);
+  if (fill_during_forward_) {
+    pool_->Start(static_cast<int>(threads), std::move(work));
+    output.await_grammar_bitmask = [this] { AwaitFill(); };
+  } else if (threads == 1) {
+    work(0);
   } else {
-    pool_->Run(static_cast<int>(threads), fill);
+    pool_->Run(static_cast<int>(threads), work);
   }
-  for (const std::exception_ptr& error : errors) {
+  if (!fill_during_forward_) AwaitFill();
+}
+
+void StructuredOutputManager::AwaitFill() {
+  if (!pending_) return;
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (fill_during_forward_) pool_->Wait();
+  const std::unique_ptr<PendingFill> fill = std::move(pending_);
+  const auto finished = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(fill->finished_ns.load()));
+  ++stats_.num_bitmask_steps;
+  stats_.num_bitmask_rows += static_cast<int64_t>(fill->rows.size());
+  stats_.bitmask_seconds += std::chrono::duration<double>(finished - fill->start).count();
+  // Synchronous, the step waited for the whole fill; overlapped, for what was left
+  // of it when the runner asked.
+  const auto waited_from = fill_during_forward_ ? std::max(wait_start, fill->start) : fill->start;
+  stats_.bitmask_wait_seconds += std::max(0.0, std::chrono::duration<double>(finished - waited_from).count());
+  for (const std::exception_ptr& error : fill->errors) {
     if (error) std::rethrow_exception(error);
   }
-  ++stats_.num_bitmask_steps;
-  stats_.num_bitmask_rows += static_cast<int64_t>(rows.size());
-  stats_.bitmask_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {

@@ -1,6 +1,7 @@
 #include "vllm/worker/decode_graphs.h"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -22,7 +23,7 @@ int64_t NextPowerOfTwo(int64_t n, int64_t at_least) {
 // Offsets of PackInputs' arrays for `shape` (see decode_graphs.h).
 struct InputLayout {
   int64_t input_ids, logits_rows, positions, slot_mapping, seq_lens, query_start_loc, state_slots, block_tables,
-      sample_rows, total;
+      total;
   explicit InputLayout(const DecodeGraphShape& s) {
     const int64_t P = s.batch;
     input_ids = 0;
@@ -33,8 +34,7 @@ struct InputLayout {
     query_start_loc = 5 * P;
     state_slots = 6 * P + 1;
     block_tables = 7 * P + 1;
-    sample_rows = block_tables + P * s.table_width;
-    total = sample_rows + P * vt::kSampleRowWords;
+    total = block_tables + P * s.table_width;
   }
 };
 
@@ -68,19 +68,40 @@ bool DecodeGraphs::Accepts(const InputBatch& batch) const {
   });
 }
 
-DecodeGraphShape DecodeGraphs::ShapeFor(const InputBatch& batch, int64_t mask_words) const {
+DecodeGraphShape DecodeGraphs::ShapeFor(const InputBatch& batch) const {
   int64_t longest = 1;
   for (const BatchRequest& s : batch.requests) longest = std::max(longest, s.num_computed_tokens() + 1);
   DecodeGraphShape shape;
   shape.batch = std::min(NextPowerOfTwo(batch.size(), 1), options_.max_batch);
   shape.max_seq_len = std::min(NextPowerOfTwo(longest, kSmallestContextBucket), options_.max_model_len);
   shape.table_width = (shape.max_seq_len + block_size_ - 1) / block_size_;
-  shape.mask_words = mask_words;
   return shape;
 }
 
-std::vector<int32_t> DecodeGraphs::PackInputs(const InputBatch* batch, const DecodeGraphShape& shape,
-                                              const std::vector<vt::SampleRow>& sample_rows) const {
+std::vector<DecodeGraphShape> DecodeGraphs::StartupShapes() const {
+  std::vector<int64_t> batches, contexts;
+  for (int64_t p = 1; p < options_.max_batch; p *= 2) batches.push_back(p);
+  batches.push_back(options_.max_batch);
+  for (int64_t s = kSmallestContextBucket; s < options_.max_model_len; s *= 2) contexts.push_back(s);
+  contexts.push_back(options_.max_model_len);
+  std::vector<DecodeGraphShape> shapes;
+  for (int64_t p : batches) {
+    for (int64_t s : contexts) shapes.push_back({.batch = p, .max_seq_len = s, .table_width = (s + block_size_ - 1) / block_size_});
+  }
+  return shapes;
+}
+
+DecodeGraphs::CaptureSummary DecodeGraphs::CaptureAll() {
+  const auto start = std::chrono::steady_clock::now();
+  CaptureSummary summary;
+  for (const DecodeGraphShape& shape : StartupShapes()) summary.failed += GraphFor(shape) == nullptr;
+  summary.captured = static_cast<int64_t>(graphs_.size());
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (summary.failed > 0) summary.error = last_capture_error_;
+  return summary;
+}
+
+std::vector<int32_t> DecodeGraphs::PackInputs(const InputBatch* batch, const DecodeGraphShape& shape) const {
   const InputLayout at(shape);
   const int64_t P = shape.batch, W = shape.table_width;
   std::vector<int32_t> v(static_cast<size_t>(at.total), 0);  // padding: token 0, position 0, slot 0 of block 0
@@ -90,15 +111,11 @@ std::vector<int32_t> DecodeGraphs::PackInputs(const InputBatch* batch, const Dec
     v[at.query_start_loc + r + 1] = static_cast<int32_t>(r + 1);
     v[at.state_slots + r] = options_.padding_state_slot;
   }
-  std::vector<vt::SampleRow> rows(static_cast<size_t>(P), vt::SampleRow{.temperature = 0.0f});  // padding: greedy
   const int64_t B = batch ? batch->size() : 0;
-  if (static_cast<int64_t>(sample_rows.size()) != B) {
-    throw std::logic_error("DecodeGraphs::PackInputs: " + std::to_string(sample_rows.size()) +
-                           " sampling rows for a batch of " + std::to_string(B));
+  if (B > P) {
+    throw std::logic_error("DecodeGraphs::PackInputs: a batch of " + std::to_string(B) + " for a shape of " +
+                           std::to_string(P) + " rows");
   }
-  std::copy(sample_rows.begin(), sample_rows.end(), rows.begin());
-  const std::vector<int32_t> words = vt::SampleRowWords(rows);
-  std::copy(words.begin(), words.end(), v.begin() + at.sample_rows);
   for (int64_t r = 0; r < B; ++r) {
     const BatchRequest& s = batch->requests[r];
     const std::vector<int32_t>& block_ids = s.block_ids();
@@ -136,32 +153,22 @@ ForwardBatch DecodeGraphs::BatchViews(const vt::Tensor& inputs, const DecodeGrap
   return batch;
 }
 
-vt::Tensor DecodeGraphs::SampleRowsView(const vt::Tensor& inputs, const DecodeGraphShape& shape) const {
-  const InputLayout at(shape);
-  return inputs.Slice(0, at.sample_rows, at.total).View({shape.batch, vt::kSampleRowWords});
-}
-
 DecodeGraphs::Graph DecodeGraphs::Capture(const DecodeGraphShape& shape) {
   vt::reach::Hit("DecodeGraphs::Capture");
   const vt::Device device = model_.device();
   if (!memory_) memory_ = vt::NewGraphMemory(device);
   Graph g;
-  const std::vector<int32_t> padding = PackInputs(nullptr, shape, {});
+  const std::vector<int32_t> padding = PackInputs(nullptr, shape);
   g.inputs = vt::Tensor::FromVector(padding, {static_cast<int64_t>(padding.size())}).To(device);
   g.batch = BatchViews(g.inputs, shape);
-  const vt::Tensor sample_rows = SampleRowsView(g.inputs, shape);
-  if (shape.mask_words > 0) {  // every index allowed until a replay writes the rows
-    g.allowed = vt::Tensor::Empty({shape.batch, shape.mask_words}, vt::DType::kI32, device);
-    vt::Fill({.dst = g.allowed, .value = -1.0});
-  }
-  auto forward_and_sample = [&] {
-    const vt::Tensor logits = ModelRegistry::Forward(model_, g.batch, caches_);  // [P, V]
-    g.tokens = vt::Tensor::Empty({shape.batch}, vt::DType::kI32, device);
-    vt::Sample({.x = logits, .params = sample_rows, .out = g.tokens, .allowed = g.allowed});
-  };
-  forward_and_sample();  // eagerly, on padding rows only: first-use work happens outside the recording
+  // Eagerly, on padding rows only: first-use work happens outside the recording.
+  const vt::Tensor warm = ModelRegistry::Forward(model_, g.batch, caches_);  // [P, V]
+  if (!logits_.defined()) logits_ = vt::Tensor::Empty({options_.max_batch, warm.size(1)}, warm.dtype(), device);
   vt::Synchronize(device);
-  g.graph = vt::CaptureGraph(device, memory_, forward_and_sample);
+  g.graph = vt::CaptureGraph(device, memory_, [&] {
+    // The forward's own logits are the capture's memory, free for the next graph's.
+    vt::Copy({.src = ModelRegistry::Forward(model_, g.batch, caches_), .dst = logits_.Slice(0, 0, shape.batch)});
+  });
   return g;
 }
 
@@ -174,34 +181,20 @@ DecodeGraphs::Graph* DecodeGraphs::GraphFor(const DecodeGraphShape& shape) {
   } catch (const vt::Error& e) {
     eager_shapes_.insert(shape);
     last_capture_error_ = "decode graph of batch " + std::to_string(shape.batch) + ", context " +
-                          std::to_string(shape.max_seq_len) + (shape.mask_words > 0 ? ", masked" : "") +
-                          " not captured (steps of that shape run eagerly): " + e.what();
+                          std::to_string(shape.max_seq_len) + " not captured (steps of that shape run eagerly): " + e.what();
     return nullptr;
   }
 }
 
-std::optional<std::vector<int32_t>> DecodeGraphs::Run(const InputBatch& batch,
-                                                      const std::vector<vt::SampleRow>& sample_rows,
-                                                      const std::vector<int32_t>* mask_rows, int64_t mask_words) {
+std::optional<vt::Tensor> DecodeGraphs::Run(const InputBatch& batch) {
   if (!Accepts(batch)) throw std::logic_error("DecodeGraphs::Run: the batch is not a graph-able decode batch");
-  const int64_t B = batch.size();
-  if (mask_rows && (mask_words < 1 || static_cast<int64_t>(mask_rows->size()) != B * mask_words)) {
-    throw std::logic_error("DecodeGraphs::Run: " + std::to_string(mask_rows->size()) + " mask words for " +
-                           std::to_string(B) + " rows of " + std::to_string(mask_words));
-  }
-  const DecodeGraphShape shape = ShapeFor(batch, mask_rows ? mask_words : 0);
+  const DecodeGraphShape shape = ShapeFor(batch);
   Graph* g = GraphFor(shape);
   if (g == nullptr) return std::nullopt;
-  const std::vector<int32_t> inputs = PackInputs(&batch, shape, sample_rows);
+  const std::vector<int32_t> inputs = PackInputs(&batch, shape);
   g->inputs.CopyFrom(vt::Tensor::FromVector(inputs, {static_cast<int64_t>(inputs.size())}));
-  if (mask_rows) {  // the padding rows keep their ones
-    g->allowed.Slice(0, 0, B).CopyFrom(vt::Tensor::FromVector(*mask_rows, {B, mask_words}));
-  }
   g->graph->Replay();
-  const std::vector<int64_t> tokens = g->tokens.ToIntVector();
-  std::vector<int32_t> result(batch.requests.size());
-  for (size_t r = 0; r < result.size(); ++r) result[r] = static_cast<int32_t>(tokens[r]);
-  return result;
+  return logits_.Slice(0, 0, batch.size());
 }
 
 }  // namespace vllm

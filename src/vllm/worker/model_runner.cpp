@@ -54,6 +54,18 @@ void AddSequence(const BatchRequest& s, int64_t b, int64_t block_size, HostBatch
 
 }  // namespace
 
+int32_t GrammarBitmask::RowOf(const std::string& req_id) const {
+  if (output_ == nullptr) return -1;
+  const auto found = output_->structured_output_request_ids.find(req_id);
+  return found == output_->structured_output_request_ids.end() ? -1 : found->second;
+}
+
+std::span<const uint32_t> GrammarBitmask::Row(int32_t row) const {
+  if (output_->await_grammar_bitmask) output_->await_grammar_bitmask();
+  const size_t words = static_cast<size_t>(output_->grammar_bitmask_words);
+  return std::span<const uint32_t>(output_->grammar_bitmask).subspan(static_cast<size_t>(row) * words, words);
+}
+
 ModelRunner::ModelRunner(const Model& model, ModelCaches caches, int64_t block_size, uint64_t seed,
                          std::optional<DecodeGraphOptions> decode_graphs,
                          std::optional<SpeculativeDecoding> speculative)
@@ -267,7 +279,7 @@ StepLogits ModelRunner::ExecuteModel(const SchedulerOutput& output) { return Run
 StepLogits ModelRunner::RunModel(InputBatch batch, const SchedulerOutput& output) {
   StepLogits step;
   step.batch = std::move(batch);
-  step.grammar = {output.structured_output_request_ids, output.grammar_bitmask, output.grammar_bitmask_words};
+  step.grammar = GrammarBitmask(output);
   step.rows = PlanLogitsRows(step.batch);
   if (step.batch.empty()) {
     step.logits = vt::Tensor::Empty({0, model_.vocab_size()}, vt::DType::kF32, vt::kCpu);
@@ -298,14 +310,13 @@ bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
 std::vector<int32_t> ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar,
                                               int64_t num_rows, const std::function<int64_t(size_t)>& row_of) {
   std::vector<int32_t> bits;
-  const int64_t words = grammar.words_per_row;
+  const int64_t words = grammar.words_per_row();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
-    const auto row = grammar.request_rows.find(batch.requests[b].req_id());
-    const int64_t at = row == grammar.request_rows.end() ? -1 : row_of(b);
+    const int32_t row = grammar.RowOf(batch.requests[b].req_id());
+    const int64_t at = row < 0 ? -1 : row_of(b);
     if (at < 0) continue;
     if (bits.empty()) bits.assign(static_cast<size_t>(num_rows * words), -1);
-    std::memcpy(bits.data() + at * words, grammar.words.data() + static_cast<int64_t>(row->second) * words,
-                words * sizeof(uint32_t));
+    std::memcpy(bits.data() + at * words, grammar.Row(row).data(), words * sizeof(uint32_t));
   }
   return bits;
 }
@@ -318,7 +329,7 @@ vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::
   });
   if (bits.empty()) return {};
   vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
-  return vt::Tensor::FromVector(bits, {logits.size(0), grammar->words_per_row}).To(logits.device());
+  return vt::Tensor::FromVector(bits, {logits.size(0), grammar->words_per_row()}).To(logits.device());
 }
 
 RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
@@ -372,15 +383,7 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
     params[step.rows[b].first_row + step.rows[b].num_rows - 1] = sampler_.DeviceSampleRow(s.request());
   }
   std::vector<int64_t> tokens;
-  if (N > 0) {
-    const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
-    const vt::Tensor rows = vt::Tensor::FromVector(vt::SampleRowWords(params), {N, vt::kSampleRowWords});
-    vt::Sample({.x = logits,
-                .params = rows.To(logits.device()),
-                .out = ids,
-                .allowed = GrammarRowsOnDevice(batch, step.rows, &grammar, logits)});
-    tokens = ids.ToIntVector();
-  }
+  if (N > 0) tokens = DrawOnDevice(logits, params, GrammarRowsOnDevice(batch, step.rows, &grammar, logits));
   RunnerOutput result;
   step.batch = std::move(batch);
   if (host_work) {
@@ -398,22 +401,43 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   return result;
 }
 
+std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
+                                               const vt::Tensor& allowed) {
+  const int64_t N = logits.size(0);
+  const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
+  const vt::Tensor rows = vt::Tensor::FromVector(vt::SampleRowWords(params), {N, vt::kSampleRowWords});
+  vt::Sample({.x = logits, .params = rows.To(logits.device()), .out = ids, .allowed = allowed});
+  return ids.ToIntVector();
+}
+
 std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar) {
-  std::vector<vt::SampleRow> sample_rows;
-  for (const BatchRequest& s : batch.requests) sample_rows.push_back(sampler_.DeviceSampleRow(s.request()));
-  // The grammar's rows of this batch's requests (all ones for the others), if any.
+  const std::optional<vt::Tensor> logits = decode_graphs_->Run(batch);  // [B, V], queued
+  if (!logits) return std::nullopt;
+  vt::reach::Hit("ModelRunner::DecodeGraph");
+  std::vector<vt::SampleRow> params;
+  for (const BatchRequest& s : batch.requests) params.push_back(sampler_.DeviceSampleRow(s.request()));
+  // The grammar's rows of this batch's requests (all ones for the others), if any:
+  // filled by the host while the graph runs.
   const std::vector<int32_t> mask_rows =
       GrammarRows(batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); });
-  if (!mask_rows.empty()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
-  const std::optional<std::vector<int32_t>> tokens =
-      decode_graphs_->Run(batch, sample_rows, mask_rows.empty() ? nullptr : &mask_rows, grammar.words_per_row);
-  if (!tokens) return std::nullopt;
-  vt::reach::Hit("ModelRunner::DecodeGraph");
+  vt::Tensor allowed;
+  if (!mask_rows.empty()) {
+    vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
+    allowed = vt::Tensor::FromVector(mask_rows, {batch.size(), grammar.words_per_row()}).To(logits->device());
+  }
+  const std::vector<int64_t> tokens = DrawOnDevice(*logits, params, allowed);
   num_tokens_computed_ += batch.size();
   SaveStateSnapshots(batch);
   RunnerOutput result;
-  for (size_t b = 0; b < batch.requests.size(); ++b) result.sampled[batch.requests[b].req_id()].token_id = (*tokens)[b];
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    result.sampled[batch.requests[b].req_id()].token_id = static_cast<int32_t>(tokens[b]);
+  }
   return result;
+}
+
+std::optional<DecodeGraphs::CaptureSummary> ModelRunner::CaptureDecodeGraphs() {
+  if (!decode_graphs_) return std::nullopt;
+  return decode_graphs_->CaptureAll();
 }
 
 RunnerOutput ModelRunner::SampleTokens(const StepLogits& step, const std::vector<bool>* sampled_elsewhere) {
@@ -443,23 +467,21 @@ RunnerOutput ModelRunner::SampleTokens(const StepLogits& step, const std::vector
       result.prompt_logprobs[s.req_id()] = std::move(chunk);
     }
     if (!s.samples() || (sampled_elsewhere && (*sampled_elsewhere)[b])) continue;
-    const auto grammar_row = step.grammar.request_rows.find(s.req_id());
+    const int32_t grammar_row = step.grammar.RowOf(s.req_id());
     if (s.num_draft_tokens() > 0) {
-      if (grammar_row != step.grammar.request_rows.end()) {
+      if (grammar_row >= 0) {
         throw std::logic_error("ModelRunner: request '" + s.req_id() + "' has a grammar and drafts (it never drafts)");
       }
       result.verified[s.req_id()] = Verify(s, rows + plan.first_row * V, V);
       continue;
     }
-    if (grammar_row == step.grammar.request_rows.end()) {
+    if (grammar_row < 0) {
       result.sampled[s.req_id()] = sampler_.Sample(last, V, r);
       continue;
     }
     vt::reach::Hit("ModelRunner::GrammarBitmask");
-    const size_t words = static_cast<size_t>(step.grammar.words_per_row);
     std::vector<float> masked(last, last + V);
-    structured_output::ApplyTokenBitmask(
-        masked, std::span<const uint32_t>(step.grammar.words).subspan(grammar_row->second * words, words));
+    structured_output::ApplyTokenBitmask(masked, step.grammar.Row(grammar_row));
     result.sampled[s.req_id()] = sampler_.Sample(masked.data(), V, r);
   }
   return result;
@@ -471,8 +493,7 @@ RunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   if (speculative_) return ExecuteSpeculative(std::move(batch), output);
   // Grammars' bitmask rows go to the device, not the logits to the host (64 rows of a
   // 248k vocabulary are 64 MB a step).
-  const GrammarBitmask grammar{output.structured_output_request_ids, output.grammar_bitmask,
-                               output.grammar_bitmask_words};
+  const GrammarBitmask grammar(output);
   if (decode_graphs_ && SamplesOnDeviceOnly(batch) && decode_graphs_->Accepts(batch)) {
     std::optional<RunnerOutput> replayed = ExecuteGraph(batch, grammar);
     if (replayed) return std::move(*replayed);

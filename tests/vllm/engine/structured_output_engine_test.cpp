@@ -123,9 +123,9 @@ TEST(StructuredOutputEngineTest, GreedyUnderAGrammarTakesTheMaskedDeviceArgmax) 
 }
 
 // On a GPU, requests under grammars are drawn by vt::Sample with the bitmask as its
-// `allowed`, sampled and greedy alike, eagerly and in decode graphs (the bitmask a
-// graph input): outputs in the grammar, the same seeded tokens both ways, no logits
-// sent to the host.
+// `allowed`, sampled and greedy alike, eagerly and after decode graphs (the bitmask
+// filled while the graph runs): outputs in the grammar, the same seeded tokens both
+// ways, no logits sent to the host.
 TEST(StructuredOutputEngineTest, OnAGpuGrammarsMaskTheDeviceSamplerEagerAndInGraphs) {
   const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -223,6 +223,50 @@ TEST(StructuredOutputEngineTest, ANewGrammarsMasksArePrecomputedInTheBackground)
     }
     EXPECT_EQ(grammar.MasksComplete(), precompute);
   }
+}
+
+// With fill_during_forward (GPU engines), FillBitmask only starts the fill: the
+// rows are those of a synchronous fill once await_grammar_bitmask returns, the
+// stats count them, and the next FillBitmask waits for a fill nobody awaited.
+TEST(StructuredOutputEngineTest, AFillDuringTheForwardGivesTheSynchronousRows) {
+  const Tokenizer tokenizer = Tokenizer::FromHfDirectory(std::string(VT_TEST_DATA_DIR) + "/openai_server/tokenizer");
+  const int32_t vocab = tokenizer.vocab_size();
+  StructuredOutputManager sync(&tokenizer, {0}, vocab, "", 2, false, false);
+  StructuredOutputManager overlapped(&tokenizer, {0}, vocab, "", 3, false, true);
+  Scheduler scheduler({.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 64},
+                      {.block_size = 4, .num_blocks = 64});
+  for (int i = 0; i < 7; ++i) {
+    const std::vector<int32_t> prompt = tokenizer.Encode("prompt " + std::to_string(i));
+    const SamplingParams params = Constrained(i % 2 ? "[a-z]{5,20}-[0-9]{3,9}" : "(yes|no) [0-9]{2}", i);
+    auto request = std::make_unique<Request>("r" + std::to_string(i), prompt, params, std::vector<int32_t>{0}, i);
+    request->structured_output_request = (i < 6 ? overlapped : sync).MakeRequest(params, prompt);
+    scheduler.add_request(std::move(request));
+  }
+  SchedulerOutput expected = scheduler.schedule();
+  SchedulerOutput got = expected;
+  sync.FillBitmask(expected, scheduler);
+  EXPECT_FALSE(expected.await_grammar_bitmask) << "a synchronous fill is done when FillBitmask returns";
+  ASSERT_EQ(expected.structured_output_request_ids.size(), 7u);
+  overlapped.FillBitmask(got, scheduler);
+  ASSERT_TRUE(got.await_grammar_bitmask);
+  EXPECT_EQ(got.structured_output_request_ids, expected.structured_output_request_ids);
+  EXPECT_EQ(got.grammar_bitmask.size(), expected.grammar_bitmask.size()) << "sized before the fill starts";
+  got.await_grammar_bitmask();
+  got.await_grammar_bitmask();  // again: returns at once
+  EXPECT_EQ(got.grammar_bitmask, expected.grammar_bitmask);
+  EXPECT_EQ(overlapped.stats().num_bitmask_rows, 7);
+  EXPECT_EQ(overlapped.stats().num_bitmask_steps, 1);
+  EXPECT_GT(overlapped.stats().bitmask_seconds, 0.0);
+  EXPECT_LE(overlapped.stats().bitmask_wait_seconds, overlapped.stats().bitmask_seconds);
+  EXPECT_EQ(sync.stats().bitmask_wait_seconds, sync.stats().bitmask_seconds) << "a synchronous fill is all waited for";
+  SchedulerOutput unawaited = expected;  // never awaited: the next fill waits for it
+  overlapped.FillBitmask(unawaited, scheduler);
+  overlapped.FillBitmask(got, scheduler);
+  EXPECT_EQ(overlapped.stats().num_bitmask_steps, 2);
+  got.await_grammar_bitmask();
+  EXPECT_EQ(unawaited.grammar_bitmask, expected.grammar_bitmask);
+  EXPECT_EQ(got.grammar_bitmask, expected.grammar_bitmask);
+  EXPECT_EQ(overlapped.stats().num_bitmask_rows, 21);
 }
 
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {

@@ -6,6 +6,7 @@
 // (--enforce-eager), for the reference models, with batches that pad.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -78,13 +79,9 @@ TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
   EXPECT_EQ(shape.batch, 4);
   EXPECT_EQ(shape.max_seq_len, 1024);  // 601 tokens: the bucket above 512
   EXPECT_EQ(shape.table_width, 256);
-  std::vector<vt::SampleRow> sample_rows(3, vt::SampleRow{.temperature = 0.0f});
-  sample_rows[1] = {.temperature = 0.7f, .top_k = 20, .top_p = 0.9f, .min_p = 0.05f};
-  sample_rows[1].SetSeed(0x123456789abcdef0ull);
-  sample_rows[1].SetOffset(42);
-  const std::vector<int32_t> v = graphs.PackInputs(&batch.input, shape, sample_rows);
+  const std::vector<int32_t> v = graphs.PackInputs(&batch.input, shape);
   const int64_t P = 4, W = 256;
-  ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W + P * vt::kSampleRowWords);
+  ASSERT_EQ(static_cast<int64_t>(v.size()), 7 * P + 1 + P * W);
   auto at = [&](int64_t offset, int64_t n) { return std::vector<int32_t>(v.begin() + offset, v.begin() + offset + n); };
   EXPECT_EQ(at(0, P), (std::vector<int32_t>{7, 11, 13, 0}));                      // input ids
   EXPECT_EQ(at(P, P), (std::vector<int32_t>{0, 1, 2, 3}));                        // logits rows
@@ -97,21 +94,11 @@ TEST(DecodeGraphsTest, ThreeDecodesPadToFourRowsOfHarmlessPadding) {
   EXPECT_EQ(at(tables, 4), (std::vector<int32_t>{3, 5, 8, 0}));
   EXPECT_EQ(at(tables + 2 * W + 149, 3), (std::vector<int32_t>{159, 160, 0}));
   for (int64_t i = 0; i < W; ++i) EXPECT_EQ(v[tables + 3 * W + i], 0) << "padding row's block table";
-  // The sampling rows, request 1's bytes at row 1, the padding row greedy.
-  const int64_t rows_at = tables + P * W;
-  std::vector<vt::SampleRow> packed(P);
-  std::memcpy(static_cast<void*>(packed.data()), v.data() + rows_at, P * sizeof(vt::SampleRow));
-  EXPECT_EQ(packed[0].temperature, 0.0f);
-  EXPECT_EQ(packed[1].temperature, 0.7f);
-  EXPECT_EQ(packed[1].top_k, 20);
-  EXPECT_EQ(packed[1].top_p, 0.9f);
-  EXPECT_EQ(packed[1].min_p, 0.05f);
-  EXPECT_EQ(packed[1].Seed(), 0x123456789abcdef0ull);
-  EXPECT_EQ(packed[1].Offset(), 42);
-  EXPECT_EQ(packed[3].temperature, 0.0f);
-  EXPECT_THROW(graphs.PackInputs(&batch.input, shape, {}), std::logic_error);  // a row per request
+  Batch five;  // more requests than the shape's rows
+  for (int i = 0; i < 5; ++i) five.AddDecode(1, 4, {2, 6}, 0);
+  EXPECT_THROW(graphs.PackInputs(&five.input, shape), std::logic_error);
   // An all-padding buffer (the warm-up run before a capture).
-  const std::vector<int32_t> padding = graphs.PackInputs(nullptr, shape, {});
+  const std::vector<int32_t> padding = graphs.PackInputs(nullptr, shape);
   EXPECT_EQ(std::vector<int32_t>(padding.begin(), padding.begin() + P), (std::vector<int32_t>{0, 0, 0, 0}));
   EXPECT_EQ(std::vector<int32_t>(padding.begin() + 6 * P + 1, padding.begin() + 7 * P + 1),
             (std::vector<int32_t>{3, 3, 3, 3}));
@@ -127,6 +114,29 @@ TEST(DecodeGraphsTest, ShapesAreBucketedAndCapped) {
   Batch five;
   for (int i = 0; i < 5; ++i) five.AddDecode(1, 650, Blocks(1, 163), 0);
   EXPECT_EQ(graphs.ShapeFor(five.input), (DecodeGraphShape{6, 700, 175}));  // both capped
+}
+
+// The shapes captured at start-up are exactly those ShapeFor can give: every padded
+// batch size with every context bucket.
+TEST(DecodeGraphsTest, StartupShapesAreEveryShapeABatchCanGet) {
+  CacheOnlyModel model;
+  const ModelCaches caches = AllocateCaches(model.cache_spec(), 400, kBlockSize, 2, vt::DType::kF32, vt::kCpu);
+  DecodeGraphs graphs(model, caches, kBlockSize, {.max_batch = 6, .max_model_len = 1500, .padding_state_slot = 1});
+  const std::vector<DecodeGraphShape> shapes = graphs.StartupShapes();
+  std::vector<DecodeGraphShape> expected;
+  for (int64_t p : {1, 2, 4, 6}) {
+    for (int64_t s : {512, 1024, 1500}) expected.push_back({p, s, (s + kBlockSize - 1) / kBlockSize});
+  }
+  EXPECT_EQ(shapes, expected);
+  for (int64_t rows = 1; rows <= 6; ++rows) {
+    for (int64_t computed : {0, 511, 512, 1023, 1024, 1499}) {
+      Batch batch;
+      for (int64_t r = 0; r < rows; ++r) batch.AddDecode(1, computed, Blocks(1, 375), 0);
+      const DecodeGraphShape shape = graphs.ShapeFor(batch.input);
+      EXPECT_NE(std::find(shapes.begin(), shapes.end(), shape), shapes.end())
+          << rows << " rows at " << computed << " tokens: shape {" << shape.batch << ", " << shape.max_seq_len << "}";
+    }
+  }
 }
 
 TEST(DecodeGraphsTest, OnlyDecodesOfRunningSequencesWithinTheLimitsRunAsGraphs) {
@@ -237,9 +247,11 @@ std::vector<std::vector<int32_t>> ReadIds(const std::string& name, const std::st
 
 // Every prompt at once (batches of 5, 4, ... as they finish: padded to 8, 4, ...),
 // f32 activations, greedy or (`sampled`) at temperature 0.8 with top-k 20, top-p 0.9
-// and a seed per request; returns each request's tokens.
+// and a seed per request; returns each request's tokens. `captures_at_start`: the
+// graphs captured by the engine's construction.
 std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device device, bool eager,
-                                             const std::vector<std::vector<int32_t>>& prompts, bool sampled = false) {
+                                             const std::vector<std::vector<int32_t>>& prompts, bool sampled = false,
+                                             size_t* captures_at_start = nullptr) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -250,6 +262,7 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
   c.num_gpu_blocks_override = 512;
   c.enforce_eager = eager;
   LLMEngine engine(c);
+  if (captures_at_start) *captures_at_start = vt::reach::Count("DecodeGraphs::Capture");
   for (size_t i = 0; i < prompts.size(); ++i) {
     SamplingParams p;
     p.temperature = 0;
@@ -287,9 +300,13 @@ TEST_P(DecodeGraphEngineTest, GreedyTokensEqualHfAndTheEagerEngine) {
     const auto eager = RunPrompts(GetParam(), device, true, prompts);
     EXPECT_EQ(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
     vt::reach::Reset();
-    const auto graphed = RunPrompts(GetParam(), device, false, prompts);
+    size_t captures_at_start = 0;
+    const auto graphed = RunPrompts(GetParam(), device, false, prompts, false, &captures_at_start);
     EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
-    EXPECT_GE(vt::reach::Count("DecodeGraphs::Capture"), 2u) << "batches of several padded sizes";
+    // Batches 1, 2, 4, 8 with the one context bucket (max_model_len 256), all at
+    // start-up, none while serving.
+    EXPECT_EQ(captures_at_start, 4u);
+    EXPECT_EQ(vt::reach::Count("DecodeGraphs::Capture"), 4u) << "a capture while serving";
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(graphed[i], eager[i]) << "prompt " << i;
       const std::vector<int32_t> hf_prefix(hf[i].begin(), hf[i].begin() + static_cast<int64_t>(graphed[i].size()));
@@ -298,8 +315,9 @@ TEST_P(DecodeGraphEngineTest, GreedyTokensEqualHfAndTheEagerEngine) {
   }
 }
 
-// Sampled requests replay the same graphs (their parameters are graph inputs): the
-// same tokens as eager steps, which draw on the device too, never on the host.
+// Sampled requests replay the same graphs (vt::Sample draws from the graph's logits
+// after the replay): the same tokens as eager steps, which draw on the device too,
+// never on the host.
 TEST_P(DecodeGraphEngineTest, SampledTokensEqualTheEagerEngine) {
   const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";

@@ -239,11 +239,14 @@ nlohmann::json GrammarBitmaskJson(const StructuredOutputStats& before, const Str
   const int64_t steps = after.num_bitmask_steps - before.num_bitmask_steps;
   const int64_t rows = after.num_bitmask_rows - before.num_bitmask_rows;
   const double seconds = after.bitmask_seconds - before.bitmask_seconds;
+  const double waited = after.bitmask_wait_seconds - before.bitmask_wait_seconds;
   if (rows <= 0) return nullptr;
   return {{"steps", steps},
           {"rows", rows},
           {"seconds", seconds},
+          {"wait_seconds", waited},
           {"ms_per_step", 1e3 * seconds / static_cast<double>(steps)},
+          {"wait_ms_per_step", 1e3 * waited / static_cast<double>(steps)},
           {"us_per_row", 1e6 * seconds / static_cast<double>(rows)},
           {"fraction_of_elapsed", elapsed_s > 0 ? seconds / elapsed_s : 0.0}};
 }
@@ -252,7 +255,8 @@ std::string GrammarBitmaskSummary(const nlohmann::json& bitmask) {
   if (bitmask.is_null()) return "";
   return "grammar bitmasks: " + std::to_string(bitmask["rows"].get<int64_t>()) + " rows in " +
          std::to_string(bitmask["steps"].get<int64_t>()) + " steps, " + Fixed(bitmask["ms_per_step"], 3) +
-         " ms a step, " + Fixed(bitmask["us_per_row"], 1) + " us a row, " +
+         " ms a step (" + Fixed(bitmask["wait_ms_per_step"], 3) + " ms not hidden by the forward), " +
+         Fixed(bitmask["us_per_row"], 1) + " us a row, " +
          Fixed(100 * bitmask["fraction_of_elapsed"].get<double>(), 1) + "% of the elapsed time\n";
 }
 
