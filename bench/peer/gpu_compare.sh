@@ -4,7 +4,7 @@
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
-#                             [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
+#                             [--ncu-prefill] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
 #                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
 #                             [--prompts 16,64,256] [--long-prompt N] [--sampled] [--budget S]
@@ -30,7 +30,7 @@
 #   3. With --ncu-stalls: Nsight Compute's occupancy, scheduler and warp-stall sections
 #      for one launch each of the int8 kernels of vt_gpu_bench (the pipelined tiles at
 #      16 rows, the GEMV at 1 row; Q8_0 24576 x 4096), summarized in the log.
-#      With --ncu: per-kernel device times (Nsight Compute) of one eager 2048-token
+#      With --ncu-prefill: per-kernel device times (Nsight Compute) of one eager 2048-token
 #      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
 #      --profile-prefill that prefill and 2048-context decode timed under every
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
@@ -79,6 +79,7 @@ launch_ab=0
 ncu_batches=1,16
 profile_prefill=0
 ncu_profiles=0
+ncu_prefill=0
 ncu_stalls=0
 prefix_cache=0
 kernel_bench=1
@@ -103,6 +104,7 @@ while [ $# -gt 0 ]; do
     --ncu-batches) ncu_batches=$2; shift 2 ;;
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
+    --ncu-prefill) ncu_prefill=1; shift ;;
     --ncu-stalls) ncu_stalls=1; shift ;;
     --prefix-cache) prefix_cache=1; shift ;;
     --no-peer) with_peer=0; shift ;;
@@ -165,7 +167,7 @@ fi
 stage "vllm-cpp: CUDA build"
 gpu_env_setup
 targets=(vllm-cpp random_gguf vt_gpu_bench)
-[ $profile_prefill = 1 ] || [ $launch_ab = 1 ] && targets+=(gpu_decode_bench)
+{ [ $profile_prefill = 1 ] || [ $launch_ab = 1 ] || [ $ncu_prefill = 1 ]; } && targets+=(gpu_decode_bench)
 [ $run_tests = 1 ] && targets+=(vt_tests)
 [ $model_tests = 1 ] && targets+=(vllm_tests)
 [ $run_tests = 1 ] && gpu_build_googletest "$build-gtest"
@@ -246,7 +248,7 @@ if [ $ncu_stalls = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/vt_gpu_bench" ] && [ "
       "$out/ncu_stalls_$1.txt" | head -40
   done
 fi
-if [ $ncu_profiles = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
+if [ $ncu_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
   stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
   timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
     --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
