@@ -178,6 +178,13 @@ TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
     EXPECT_NEAR(r["requests_per_s"].get<double>(), n / elapsed, 1e-9);
     EXPECT_NEAR(r["total_tokens_per_s"].get<double>(), 10.0 * n / elapsed, 1e-9);
     EXPECT_NEAR(r["output_tokens_per_s"].get<double>(), 3.0 * n / elapsed, 1e-9);
+    // One prefill step gives every request its first token; the other two are decode
+    // steps of the whole batch.
+    const json& decode = r["decode_at_full_batch"];
+    ASSERT_TRUE(decode.is_object()) << r.dump();
+    EXPECT_EQ(decode["batch"], n);
+    EXPECT_EQ(decode["steps"], 2);
+    EXPECT_NEAR(decode["tokens_per_s"].get<double>(), 1e3 * n / decode["median_step_ms"].get<double>(), 1e-6);
   }
 }
 
