@@ -51,8 +51,14 @@ struct EngineConfig {
   uint64_t seed = 0;                 // the sampler's generator for requests without a seed
   int num_threads = 0;               // CPU threads (the model on the CPU, grammar masks), 0 = all
   // vLLM's name: run every step op by op; otherwise decode batches of up to
-  // max_num_seqs (at most kMaxGraphBatch) replay device graphs where the device has them.
+  // max_num_seqs (at most max_cudagraph_capture_size) replay device graphs where the
+  // device has them.
   bool enforce_eager = false;
+  // vLLM's name: the largest decode batch replayed as a device graph (graphs are
+  // captured at start-up for batch sizes up to it; larger batches run op by op).
+  // nullopt: kMaxGraphBatch. Given where no graphs run (the CPU, enforce_eager,
+  // speculative decoding) the engine refuses it.
+  std::optional<int64_t> max_cudagraph_capture_size;
   // vLLM's --reasoning-parser ("" or "qwen3"): structured outputs apply after the
   // reasoning (structured_output_manager.h).
   std::string reasoning_parser;

@@ -155,6 +155,17 @@ void LLMEngine::SizeCaches(const std::vector<LayerCacheSpec>& spec, vt::DType ca
   // slot than the scheduler hands out (decode_graphs.h).
   // Speculative steps run eagerly (their drafts need the trunk's hidden states).
   const bool use_graphs = !config_.enforce_eager && !proposer_ && vt::GraphsSupported(config_.device);
+  if (const std::optional<int64_t> cap = config_.max_cudagraph_capture_size) {
+    if (*cap < 1) throw std::invalid_argument("--max-cudagraph-capture-size must be >= 1, got " + std::to_string(*cap));
+    if (!use_graphs) {
+      throw std::invalid_argument(
+          "--max-cudagraph-capture-size is given, but no decode graphs run here (" +
+          std::string(config_.enforce_eager ? "--enforce-eager"
+                      : proposer_          ? "speculative decoding runs its steps eagerly"
+                                           : config_.device.ToString() + " has no device graphs") +
+          ")");
+    }
+  }
   const int64_t padding_slots = use_graphs && slot_bytes > 0 ? 1 : 0;
   // Speculative decoding: a backup slot per request that may verify drafts (the GDN
   // rollback, model_runner_spec.cpp), after the padding slot.
@@ -220,7 +231,8 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
   scheduler_ = std::make_unique<Scheduler>(sched, cache_config_);
   std::optional<DecodeGraphOptions> graphs;
   if (use_graphs) {
-    graphs = DecodeGraphOptions{.max_batch = std::min(config_.max_num_seqs, kMaxGraphBatch),
+    graphs = DecodeGraphOptions{.max_batch = std::min(config_.max_num_seqs,
+                                                      config_.max_cudagraph_capture_size.value_or(kMaxGraphBatch)),
                                 .max_model_len = max_model_len_,
                                 .padding_state_slot = static_cast<int32_t>(cache_plan_.num_state_slots)};
   }

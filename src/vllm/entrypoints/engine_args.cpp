@@ -31,6 +31,9 @@ void AddEngineArgs(CliArgs& cli) {
                 "memory (default: an eighth of it)",
                 "0");
   cli.AddFlag("enforce-eager", "GPU: run decode steps op by op instead of replaying captured device graphs");
+  cli.AddOption("max-cudagraph-capture-size",
+                "GPU: the largest decode batch replayed as a device graph (graphs are captured at start-up for "
+                "batch sizes 1, 2, 4, ... up to it; larger batches run op by op) (default: 512)");
   cli.AddOption("speculative-config",
                 "speculative decoding with the model's MTP module, as JSON: {\"method\": \"mtp\", "
                 "\"num_speculative_tokens\": K, \"disable_by_batch_size\": N (0 = never)}; without "
@@ -64,6 +67,7 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.state_checkpoint_interval = cli.GetInt("state-checkpoint-interval");
   c.state_snapshot_memory = cli.GetInt("state-snapshot-memory");
   c.enforce_eager = cli.GetFlag("enforce-eager");
+  if (cli.WasGiven("max-cudagraph-capture-size")) c.max_cudagraph_capture_size = cli.GetInt("max-cudagraph-capture-size");
   if (cli.WasGiven("speculative-config")) {
     try {
       c.speculative_config = ParseSpeculativeConfig(cli.GetString("speculative-config"));

@@ -1,7 +1,8 @@
 // What LLMEngine checks and reports while it starts: a tokenizer (or EOS ids)
 // that does not fit the model's vocabulary is refused at construction, naming both
-// sizes; the cache sizing is logged in one line with the figures it chose, and the
-// prefix caching choice comes with its reason.
+// sizes; the cache sizing is logged in one line with the figures it chose, the
+// prefix caching choice comes with its reason, and a graph capture size where no
+// graphs run is refused.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -59,6 +60,23 @@ TEST(EngineStartupTest, ATokenizerLargerThanTheVocabularyIsRefused) {
   EXPECT_NE(error.find("vocabulary of 320"), std::string::npos) << error;
   EXPECT_NE(error.find(tokenizer), std::string::npos) << error;
   EXPECT_NE(error.find(too_small.path()), std::string::npos) << error;
+}
+
+// --max-cudagraph-capture-size caps the decode graphs; where none run (the CPU, or
+// --enforce-eager) it would be ignored, so it is refused naming why.
+TEST(EngineStartupTest, AGraphCaptureSizeWhereNoGraphsRunIsRefused) {
+  TempDir model;
+  WriteHfFolder(model.path(), DenseConfig(DenseDims{.vocab_size = 352}), kNoTokenizer);
+  EngineConfig config = SmallConfig(model.path());
+  EXPECT_EQ(ConstructionError(config), "");
+  config.max_cudagraph_capture_size = 8;
+  std::string error = ConstructionError(config);
+  EXPECT_NE(error.find("--max-cudagraph-capture-size is given, but no decode graphs run here"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("cpu has no device graphs"), std::string::npos) << error;
+  config.max_cudagraph_capture_size = 0;
+  error = ConstructionError(config);
+  EXPECT_NE(error.find("--max-cudagraph-capture-size must be >= 1, got 0"), std::string::npos) << error;
 }
 
 TEST(EngineStartupTest, AnEosIdOutsideTheVocabularyIsRefused) {

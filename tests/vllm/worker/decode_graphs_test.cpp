@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -251,7 +252,8 @@ std::vector<std::vector<int32_t>> ReadIds(const std::string& name, const std::st
 // graphs captured by the engine's construction.
 std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device device, bool eager,
                                              const std::vector<std::vector<int32_t>>& prompts, bool sampled = false,
-                                             size_t* captures_at_start = nullptr) {
+                                             size_t* captures_at_start = nullptr,
+                                             std::optional<int64_t> max_capture_size = std::nullopt) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -261,6 +263,7 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
   c.block_size = 4;
   c.num_gpu_blocks_override = 512;
   c.enforce_eager = eager;
+  c.max_cudagraph_capture_size = max_capture_size;
   LLMEngine engine(c);
   if (captures_at_start) *captures_at_start = vt::reach::Count("DecodeGraphs::Capture");
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -312,6 +315,25 @@ TEST_P(DecodeGraphEngineTest, GreedyTokensEqualHfAndTheEagerEngine) {
       const std::vector<int32_t> hf_prefix(hf[i].begin(), hf[i].begin() + static_cast<int64_t>(graphed[i].size()));
       EXPECT_EQ(graphed[i], hf_prefix) << "prompt " << i;
     }
+  }
+}
+
+// --max-cudagraph-capture-size 2: graphs for batches 1 and 2 only, captured at
+// start-up; the larger batches run eagerly, with the same tokens.
+TEST_P(DecodeGraphEngineTest, ACaptureSizeCapsTheGraphBatches) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    const auto eager = RunPrompts(GetParam(), device, true, prompts);
+    vt::reach::Reset();
+    size_t captures_at_start = 0;
+    const auto capped = RunPrompts(GetParam(), device, false, prompts, false, &captures_at_start, 2);
+    EXPECT_EQ(captures_at_start, 2u);
+    EXPECT_EQ(vt::reach::Count("DecodeGraphs::Capture"), 2u);
+    EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u) << "the last steps have 1 or 2 requests";
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(capped[i], eager[i]) << "prompt " << i;
   }
 }
 
