@@ -42,7 +42,6 @@
 #include "vllm/model_executor/model.h"
 #include "vllm/worker/input_batch.h"
 #include "vt/device_graph.h"
-#include "vt/op_args.h"
 
 namespace vllm {
 

@@ -196,10 +196,11 @@ class ModelRunner {
   // Sampler::SamplesOnDevice (grammar rows masked there); the logits go to the host
   // only for the others and for prompt logprobs (SampleTokens).
   RunnerOutput ExecuteWithDeviceSampler(InputBatch batch, const GrammarBitmask& grammar);
-  // Host bitmask words [num_rows, words]: all ones but row row_of(b) of each request b
-  // the grammar has a row for (row_of gives -1: none); empty when no request has one.
-  static std::vector<int32_t> GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
-                                          const std::function<int64_t(size_t)>& row_of);
+  // Bitmask words [num_rows, words] i32 on `device`: all ones but row row_of(b) of each
+  // request b the grammar has a row for (row_of gives -1: none); undefined when no
+  // request has one. Waits for the grammar's fill (GrammarBitmask::Row).
+  static vt::Tensor GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                                const std::function<int64_t(size_t)>& row_of, vt::Device device);
   // [N, words] i32 on the logits' device: all ones but the last row of each request
   // `grammar` has a bitmask row for; undefined when there is none.
   static vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,

@@ -307,8 +307,8 @@ bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
   return any_grammar;
 }
 
-std::vector<int32_t> ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar,
-                                              int64_t num_rows, const std::function<int64_t(size_t)>& row_of) {
+vt::Tensor ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                                    const std::function<int64_t(size_t)>& row_of, vt::Device device) {
   std::vector<int32_t> bits;
   const int64_t words = grammar.words_per_row();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -318,18 +318,18 @@ std::vector<int32_t> ModelRunner::GrammarRows(const InputBatch& batch, const Gra
     if (bits.empty()) bits.assign(static_cast<size_t>(num_rows * words), -1);
     std::memcpy(bits.data() + at * words, grammar.Row(row).data(), words * sizeof(uint32_t));
   }
-  return bits;
+  if (bits.empty()) return {};
+  return vt::Tensor::FromVector(bits, {num_rows, words}).To(device);
 }
 
 vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
                                              const GrammarBitmask* grammar, const vt::Tensor& logits) {
   if (!grammar) return {};
-  const std::vector<int32_t> bits = GrammarRows(batch, *grammar, logits.size(0), [&](size_t b) {
+  vt::Tensor allowed = GrammarRows(batch, *grammar, logits.size(0), [&](size_t b) {
     return rows[b].num_rows == 0 ? int64_t{-1} : rows[b].first_row + rows[b].num_rows - 1;
-  });
-  if (bits.empty()) return {};
-  vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
-  return vt::Tensor::FromVector(bits, {logits.size(0), grammar->words_per_row()}).To(logits.device());
+  }, logits.device());
+  if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
+  return allowed;
 }
 
 RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
@@ -418,13 +418,9 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
   for (const BatchRequest& s : batch.requests) params.push_back(sampler_.DeviceSampleRow(s.request()));
   // The grammar's rows of this batch's requests (all ones for the others), if any:
   // filled by the host while the graph runs.
-  const std::vector<int32_t> mask_rows =
-      GrammarRows(batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); });
-  vt::Tensor allowed;
-  if (!mask_rows.empty()) {
-    vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
-    allowed = vt::Tensor::FromVector(mask_rows, {batch.size(), grammar.words_per_row()}).To(logits->device());
-  }
+  const vt::Tensor allowed = GrammarRows(
+      batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); }, logits->device());
+  if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
   const std::vector<int64_t> tokens = DrawOnDevice(*logits, params, allowed);
   num_tokens_computed_ += batch.size();
   SaveStateSnapshots(batch);
