@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev
   hipcc libamdhip64-dev rocm-device-libs   # the ROCm backend is compiled (not run) here
   clang-14 libclang-rt-14-dev                # libFuzzer targets
+  libgloo-dev                                # CPU collectives of tensor parallelism
   gnuplot-nox                                # `vllm-cpp bench --plot` (run as a separate process)
   g++-aarch64-linux-gnu qemu-user-static     # the vt tests built for aarch64, run under qemu
 )

@@ -66,6 +66,14 @@ struct EngineConfig {
   // load_options.load_mtp).
   std::optional<SpeculativeConfig> speculative_config;
   LoadOptions load_options;
+  // vLLM's --tensor-parallel-size: the model's heads and widths split over this many
+  // ranks, rank 0 in the engine's process and the others in worker processes it
+  // starts (executor/multiproc_executor.h). CPU only (Gloo); num_threads is then per
+  // rank (0: the hardware threads divided among the ranks).
+  int64_t tensor_parallel_size = 1;
+  // The program the workers run (`PROGRAM tensor-parallel-worker ...`); empty: this
+  // executable. Tests set it to the built vllm-cpp.
+  std::string tensor_parallel_worker_program;
   // Where the engine's startup lines go (the cache sizing, cache_sizing.h); empty:
   // stderr, prefixed "vllm-cpp: ".
   std::function<void(const std::string&)> on_log;

@@ -31,6 +31,7 @@
 namespace vllm {
 
 class OutputProcessor;
+class MultiprocExecutor;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -113,7 +114,12 @@ class LLMEngine {
   // refused a token; nullopt while it goes on.
   std::optional<RequestStatus> AdvanceGrammar(const RequestUpdate& update);
 
+  // Starts the tensor-parallel workers (before model_, which holds their group, and
+  // destroyed after it); null for one rank.
+  void StartTensorParallelWorkers(vt::DType activation_dtype);
+
   EngineConfig config_;
+  std::unique_ptr<MultiprocExecutor> executor_;
   LoadedModel loaded_;
   std::optional<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;

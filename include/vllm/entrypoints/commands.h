@@ -33,6 +33,9 @@ int RunServeCommand(const CommandArgs& args);
 // Writes an HF checkpoint folder as a GGUF file (vllm-cpp convert HF_FOLDER OUT.gguf).
 int RunConvertCommand(const CommandArgs& args);
 
+// A worker process of --tensor-parallel-size (started by the engine, not by hand).
+int RunTensorParallelWorkerCommand(const CommandArgs& args);
+
 // Benchmarks: `vllm-cpp bench latency|throughput|serve` (vLLM's `vllm bench`).
 int RunBenchCommand(const CommandArgs& args);
 

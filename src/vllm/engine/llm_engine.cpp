@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "output_processor.h"
+#include "vllm/distributed/gloo_communicator.h"
 #include "vllm/engine/structured_output_manager.h"
+#include "vllm/executor/multiproc_executor.h"
 #include "vllm/model_loader/embedded_files.h"
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/model_executor/models/decoder_model.h"
@@ -104,6 +106,10 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   if (tokenizer_) CheckTokenizerFitsModel(*tokenizer_, loaded_.config, config.model);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
+  if (config.tensor_parallel_size != 1) {
+    StartTensorParallelWorkers(options.activation_dtype);
+    options.tensor_parallel = &executor_->group();
+  }
   model_ = ModelRegistry::Create(loaded_, options);
   if (config.speculative_config) BuildProposer(options);
   if (on_progress) on_progress(2, 3);
@@ -126,6 +132,35 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
 }
 
 LLMEngine::~LLMEngine() = default;
+
+void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
+  const int64_t tp = config_.tensor_parallel_size;
+  if (tp < 1 || tp > 64) throw std::invalid_argument("--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp));
+  if (config_.device.type != vt::DeviceType::kCPU) {
+    throw std::invalid_argument("--tensor-parallel-size " + std::to_string(tp) + " runs on the CPU only (Gloo); " +
+                                "NCCL for " + config_.device.ToString() + " is not built");
+  }
+  if (config_.speculative_config) {
+    throw std::invalid_argument("--speculative-config with --tensor-parallel-size above 1 is not supported");
+  }
+  if (!GlooAvailable()) {
+    throw std::invalid_argument("--tensor-parallel-size " + std::to_string(tp) +
+                                ": this vllm-cpp was built without Gloo (Debian's libgloo-dev)");
+  }
+  // Each rank its own share of the cores (vLLM's CPU workers bind theirs).
+  const int threads = config_.num_threads > 0
+                          ? config_.num_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency() / tp));
+  vt::SetNumThreads(threads);
+  executor_ = std::make_unique<MultiprocExecutor>(static_cast<int>(tp), config_.tensor_parallel_worker_program,
+                                                  std::chrono::minutes(10));
+  executor_->SendModel({.model = config_.model,
+                        .gdn_value_head_order = config_.load_options.gdn_value_head_order,
+                        .activation_dtype = activation_dtype,
+                        .num_threads = threads});
+  Log("tensor parallel: " + std::to_string(tp) + " ranks (rank 0 here, " + std::to_string(tp - 1) +
+      " worker processes), " + std::to_string(threads) + " CPU threads each, Gloo collectives");
+}
 
 void LLMEngine::BuildProposer(const ModelOptions& options) {
   const SpeculativeConfig& spec = *config_.speculative_config;
@@ -254,6 +289,14 @@ void LLMEngine::BuildWorker(const std::vector<LayerCacheSpec>& spec, vt::DType c
              : "") +
         "; steps run eagerly (no decode graphs)");
   }
+  if (executor_) {
+    executor_->SendCaches({.num_blocks = cache_plan_.num_blocks,
+                           .block_size = bs,
+                           .num_state_slots = cache_plan_.num_state_slots + padding_slots + backup_slots,
+                           .num_state_snapshots = cache_config_.num_state_snapshots,
+                           .cache_dtype = cache_dtype,
+                           .seed = config_.seed});
+  }
   runner_ = std::make_unique<ModelRunner>(*model_, std::move(caches), bs, config_.seed, graphs, std::move(speculative));
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_);
   // Every decode shape captured now, as vLLM captures its cudagraph sizes, so no
@@ -339,6 +382,7 @@ std::vector<RequestOutput> LLMEngine::Step() {
   last_step_new_req_ids_.clear();
   for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
   last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
+  if (executor_) executor_->SendStep(scheduled);  // the workers run the same forward
   RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
   if (scheduled.await_grammar_bitmask) {  // before the matchers advance; rethrows a row's error
     scheduled.await_grammar_bitmask();

@@ -41,6 +41,10 @@ void AddEngineArgs(CliArgs& cli) {
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads",
                 "CPU threads: the model's on the CPU, structured outputs' token masks on any device (0 = all)", "0");
+  cli.AddOption("tensor-parallel-size",
+                "ranks the model is split over (CPU: worker processes on this host, Gloo collectives; --threads "
+                "is then per rank)",
+                "1");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
 }
 
@@ -77,6 +81,7 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   }
   c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   c.num_threads = static_cast<int>(cli.GetInt("threads"));
+  c.tensor_parallel_size = cli.GetInt("tensor-parallel-size");
   c.load_options.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order"));
   if (c.max_num_seqs < 1 || c.max_num_batched_tokens < 1) {
     throw CliError("--max-num-seqs and --max-num-batched-tokens must be >= 1");

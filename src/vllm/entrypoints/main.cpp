@@ -29,11 +29,15 @@ constexpr Command kCommands[] = {
     {"info", "print a model's format, architecture, config, tensors, dtypes and bytes", vllm::RunInfoCommand},
     {"bench", "benchmarks: latency, throughput, serve (an OpenAI load generator)", vllm::RunBenchCommand},
     {"convert", "write an HF checkpoint folder as a GGUF file (--outtype f16, q8_0, q4_k, ...)", vllm::RunConvertCommand},
+    // Started by the engine for --tensor-parallel-size (no summary: not listed).
+    {"tensor-parallel-worker", nullptr, vllm::RunTensorParallelWorkerCommand},
 };
 
 void PrintUsage() {
   std::printf("vllm-cpp %s\nusage: vllm-cpp COMMAND [options]\n\ncommands:\n", vllm::Version());
-  for (const Command& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) {
+    if (c.summary != nullptr) std::printf("  %-10s %s\n", c.name, c.summary);
+  }
   std::printf("\n`vllm-cpp COMMAND --help` describes a command's options.\n");
 }
 

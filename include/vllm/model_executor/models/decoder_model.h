@@ -28,14 +28,24 @@ namespace vllm {
 void CheckWeightsMatchSpecs(const std::vector<WeightSpec>& specs, const ModelConfig& config, const WeightStore& weights,
                             const std::string& missing_hint = "");
 
+class Communicator;
+
 struct ModelOptions {
   vt::Device device = vt::kCpu;
   vt::DType activation_dtype = vt::DType::kF32;  // f32, bf16 or f16
+  // Tensor parallelism: the group this rank runs the model with (not owned; it must
+  // outlive the model). The model is then built from this rank's shard
+  // (ModelRegistry::Create shards a whole checkpoint, distributed/tensor_parallel.h):
+  // each block's output is summed over the group, and the LM head computes this
+  // rank's vocabulary rows and gathers everyone's. Null or a group of one: no TP.
+  Communicator* tensor_parallel = nullptr;
 };
 
 class DecoderModel final : public Model {
  public:
   // Weights are taken from `weights` (copied to options.device once when it is not the CPU).
+  // With options.tensor_parallel, `config` and `weights` are this rank's shard
+  // (ShardForTensorParallel) and the LM head keeps this rank's rows (VocabShardOf).
   DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options);
 
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -78,6 +88,9 @@ class DecoderModel final : public Model {
 
   ModelConfig config_;
   ModelOptions options_;
+  // Sums a block's partial output [T, H] over the tensor-parallel group (no-op without one).
+  void ReduceOverRanks(const vt::Tensor& partial) const;
+
   float norm_offset_;  // 1 for zero-centred norms
   vt::Tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<DecoderLayer> layers_;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "vllm/distributed/communicator.h"
+#include "vllm/distributed/tensor_parallel.h"
 #include "vllm/model_loader/weight_names.h"
 #include "vt/error.h"
 #include "vt/ops.h"
@@ -33,7 +35,15 @@ DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights
   CheckWeightsMatchSpecs(ModelWeightSpecs(config), config, weights);
   embed_tokens_ = Weight(weights, "embed_tokens.weight");
   final_norm_ = Weight(weights, "norm.weight");
-  lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");
+  const vt::Tensor& lm_head = weights.Get(config.tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight");
+  if (options.tensor_parallel != nullptr && options.tensor_parallel->world_size() > 1) {
+    const VocabShard rows =
+        VocabShardOf(config.vocab_size, options.tensor_parallel->rank(), options.tensor_parallel->world_size());
+    const vt::Tensor mine = lm_head.Slice(0, rows.begin, rows.end);  // [rows, H], a view
+    lm_head_ = options.device == mine.device() ? mine : mine.To(options.device);
+  } else {
+    lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");
+  }
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     try {
       layers_.push_back(BuildLayer(i, weights));
@@ -163,10 +173,12 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
     const DecoderLayer& layer = layers_[i];
     if (layer.attn) layer.attn->Forward(normed, batch.attn, caches.kv.at(i), branch);
     else layer.gdn->Forward(normed, batch.attn, caches.gdn.at(i), branch, gdn_projected ? &(*gdn_projected)[i] : nullptr);
+    ReduceOverRanks(branch);
     vt::AddRmsNorm({.x = branch, .residual = hidden, .weight = layer.post_attention_layernorm, .out = normed,
                     .eps = eps, .weight_offset = norm_offset_});
     if (layer.mlp) layer.mlp->Forward(normed, branch);
     else layer.moe->Forward(normed, branch);
+    ReduceOverRanks(branch);
     const vt::Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_layernorm : final_norm_;
     vt::AddRmsNorm({.x = branch, .residual = hidden, .weight = next_norm, .out = normed, .eps = eps,
                     .weight_offset = norm_offset_});
@@ -175,6 +187,10 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
     vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
   }
   return normed;
+}
+
+void DecoderModel::ReduceOverRanks(const vt::Tensor& partial) const {
+  if (options_.tensor_parallel != nullptr) AllReduceSum(*options_.tensor_parallel, partial);
 }
 
 void DecoderModel::ReplayGdnStates(const std::vector<vt::Tensor>& gdn_projected, const vt::Tensor& rows,
@@ -198,9 +214,20 @@ vt::Tensor DecoderModel::LmHead(const vt::Tensor& hidden, const vt::Tensor& logi
   const int64_t N = logits_indices.size(0);
   vt::Tensor last = vt::Tensor::Empty({N, config_.hidden_size}, hidden.dtype(), options_.device);  // [N, H]
   vt::GatherRows({.table = hidden, .ids = logits_indices, .out = last});
-  vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, options_.device);  // [N, V]
-  vt::MatMul({.x = last, .w = lm_head_, .out = logits});
-  return logits;
+  Communicator* group = options_.tensor_parallel;
+  if (group == nullptr || group->world_size() == 1) {
+    vt::Tensor logits = vt::Tensor::Empty({N, config_.vocab_size}, vt::DType::kF32, options_.device);  // [N, V]
+    vt::MatMul({.x = last, .w = lm_head_, .out = logits});
+    return logits;
+  }
+  // This rank's vocabulary rows into [N, padded] (the last rank's tail stays zero),
+  // then every rank's side by side: [N, world * padded], of which the first V count.
+  const VocabShard rows = VocabShardOf(config_.vocab_size, group->rank(), group->world_size());
+  vt::Tensor mine = vt::Tensor::Zeros({N, rows.padded}, vt::DType::kF32, options_.device);
+  if (rows.end > rows.begin) vt::MatMul({.x = last, .w = lm_head_, .out = mine.Slice(1, 0, rows.end - rows.begin)});
+  vt::Tensor gathered = vt::Tensor::Empty({N, group->world_size() * rows.padded}, vt::DType::kF32, options_.device);
+  AllGatherColumns(*group, mine, gathered);
+  return gathered.size(1) == config_.vocab_size ? gathered : gathered.Slice(1, 0, config_.vocab_size).Contiguous();
 }
 
 }  // namespace vllm

@@ -1,6 +1,8 @@
 #include "vllm/model_executor/models/model_registry.h"
 
 
+#include "vllm/distributed/communicator.h"
+#include "vllm/distributed/tensor_parallel.h"
 #include "vt/error.h"
 #include "vt/reach.h"
 
@@ -57,6 +59,16 @@ std::unique_ptr<Model> ModelRegistry::Create(const LoadedModel& loaded, const Mo
   ValidateModelConfig(loaded.config, loaded.path);
   // Every supported family is the same decoder stack with different data (decoder_model.h).
   try {
+    const Communicator* group = options.tensor_parallel;
+    if (group != nullptr && group->world_size() > 1) {
+      if (options.device.type != vt::DeviceType::kCPU) {
+        throw vt::Error("tensor parallelism runs on the CPU backend only (Gloo); NCCL for " +
+                        options.device.ToString() + " is not built");
+      }
+      const TensorParallelShard shard =
+          ShardForTensorParallel(loaded.config, loaded.weights, group->rank(), group->world_size());
+      return std::make_unique<DecoderModel>(shard.config, shard.weights, options);
+    }
     return std::make_unique<DecoderModel>(loaded.config, loaded.weights, options);
   } catch (const vt::Error& e) {
     throw vt::Error(loaded.path + ": " + e.what());

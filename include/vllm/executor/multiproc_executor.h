@@ -1,0 +1,77 @@
+// Tensor parallelism over worker processes on one host (vLLM's MultiprocExecutor,
+// `--tensor-parallel-size N`): the engine's process is rank 0 (scheduler, sampler and
+// its shard of the model); ranks 1..N-1 are processes it starts (`vllm-cpp
+// tensor-parallel-worker`), each running its shard of every step. They meet in a
+// Gloo group (distributed/gloo_communicator.h) that carries both the model's
+// collectives and these messages, broadcast by rank 0:
+//
+//   rank 0 (LLMEngine)                       rank r (RunTensorParallelWorker)
+//   MultiprocExecutor: start, join     <->   join the group
+//   SendModel (path, load options, dtype) -> load the checkpoint, build its shard
+//   SendCaches (the cache plan)           -> allocate the same pages and slots
+//   every step: SendStep(output), Execute -> ExecuteModel(output): the same forward,
+//                                            so the same collectives in the same order
+//   ~MultiprocExecutor: shutdown, reap    -> exit 0
+//
+// A worker that dies makes rank 0's next collective throw (its connection closes);
+// the engine's step then fails with that message. A worker whose engine dies gets
+// SIGTERM (PR_SET_PDEATHSIG) and leaves.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "vllm/core/scheduler_output.h"
+#include "vllm/distributed/communicator.h"
+#include "vllm/model_loader/model_loader.h"
+#include "vt/dtype.h"
+
+namespace vllm {
+
+struct WorkerModelInit {
+  std::string model;  // HF folder or GGUF path (each rank maps it and takes its shard)
+  GdnValueHeadOrder gdn_value_head_order = GdnValueHeadOrder::kAuto;
+  vt::DType activation_dtype = vt::DType::kF32;
+  int num_threads = 0;  // CPU threads of the rank (0: its share of the hardware threads)
+};
+
+struct WorkerCacheInit {
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t num_state_slots = 0;
+  int64_t num_state_snapshots = 0;
+  vt::DType cache_dtype = vt::DType::kF32;
+  uint64_t seed = 0;
+};
+
+class MultiprocExecutor {
+ public:
+  // Starts world_size - 1 workers running `program` (empty: this executable) and
+  // joins their group as rank 0. Throws vt::Error when a worker cannot be started
+  // or the group does not meet within `timeout`.
+  MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout);
+  ~MultiprocExecutor();  // tells the workers to leave and waits for them
+  MultiprocExecutor(const MultiprocExecutor&) = delete;
+  MultiprocExecutor& operator=(const MultiprocExecutor&) = delete;
+
+  Communicator& group() { return *group_; }
+  void SendModel(const WorkerModelInit& init);
+  void SendCaches(const WorkerCacheInit& init);
+  void SendStep(const SchedulerOutput& output);
+
+ private:
+  void Shutdown();
+
+  std::string rendezvous_dir_;
+  std::vector<pid_t> workers_;
+  std::unique_ptr<Communicator> group_;
+};
+
+// The worker process: joins the group as `rank`, follows rank 0's messages until the
+// shutdown message; returns the process exit code (errors are printed to stderr).
+int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezvous_dir);
+
+}  // namespace vllm

@@ -1,0 +1,192 @@
+#include "vllm/executor/multiproc_executor.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "vllm/core/scheduler_output_codec.h"
+#include "vllm/distributed/gloo_communicator.h"
+#include "vllm/model_executor/models/decoder_model.h"
+#include "vllm/model_executor/models/model_registry.h"
+#include "vllm/worker/cache_engine.h"
+#include "vllm/worker/model_runner.h"
+#include "vt/error.h"
+#include "vt/ops.h"
+
+extern char** environ;
+
+namespace vllm {
+namespace {
+
+enum class MessageKind : uint8_t { kModel = 1, kCaches = 2, kStep = 3, kShutdown = 4 };
+
+// A worker waits this long for rank 0's next message (an idle server sends none);
+// a dead rank 0 is noticed at once (its connections close) or by PR_SET_PDEATHSIG.
+constexpr std::chrono::milliseconds kIdleTimeout = std::chrono::hours(24 * 365);
+
+void Send(Communicator& group, MessageKind kind, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(payload.size() + 1);
+  bytes.push_back(static_cast<uint8_t>(kind));
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  BroadcastBytes(group, bytes, 0);
+}
+
+std::vector<uint8_t> JsonBytes(const nlohmann::json& j) {
+  const std::string text = j.dump();
+  return {text.begin(), text.end()};
+}
+
+nlohmann::json BytesJson(const std::vector<uint8_t>& bytes) {
+  return nlohmann::json::parse(bytes.begin() + 1, bytes.end());
+}
+
+}  // namespace
+
+MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout) {
+  if (world_size < 2) throw vt::Error("MultiprocExecutor: a tensor-parallel group needs 2 or more ranks");
+  std::string dir = (std::filesystem::temp_directory_path() / "vllm-cpp-tp-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
+  rendezvous_dir_ = dir;
+  const std::string exe = program.empty() ? "/proc/self/exe" : program;
+  for (int rank = 1; rank < world_size; ++rank) {
+    std::vector<std::string> args = {exe,          "tensor-parallel-worker", "--rank", std::to_string(rank),
+                                     "--world-size", std::to_string(world_size), "--rendezvous-dir", dir};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+      Shutdown();
+      throw vt::Error("tensor parallel: cannot start worker rank " + std::to_string(rank) + " (" + exe +
+                      "): " + std::strerror(err));
+    }
+    workers_.push_back(pid);
+  }
+  try {
+    group_ = CreateGlooCommunicator(
+        {.rank = 0, .world_size = world_size, .rendezvous_dir = rendezvous_dir_, .timeout = timeout});
+  } catch (...) {
+    Shutdown();
+    throw;
+  }
+}
+
+MultiprocExecutor::~MultiprocExecutor() {
+  if (group_) {
+    try {
+      Send(*group_, MessageKind::kShutdown, {});
+    } catch (const std::exception&) {  // a worker already gone: reaped below
+    }
+  }
+  Shutdown();
+}
+
+void MultiprocExecutor::Shutdown() {
+  // Workers leave on the shutdown message; one that has not within 10 s is killed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t pid : workers_) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline || !group_) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  workers_.clear();
+  std::error_code ignored;
+  if (!rendezvous_dir_.empty()) std::filesystem::remove_all(rendezvous_dir_, ignored);
+}
+
+void MultiprocExecutor::SendModel(const WorkerModelInit& init) {
+  Send(*group_, MessageKind::kModel,
+       JsonBytes({{"model", init.model},
+                  {"gdn_value_head_order", static_cast<int>(init.gdn_value_head_order)},
+                  {"activation_dtype", static_cast<int>(init.activation_dtype)},
+                  {"num_threads", init.num_threads}}));
+}
+
+void MultiprocExecutor::SendCaches(const WorkerCacheInit& init) {
+  Send(*group_, MessageKind::kCaches,
+       JsonBytes({{"num_blocks", init.num_blocks},
+                  {"block_size", init.block_size},
+                  {"num_state_slots", init.num_state_slots},
+                  {"num_state_snapshots", init.num_state_snapshots},
+                  {"cache_dtype", static_cast<int>(init.cache_dtype)},
+                  {"seed", init.seed}}));
+}
+
+void MultiprocExecutor::SendStep(const SchedulerOutput& output) {
+  Send(*group_, MessageKind::kStep, EncodeSchedulerOutput(output));
+}
+
+int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezvous_dir) {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);  // the engine's process gone: so is this one
+  try {
+    std::unique_ptr<Communicator> group = CreateGlooCommunicator(
+        {.rank = rank, .world_size = world_size, .rendezvous_dir = rendezvous_dir, .timeout = kIdleTimeout});
+    LoadedModel loaded;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<ModelRunner> runner;
+    for (;;) {
+      std::vector<uint8_t> message;
+      group->SetTimeout(kIdleTimeout);
+      BroadcastBytes(*group, message, 0);
+      group->SetTimeout(std::chrono::minutes(10));
+      if (message.empty()) throw vt::Error("an empty message from rank 0");
+      switch (static_cast<MessageKind>(message[0])) {
+        case MessageKind::kModel: {
+          const nlohmann::json j = BytesJson(message);
+          vt::SetNumThreads(j.at("num_threads").get<int>());
+          LoadOptions options;
+          options.gdn_value_head_order = static_cast<GdnValueHeadOrder>(j.at("gdn_value_head_order").get<int>());
+          loaded = LoadModel(j.at("model").get<std::string>(), options);
+          model = ModelRegistry::Create(
+              loaded, ModelOptions{.device = vt::kCpu,
+                                   .activation_dtype = static_cast<vt::DType>(j.at("activation_dtype").get<int>()),
+                                   .tensor_parallel = group.get()});
+          break;
+        }
+        case MessageKind::kCaches: {
+          if (!model) throw vt::Error("the cache plan came before the model");
+          const nlohmann::json j = BytesJson(message);
+          const int64_t block_size = j.at("block_size").get<int64_t>();
+          ModelCaches caches = AllocateCaches(model->cache_spec(), j.at("num_blocks").get<int64_t>(), block_size,
+                                              j.at("num_state_slots").get<int64_t>(),
+                                              static_cast<vt::DType>(j.at("cache_dtype").get<int>()), vt::kCpu,
+                                              j.at("num_state_snapshots").get<int64_t>());
+          runner = std::make_unique<ModelRunner>(*model, std::move(caches), block_size, j.at("seed").get<uint64_t>());
+          break;
+        }
+        case MessageKind::kStep: {
+          if (!runner) throw vt::Error("a step came before the cache plan");
+          const SchedulerOutput output = DecodeSchedulerOutput({message.begin() + 1, message.end()});
+          runner->ExecuteModel(output);  // rank 0 samples; this rank's part is the forward
+          break;
+        }
+        case MessageKind::kShutdown:
+          return 0;
+        default:
+          throw vt::Error("unknown message kind " + std::to_string(message[0]) + " from rank 0");
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vllm-cpp tensor-parallel worker (rank %d of %d): error: %s\n", rank, world_size, e.what());
+    return 1;
+  }
+}
+
+}  // namespace vllm

@@ -1,0 +1,151 @@
+// Tensor parallelism on the CPU (distributed/tensor_parallel.h): each reference model
+// run by a group of 2 and 4 ranks (threads with Gloo communicators, as processes
+// would be) gives the greedy tokens of the model on one rank and its logits within
+// f32 reduction-order tolerance, and still matches HF. Every rank runs the same
+// scheduler over the same requests, so their forwards meet in the same collectives;
+// rank 0's run is compared.
+//
+// Tolerance: 1e-4 of each logits row's max (model_reference.h's measure), HF's own
+// tolerance in hf_reference_test.cpp. A sharded block sums its partial products in
+// another order than the whole matrix (measured: at most a few 1e-6).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "vllm/distributed/gloo_communicator.h"
+#include "vllm/distributed/tensor_parallel.h"
+#include "vllm/model_executor/models/decoder_model.h"
+#include "vllm/model_executor/models/model_registry.h"
+#include "vllm/model_loader/hf_to_gguf.h"
+#include "vllm/testing/engine_harness.h"
+#include "vllm/testing/gloo_ranks.h"
+#include "vllm/testing/model_fixtures.h"
+#include "vllm/testing/model_reference.h"
+#include "vt/error.h"
+
+namespace vllm {
+namespace {
+
+constexpr double kRelTol = 1e-4;
+
+// All prompts at once under a small budget and 4-token pages (decodes and prompt
+// chunks share steps), 16 tokens each.
+testing::GenerateResult RunAll(const Model& model, const std::vector<std::vector<int32_t>>& prompts) {
+  const testing::HarnessOptions options{.block_size = 4, .max_num_batched_tokens = 20};
+  return testing::GenerateGreedy(model, prompts, 16, options);
+}
+
+// Rank 0's run of `loaded` over a group of world_size.
+testing::GenerateResult RunTensorParallel(const LoadedModel& loaded, int world_size,
+                                          const std::vector<std::vector<int32_t>>& prompts) {
+  testing::GenerateResult rank0;
+  testing::RunRanks(world_size, [&](int rank, Communicator& group) {
+    const std::unique_ptr<Model> model =
+        ModelRegistry::Create(loaded, ModelOptions{.device = vt::kCpu, .tensor_parallel = &group});
+    testing::GenerateResult run = RunAll(*model, prompts);
+    if (rank == 0) rank0 = std::move(run);
+  });
+  return rank0;
+}
+
+void ExpectSameRun(const testing::GenerateResult& got, const testing::GenerateResult& ref) {
+  ASSERT_EQ(got.requests.size(), ref.requests.size()) << "a rank failed (see above)";
+  const testing::RunErrors e = testing::CompareRuns(got, ref);
+  EXPECT_EQ(e.greedy_mismatches, 0);
+  EXPECT_LE(e.prompt.max_rel, kRelTol) << e.prompt.ToString();
+  EXPECT_LE(e.decode.max_rel, kRelTol) << e.decode.ToString();
+  ::testing::Test::RecordProperty("prompt_max_rel", std::to_string(e.prompt.max_rel));
+  ::testing::Test::RecordProperty("decode_max_rel", std::to_string(e.decode.max_rel));
+}
+
+struct Case {
+  std::string variant;
+  int world_size;
+};
+
+class TensorParallelReferenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelReferenceTest, GreedyTokensAndLogitsEqualOneRankAndHf) {
+  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
+  const testing::ReferenceModel ref = testing::LoadReferenceVariant(GetParam().variant);
+  const LoadedModel loaded = LoadModel(ref.hf_folder);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const testing::ReferencePrompt& p : ref.prompts) prompts.push_back(p.prompt_ids);
+  const std::unique_ptr<Model> one = ModelRegistry::Create(loaded, ModelOptions{});
+  const testing::GenerateResult single = RunAll(*one, prompts);
+  const testing::GenerateResult sharded = RunTensorParallel(loaded, GetParam().world_size, prompts);
+  ExpectSameRun(sharded, single);
+  const testing::RunErrors hf = testing::CompareRun(ref, {0, 1, 2, 3, 4}, sharded);
+  EXPECT_LE(hf.prompt.max_rel, kRelTol) << "against HF: " << hf.prompt.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelReferenceTest,
+                         ::testing::Values(Case{"qwen35_dense_untied", 2}, Case{"qwen35_dense_untied", 4},
+                                           Case{"qwen35_moe", 2}, Case{"qwen35_moe", 4}, Case{"qwen3", 2},
+                                           Case{"qwen3", 4}, Case{"qwen35_causallm", 2}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.variant + "_tp" + std::to_string(info.param.world_size);
+                         });
+
+// A Q8_0 GGUF: column runs of whole 32-value blocks, value heads in the tiled order
+// (Hv = 2 Hk, so a rank's value heads are two runs), one KV head replicated on both
+// ranks, experts split inside their intermediate width.
+TEST(TensorParallelGgufTest, Q8_0MoeWithTiledValueHeadsEqualsOneRank) {
+  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
+  testing::MoeDims dims;
+  dims.base.linear_value_head_dim = 32;
+  dims.moe_intermediate_size = 64;
+  dims.shared_expert_intermediate_size = 64;
+  const LoadedModel loaded = LoadModel(testing::BuildMoeGguf(dims, GgufOutType::kQ8_0, 5));
+  ASSERT_TRUE(loaded.config.gdn_tiled_value_heads);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2, 30, 7, 7, 3, 11, 4, 19}, {3, 8}, {25}};
+  const std::unique_ptr<Model> one = ModelRegistry::Create(loaded, ModelOptions{});
+  ExpectSameRun(RunTensorParallel(loaded, 2, prompts), RunAll(*one, prompts));
+}
+
+TEST(TensorParallelShardTest, AGroupSizeThatDoesNotDivideTheHeadsIsNamed) {
+  const testing::ReferenceModel ref = testing::LoadReferenceVariant("qwen35_causallm");  // Hk 2
+  const ModelConfig config = LoadModelConfig(ref.hf_folder);
+  try {
+    ShardModelConfig(config, 0, 4);
+    FAIL() << "4 ranks over 2 GDN key heads were accepted";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_num_key_heads (2) is not divisible by --tensor-parallel-size 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TensorParallelShardTest, ARankHoldsItsShareOfEveryHeadAndWidth) {
+  const testing::ReferenceModel ref = testing::LoadReferenceVariant("qwen35_moe");
+  const LoadedModel loaded = LoadModel(ref.hf_folder);
+  const TensorParallelShard shard = ShardForTensorParallel(loaded.config, loaded.weights, 3, 4);
+  const ModelConfig& c = shard.config;
+  EXPECT_EQ(c.num_attention_heads, 1);
+  EXPECT_EQ(c.num_key_value_heads, 1);  // 2 KV heads over 4 ranks: each replicated twice
+  EXPECT_EQ(c.linear_num_key_heads, 1);
+  EXPECT_EQ(c.linear_num_value_heads, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 8);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 16);
+  EXPECT_EQ(c.vocab_size, loaded.config.vocab_size);
+  // Every weight the rank's config names is there with its shape.
+  EXPECT_NO_THROW(CheckWeightsMatchSpecs(ModelWeightSpecs(c), c, shard.weights));
+  // Rank 3's KV head is the model's head 1: rows [32, 64) of k_proj.
+  const std::string k = "layers.3.self_attn.k_proj.weight";
+  ASSERT_EQ(loaded.config.layer_types.at(3), LayerType::kFullAttention);
+  EXPECT_EQ(shard.weights.Get(k).ToFloatVector(), loaded.weights.Get(k).Slice(0, 32, 64).ToFloatVector());
+}
+
+TEST(TensorParallelShardTest, VocabularyRowsArePaddedToEqualBlocks) {
+  const VocabShard last = VocabShardOf(10, 3, 4);
+  EXPECT_EQ(last.padded, 3);
+  EXPECT_EQ(last.begin, 9);
+  EXPECT_EQ(last.end, 10);
+  const VocabShard first = VocabShardOf(10, 0, 4);
+  EXPECT_EQ(first.begin, 0);
+  EXPECT_EQ(first.end, 3);
+}
+
+}  // namespace
+}  // namespace vllm
