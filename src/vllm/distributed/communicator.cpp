@@ -42,6 +42,9 @@ void AllGatherColumns(Communicator& group, const vt::Tensor& in, const vt::Tenso
                     " * C] f32, got in " + in.Describe() + ", out " + out.Describe());
   }
   const int64_t N = in.size(0), C = in.size(1);
+  // No rows (a step whose prompt chunks sample nothing): equal on every rank, and a
+  // zero-byte gather is a division by zero inside Gloo.
+  if (N * C == 0) return;
   vt::Tensor mine = in.Contiguous();
   std::vector<float> gathered(static_cast<size_t>(world * N * C));  // [world, N, C]
   group.AllGather(mine.data_ptr<float>(), static_cast<size_t>(N * C), gathered.data());

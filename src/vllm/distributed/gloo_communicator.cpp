@@ -39,7 +39,9 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
 
+  // Zero-sized collectives return at once on every rank (Gloo's ring divides by the size).
   void AllReduceSum(float* data, size_t count) override {
+    if (count == 0) return;
     Run("all-reduce of " + std::to_string(count) + " f32", [&] {
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(data, count);
@@ -51,6 +53,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void AllGather(const float* in, size_t count, float* out) override {
+    if (count == 0) return;
     Run("all-gather of " + std::to_string(count) + " f32", [&] {
       gloo::AllgatherOptions opts(context_);
       opts.setInput(const_cast<float*>(in), count);  // read only: Gloo's setter takes T*
@@ -61,6 +64,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void Broadcast(void* bytes, size_t size, int root) override {
+    if (size == 0) return;
     Run("broadcast of " + std::to_string(size) + " bytes from rank " + std::to_string(root), [&] {
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<uint8_t*>(bytes), size);

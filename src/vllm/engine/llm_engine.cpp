@@ -9,6 +9,7 @@
 
 #include "output_processor.h"
 #include "vllm/distributed/gloo_communicator.h"
+#include "vllm/distributed/tensor_parallel.h"
 #include "vllm/engine/structured_output_manager.h"
 #include "vllm/executor/multiproc_executor.h"
 #include "vllm/model_loader/embedded_files.h"
@@ -147,6 +148,7 @@ void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
     throw std::invalid_argument("--tensor-parallel-size " + std::to_string(tp) +
                                 ": this vllm-cpp was built without Gloo (Debian's libgloo-dev)");
   }
+  ShardModelConfig(loaded_.config, 0, static_cast<int>(tp));  // a size that does not divide: named before any worker starts
   // Each rank its own share of the cores (vLLM's CPU workers bind theirs).
   const int threads = config_.num_threads > 0
                           ? config_.num_threads

@@ -134,7 +134,10 @@ void MultiprocExecutor::SendStep(const SchedulerOutput& output) {
 }
 
 int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezvous_dir) {
-  prctl(PR_SET_PDEATHSIG, SIGTERM);  // the engine's process gone: so is this one
+  // The engine gone, so is this worker. The signal follows the *thread* that started
+  // the worker: engines are built on their process's main thread (serve, generate).
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() == 1) return 1;  // the engine died before the line above
   try {
     std::unique_ptr<Communicator> group = CreateGlooCommunicator(
         {.rank = rank, .world_size = world_size, .rendezvous_dir = rendezvous_dir, .timeout = kIdleTimeout});

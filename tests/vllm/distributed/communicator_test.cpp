@@ -53,6 +53,11 @@ TEST(GlooCommunicatorTest, AllReduceAllGatherBroadcastAndBarrierGiveEveryRankThe
       }
     }
 
+    // No rows: nothing moves (a zero-byte ring inside Gloo would divide by zero).
+    AllGatherColumns(group, vt::Tensor::Empty({0, 3}, vt::DType::kF32, vt::kCpu),
+                     vt::Tensor::Empty({0, 9}, vt::DType::kF32, vt::kCpu));
+    AllReduceSum(group, vt::Tensor::Empty({0, 4}, vt::DType::kF32, vt::kCpu));
+
     // Root 1's bytes replace everyone's, whatever size each rank had.
     std::vector<uint8_t> bytes(static_cast<size_t>(rank * 5), 7);
     if (rank == 1) bytes = {1, 2, 3, 250};
