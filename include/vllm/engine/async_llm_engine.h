@@ -84,7 +84,10 @@ class StatLogger {
   virtual void Record(const EngineStats& scheduler_stats, const IterationStats& iteration_stats) = 0;
 };
 
-class AsyncLLMEngine {
+// vLLM's EngineClient: what the OpenAI server asks of the engine, whether one engine
+// loop (AsyncLLMEngine) or data-parallel replicas behind a load balancer
+// (DataParallelEngine, data_parallel_engine.h). Every method is safe from any thread.
+class EngineClient {
  public:
   struct NewRequest {
     std::string request_id;
@@ -93,36 +96,55 @@ class AsyncLLMEngine {
     std::string user = {};  // the client's "user" field: shown in the request's log line
   };
 
-  // Starts the loop thread. `stat_logger` (may be null) must outlive this object.
-  explicit AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger = nullptr);
+  virtual ~EngineClient() = default;
+  // Hands `requests` to an engine loop and waits until it has admitted them; their
+  // outputs go to `queue`. Rethrows the engine's exception (std::invalid_argument for a
+  // bad request) when one is rejected; then none of them runs.
+  virtual void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue) = 0;
+  // Aborts requests (unknown or finished ids are ignored); returns at once. Their
+  // queues get nothing more: the client that would read them is gone.
+  virtual void Abort(std::vector<std::string> request_ids) = 0;
+  // Ends every request in flight now; each queue gets its request's final output with
+  // finish_reason "abort" (the server's shutdown after its timeout). Returns at once.
+  virtual void AbortAll() = 0;
+
+  // Set at construction and never changed.
+  virtual const Tokenizer* tokenizer() const = 0;
+  virtual const EngineConfig& config() const = 0;
+  virtual int64_t max_model_len() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The scheduler's state after the loop's last turn (the StatLogger has recorded that
+  // turn already); over every replica. Outputs reach their queues after the turn's
+  // statistics.
+  virtual EngineStats stats() const = 0;
+
+  // Stops the loops (idempotent); requests still in flight get an error item and later
+  // AddRequests calls throw.
+  virtual void Shutdown() = 0;
+};
+
+class AsyncLLMEngine : public EngineClient {
+ public:
+  // Starts the loop thread. `stat_logger` (may be null) must outlive this object. With
+  // `own_cpu_threads` > 0 the loop runs the engine's CPU kernels on a thread pool of
+  // its own of that size (vt::SetNumThreadsForThisThread), as data-parallel replicas
+  // in one process do; 0: the process's pool.
+  explicit AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger = nullptr,
+                          int own_cpu_threads = 0);
   // Shutdown().
-  virtual ~AsyncLLMEngine();
+  ~AsyncLLMEngine() override;
   AsyncLLMEngine(const AsyncLLMEngine&) = delete;
   AsyncLLMEngine& operator=(const AsyncLLMEngine&) = delete;
 
-  // Hands `requests` to the loop and waits until it has admitted them; their outputs go
-  // to `queue`. Rethrows the engine's exception (std::invalid_argument for a bad
-  // request) when one is rejected; then none of them runs.
-  void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue);
-  // Aborts requests (unknown or finished ids are ignored); returns at once. Their
-  // queues get nothing more: the client that would read them is gone.
-  void Abort(std::vector<std::string> request_ids);
-  // Ends every request in flight now; each queue gets its request's final output with
-  // finish_reason "abort" (the server's shutdown after its timeout). Returns at once.
-  void AbortAll();
-
-  // Safe from any thread: set at construction and never changed.
-  const Tokenizer* tokenizer() const { return tokenizer_; }
-  const EngineConfig& config() const { return config_; }
-  int64_t max_model_len() const { return max_model_len_; }
-  int64_t vocab_size() const { return vocab_size_; }
-  // The scheduler's state after the loop's last turn (the StatLogger has recorded that
-  // turn already). Outputs reach their queues after the turn's statistics.
-  EngineStats stats() const;
-
-  // Stops the loop (idempotent); requests still in flight get an error item and later
-  // AddRequests calls throw.
-  void Shutdown();
+  void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue) override;
+  void Abort(std::vector<std::string> request_ids) override;
+  void AbortAll() override;
+  const Tokenizer* tokenizer() const override { return tokenizer_; }
+  const EngineConfig& config() const override { return config_; }
+  int64_t max_model_len() const override { return max_model_len_; }
+  int64_t vocab_size() const override { return vocab_size_; }
+  EngineStats stats() const override;
+  void Shutdown() override;
 
  protected:
   // One engine step, on the loop thread. Virtual so that tests can make steps fail; a
@@ -166,6 +188,7 @@ class AsyncLLMEngine {
 
   std::unique_ptr<LLMEngine> engine_;
   StatLogger* stat_logger_;
+  int own_cpu_threads_;
   const Tokenizer* tokenizer_;
   EngineConfig config_;
   int64_t max_model_len_;

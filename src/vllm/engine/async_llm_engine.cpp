@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "vt/cpu_threads.h"
+
 namespace vllm {
 namespace {
 
@@ -48,9 +50,10 @@ std::optional<StreamItem> OutputQueue::Pop(std::chrono::milliseconds timeout) {
   return item;
 }
 
-AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger)
+AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger, int own_cpu_threads)
     : engine_(std::move(engine)),
       stat_logger_(stat_logger),
+      own_cpu_threads_(own_cpu_threads),
       tokenizer_(engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr),
       config_(engine_->config()),
       max_model_len_(engine_->stats().max_model_len),
@@ -104,6 +107,7 @@ EngineStats AsyncLLMEngine::stats() const {
 }
 
 void AsyncLLMEngine::Loop() {
+  if (own_cpu_threads_ > 0) vt::SetNumThreadsForThisThread(own_cpu_threads_);
   bool has_work = false;
   std::vector<Submission*> submissions;
   while (true) {

@@ -40,7 +40,24 @@ void DeclareArgs(CliArgs& cli) {
   openai::AddServerArgs(cli);
   cli.AddFlag("help", "show this help");
   AddEngineArgs(cli);
+  cli.AddOption("data-parallel-size",
+                "engine replicas behind this server, each a whole model with its own KV cache; new requests go "
+                "to the replica with the fewest in flight (CPU: --threads is then per replica; GPU: replica i on "
+                "device index + i)",
+                "1");
   AddGenerationConfigArg(cli);
+}
+
+// The config of data-parallel replica `index` of `size`: its own GPU, or its share of
+// the CPU's threads.
+EngineConfig ReplicaConfig(EngineConfig config, int64_t index, int64_t size) {
+  if (config.device.type != vt::DeviceType::kCPU) {
+    config.device.index += static_cast<int>(index);
+  } else if (config.num_threads == 0) {
+    const int64_t ranks = size * std::max<int64_t>(1, config.tensor_parallel_size);
+    config.num_threads = static_cast<int>(std::max<int64_t>(1, std::thread::hardware_concurrency() / ranks));
+  }
+  return config;
 }
 
 // SIGINT and SIGTERM are blocked in every thread (call before any thread starts) and
@@ -146,9 +163,28 @@ int RunServeCommand(const CommandArgs& args) {
 
   EngineConfig engine_config = EngineConfigFromArgs(cli, model);
   engine_config.reasoning_parser = openai::ReasoningParserFromArgs(cli);
-  auto engine = std::make_unique<LLMEngine>(engine_config, LoadProgress(model));
-  const std::string summary = EngineSummary(*engine);  // before the engine loop runs
-  openai::ApiServer server(std::move(engine), server_config);
+  const int64_t data_parallel_size = cli.GetInt("data-parallel-size");
+  if (data_parallel_size < 1 || data_parallel_size > 64) {
+    throw CliError("--data-parallel-size must be in [1, 64], got " + std::to_string(data_parallel_size));
+  }
+  std::vector<std::unique_ptr<LLMEngine>> replicas;
+  for (int64_t i = 0; i < data_parallel_size; ++i) {
+    const EngineConfig config =
+        data_parallel_size == 1 ? engine_config : ReplicaConfig(engine_config, i, data_parallel_size);
+    replicas.push_back(std::make_unique<LLMEngine>(config, LoadProgress(model)));
+  }
+  std::string summary = EngineSummary(*replicas[0]);  // before the engine loops run
+  if (data_parallel_size > 1) {
+    summary = std::to_string(data_parallel_size) + " data-parallel replicas (" +
+              (engine_config.device.type == vt::DeviceType::kCPU
+                   ? std::to_string(replicas[0]->config().num_threads) + " CPU threads each"
+                   : "one device each") +
+              "), each " + summary;
+  }
+  const int replica_threads = data_parallel_size > 1 && engine_config.device.type == vt::DeviceType::kCPU
+                                  ? replicas[0]->config().num_threads
+                                  : 0;
+  openai::ApiServer server(std::move(replicas), server_config, replica_threads);
   const int port = server.Bind();
   std::fprintf(stderr, "vllm-cpp serve: %s on http://%s:%d: %s\n", model.c_str(), server_config.host.c_str(), port,
                summary.c_str());

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "vt/cpu_threads.h"
 #include "vt/error.h"
 #include "vt/ops.h"
 
@@ -121,7 +123,11 @@ std::mutex g_pool_mutex;
 int g_requested_threads = 0;
 ThreadPool* g_pool = nullptr;
 
+// A thread's own pool (SetNumThreadsForThisThread), used instead of the process's.
+thread_local std::unique_ptr<ThreadPool> t_own_pool;
+
 ThreadPool& Pool() {
+  if (t_own_pool) return *t_own_pool;
   std::lock_guard<std::mutex> lock(g_pool_mutex);
   if (g_pool == nullptr) {
     int n = g_requested_threads > 0 ? g_requested_threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -161,6 +167,14 @@ void SetNumThreads(int num_threads) {
   delete cpu::g_pool;
   cpu::g_pool = nullptr;
   cpu::g_requested_threads = num_threads;
+}
+
+void SetNumThreadsForThisThread(int num_threads) {
+  if (num_threads < 0) {
+    throw Error("vt::SetNumThreadsForThisThread: thread count must be >= 0, got " + std::to_string(num_threads));
+  }
+  cpu::t_own_pool.reset();
+  if (num_threads > 0) cpu::t_own_pool = std::make_unique<cpu::ThreadPool>(num_threads);
 }
 
 int GetNumThreads() { return cpu::NumThreads(); }

@@ -57,9 +57,11 @@ inline openai::ServerConfig QuietServerConfig() {
 
 class TestServer {
  public:
+  // data_parallel_size > 1: that many replicas of `engine` (--data-parallel-size), each
+  // on a CPU thread pool of its own with engine.num_threads threads.
   explicit TestServer(const EngineConfig& engine = ServerEngineConfig(),
-                      const openai::ServerConfig& config = QuietServerConfig())
-      : server_(std::make_unique<LLMEngine>(engine), config) {
+                      const openai::ServerConfig& config = QuietServerConfig(), int data_parallel_size = 1)
+      : server_(Replicas(engine, data_parallel_size), config, data_parallel_size > 1 ? engine.num_threads : 0) {
     port_ = server_.Bind();
     thread_ = std::thread([this] { server_.Serve(); });
     // Serving has begun once a request is answered (Stop() before that would be lost).
@@ -133,6 +135,12 @@ class TestServer {
   }
 
  private:
+  static std::vector<std::unique_ptr<LLMEngine>> Replicas(const EngineConfig& engine, int n) {
+    std::vector<std::unique_ptr<LLMEngine>> replicas;
+    for (int i = 0; i < n; ++i) replicas.push_back(std::make_unique<LLMEngine>(engine));
+    return replicas;
+  }
+
   openai::ApiServer server_;
   int port_ = 0;
   std::thread thread_;

@@ -71,6 +71,11 @@ class ApiServer {
  public:
   // Starts the engine loop on `engine` and declares the routes; nothing listens yet.
   ApiServer(std::unique_ptr<LLMEngine> engine, ServerConfig config);
+  // Data parallelism (--data-parallel-size): a loop per replica behind one load
+  // balancer (data_parallel_engine.h), each replica's CPU kernels on
+  // cpu_threads_per_replica threads of its own (0: the process's pool). One replica is
+  // the constructor above.
+  ApiServer(std::vector<std::unique_ptr<LLMEngine>> replicas, ServerConfig config, int cpu_threads_per_replica);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -16,6 +16,7 @@
 #include "serving_chat.h"
 #include "serving_completion.h"
 #include "serving_tokenization.h"
+#include "vllm/engine/data_parallel_engine.h"
 #include "vllm/entrypoints/openai/metrics.h"
 #include "vllm/version.h"
 
@@ -128,7 +129,7 @@ struct ApiServer::Impl {
   PrometheusStatLogger metrics;
   LoggingStatLogger logging{SinkOf(config), config.log_requests, config.log_stats, config.stats_interval};
   StatLoggers loggers{{&metrics, &logging}};
-  AsyncLLMEngine engine;
+  std::unique_ptr<EngineClient> engine;
   ServingContext context;
   ServingCompletion completion{context};
   ServingChat chat{context};
@@ -136,13 +137,22 @@ struct ApiServer::Impl {
   HttpServer http;
   std::mutex log_mutex;
 
-  Impl(std::unique_ptr<LLMEngine> llm, ServerConfig server_config)
-      : config(WithDefaults(std::move(server_config), *llm)),
-        metrics(config.served_model_names.front(), llm->stats(), llm->config().max_num_batched_tokens),
-        engine(std::move(llm), &loggers),
-        context(engine, config),
+  Impl(std::vector<std::unique_ptr<LLMEngine>> replicas, ServerConfig server_config, int cpu_threads_per_replica)
+      : config(WithDefaults(std::move(server_config), *replicas.at(0))),
+        metrics(config.served_model_names.front(), StatsOf(replicas), replicas[0]->config().max_num_batched_tokens),
+        engine(replicas.size() == 1 ? std::unique_ptr<EngineClient>(std::make_unique<AsyncLLMEngine>(
+                                          std::move(replicas[0]), &loggers))
+                                    : std::make_unique<DataParallelEngine>(std::move(replicas), &loggers,
+                                                                           cpu_threads_per_replica)),
+        context(*engine, config),
         http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency),
              DumpJson(ShuttingDown().ToJson())) {}
+
+  static EngineStats StatsOf(const std::vector<std::unique_ptr<LLMEngine>>& replicas) {
+    std::vector<EngineStats> all;
+    for (const auto& r : replicas) all.push_back(r->stats());
+    return SumEngineStats(all);
+  }
 
   static OpenAIError ShuttingDown() {
     return OpenAIError(503, "the server is shutting down: send the request to another server or retry after its restart");
@@ -205,9 +215,9 @@ struct ApiServer::Impl {
                       {"object", "model"},
                       {"created", UnixTimeSeconds()},
                       {"owned_by", "vllm"},
-                      {"root", engine.config().model},
+                      {"root", engine->config().model},
                       {"parent", nullptr},
-                      {"max_model_len", engine.max_model_len()}});
+                      {"max_model_len", engine->max_model_len()}});
     }
     return {{"object", "list"}, {"data", std::move(data)}};
   }
@@ -345,8 +355,22 @@ struct ApiServer::Impl {
   }
 };
 
+namespace {
+
+std::vector<std::unique_ptr<LLMEngine>> OneReplica(std::unique_ptr<LLMEngine> engine) {
+  std::vector<std::unique_ptr<LLMEngine>> replicas;
+  replicas.push_back(std::move(engine));
+  return replicas;
+}
+
+}  // namespace
+
 ApiServer::ApiServer(std::unique_ptr<LLMEngine> engine, ServerConfig config)
-    : impl_(std::make_unique<Impl>(std::move(engine), std::move(config))) {
+    : ApiServer(OneReplica(std::move(engine)), std::move(config), 0) {}
+
+ApiServer::ApiServer(std::vector<std::unique_ptr<LLMEngine>> replicas, ServerConfig config,
+                     int cpu_threads_per_replica)
+    : impl_(std::make_unique<Impl>(std::move(replicas), std::move(config), cpu_threads_per_replica)) {
   ReturnLargeBuffersToTheSystem();
   impl_->ConfigureHttp();
 }
@@ -374,7 +398,7 @@ void ApiServer::Shutdown() {
   constexpr std::chrono::seconds kAbortedWriteGrace{5};
   impl_->http.BeginDrain();
   if (!impl_->WaitForConnections(std::chrono::steady_clock::now() + impl_->config.shutdown_timeout)) {
-    impl_->engine.AbortAll();
+    impl_->engine->AbortAll();
     impl_->WaitForConnections(std::chrono::steady_clock::now() + kAbortedWriteGrace);
   }
   Stop();

@@ -328,7 +328,7 @@ class ChatStream : public EventStream {
 
 ApiResponse ServingChat::Create(const std::string& body, const ClientGone& client_gone) const {
   ChatRequest request = ReadRequest(body, context_);
-  std::vector<AsyncLLMEngine::NewRequest> engine_requests;
+  std::vector<EngineClient::NewRequest> engine_requests;
   for (int64_t j = 0; j < request.best_of; ++j) {
     // One request keeps vLLM's id; parallel samples get "-j" as in vLLM's fan-out.
     const std::string id = request.best_of == 1 ? request.request_id : request.request_id + "-" + std::to_string(j);

@@ -365,7 +365,7 @@ std::vector<RequestOutput> PickBestOf(CompletionRequest& request, const std::vec
 
 ApiResponse ServingCompletion::Create(const std::string& body, const ClientGone& client_gone) const {
   CompletionRequest request = ReadRequest(body, context_);
-  std::vector<AsyncLLMEngine::NewRequest> engine_requests;
+  std::vector<EngineClient::NewRequest> engine_requests;
   for (size_t i = 0; i < request.prompts.size(); ++i) {
     engine_requests.push_back(
         {request.request_id + "-" + std::to_string(i), request.prompts[i].ids, request.params[i], request.user});

@@ -92,7 +92,7 @@ std::string DumpJson(const json& value) { return value.dump(-1, ' ', false, json
 
 std::string SseEvent(const json& data) { return "data: " + DumpJson(data) + "\n\n"; }
 
-RequestGroup::RequestGroup(AsyncLLMEngine& engine, std::vector<AsyncLLMEngine::NewRequest> requests)
+RequestGroup::RequestGroup(EngineClient& engine, std::vector<EngineClient::NewRequest> requests)
     : engine_(engine), queue_(std::make_shared<OutputQueue>()) {
   for (const auto& r : requests) request_ids_.push_back(r.request_id);
   finished_.assign(request_ids_.size(), false);
@@ -147,7 +147,7 @@ size_t RequestGroup::IndexOf(const std::string& request_id) const {
   return static_cast<size_t>(std::find(request_ids_.begin(), request_ids_.end(), request_id) - request_ids_.begin());
 }
 
-ServingContext::ServingContext(AsyncLLMEngine& engine, const ServerConfig& config)
+ServingContext::ServingContext(EngineClient& engine, const ServerConfig& config)
     : engine_(engine),
       served_model_names_(config.served_model_names),
       trust_request_chat_template_(config.trust_request_chat_template),

@@ -56,7 +56,7 @@ class ClientDisconnected : public std::runtime_error {
 class RequestGroup {
  public:
   // Submits the requests; a 400 with the engine's reason when it rejects one (then none runs).
-  RequestGroup(AsyncLLMEngine& engine, std::vector<AsyncLLMEngine::NewRequest> requests);
+  RequestGroup(EngineClient& engine, std::vector<EngineClient::NewRequest> requests);
   // Aborts the requests that have not finished: the client went away.
   ~RequestGroup();
   RequestGroup(const RequestGroup&) = delete;
@@ -73,7 +73,7 @@ class RequestGroup {
   bool finished() const { return num_finished_ == request_ids_.size(); }
 
  private:
-  AsyncLLMEngine& engine_;
+  EngineClient& engine_;
   std::shared_ptr<OutputQueue> queue_;
   std::vector<std::string> request_ids_;
   std::vector<bool> finished_;
@@ -86,9 +86,9 @@ class ServingContext {
   // the template itself, vLLM's --chat-template; empty means the tokenizer's; throws
   // when a given one cannot be read or parsed), trust_request_chat_template,
   // max_prompt_bytes (0: its default), sampling_defaults (--generation-config).
-  ServingContext(AsyncLLMEngine& engine, const ServerConfig& config);
+  ServingContext(EngineClient& engine, const ServerConfig& config);
 
-  AsyncLLMEngine& engine() const { return engine_; }
+  EngineClient& engine() const { return engine_; }
   const std::vector<std::string>& served_model_names() const { return served_model_names_; }
   const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
   bool enable_auto_tool_choice() const { return enable_auto_tool_choice_; }
@@ -124,7 +124,7 @@ class ServingContext {
   void SetMaxPromptBytes(int64_t max_prompt_bytes);
   const ChatTemplate& TemplateFor(const nlohmann::ordered_json& body, std::optional<ChatTemplate>& own) const;
 
-  AsyncLLMEngine& engine_;
+  EngineClient& engine_;
   std::vector<std::string> served_model_names_;
   std::optional<ChatTemplate> chat_template_;
   std::string chat_template_error_;  // why the tokenizer's template did not parse
