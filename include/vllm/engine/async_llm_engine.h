@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -129,8 +130,12 @@ class AsyncLLMEngine : public EngineClient {
   // `own_cpu_threads` > 0 the loop runs the engine's CPU kernels on a thread pool of
   // its own of that size (vt::SetNumThreadsForThisThread), as data-parallel replicas
   // in one process do; 0: the process's pool.
+  // `on_engine_dead` (may be empty) is called once, on the loop thread, when a step
+  // throws EngineDeadError: the requests in flight then fail with its message, and
+  // later AddRequests calls throw it.
   explicit AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger = nullptr,
-                          int own_cpu_threads = 0);
+                          int own_cpu_threads = 0,
+                          std::function<void(const std::string&)> on_engine_dead = {});
   // Shutdown().
   ~AsyncLLMEngine() override;
   AsyncLLMEngine(const AsyncLLMEngine&) = delete;
@@ -189,6 +194,7 @@ class AsyncLLMEngine : public EngineClient {
   std::unique_ptr<LLMEngine> engine_;
   StatLogger* stat_logger_;
   int own_cpu_threads_;
+  std::function<void(const std::string&)> on_engine_dead_;
   const Tokenizer* tokenizer_;
   EngineConfig config_;
   int64_t max_model_len_;
@@ -200,6 +206,7 @@ class AsyncLLMEngine : public EngineClient {
   std::vector<std::string> aborts_;       // guarded by inbox_mutex_
   bool abort_all_ = false;                // guarded by inbox_mutex_
   bool stopping_ = false;                 // guarded by inbox_mutex_
+  std::optional<std::string> dead_;       // EngineDeadError's message; guarded by inbox_mutex_
 
   mutable std::mutex stats_mutex_;
   EngineStats stats_;  // guarded by stats_mutex_

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -32,8 +33,10 @@ class DataParallelEngine final : public EngineClient {
   // threads of its own (0: the process's pool). `stat_logger` (may be null) must
   // outlive this object. Throws std::invalid_argument for no replica or replicas of
   // different models (vocabularies or lengths).
+  // `on_engine_dead`: as AsyncLLMEngine's, for any replica (called with its index in
+  // the message).
   DataParallelEngine(std::vector<std::unique_ptr<LLMEngine>> replicas, StatLogger* stat_logger,
-                     int cpu_threads_per_replica);
+                     int cpu_threads_per_replica, std::function<void(const std::string&)> on_engine_dead = {});
   ~DataParallelEngine() override;
 
   void AddRequests(std::vector<NewRequest> requests, std::shared_ptr<OutputQueue> queue) override;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +52,14 @@ struct EngineStats {
   SpecDecodingStats spec_decoding;  // cumulative; all zero without speculative decoding
   bool speculative_decoding = false;
   StructuredOutputStats structured_outputs;  // cumulative grammar bitmask cost on the host
+};
+
+// The engine cannot run another step: a tensor-parallel rank died, or a step failed
+// part-way across the ranks (they may no longer agree on their state). Step() throws
+// it then and on every later call; a server stops on it (vLLM's EngineDeadError).
+class EngineDeadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class LLMEngine {
@@ -137,6 +146,7 @@ class LLMEngine {
   int64_t next_arrival_ = 0;
   std::vector<std::string> last_step_new_req_ids_;
   int64_t last_step_num_tokens_ = 0;
+  std::optional<std::string> dead_;  // why the engine died (EngineDeadError)
 };
 
 }  // namespace vllm

@@ -50,10 +50,12 @@ std::optional<StreamItem> OutputQueue::Pop(std::chrono::milliseconds timeout) {
   return item;
 }
 
-AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger, int own_cpu_threads)
+AsyncLLMEngine::AsyncLLMEngine(std::unique_ptr<LLMEngine> engine, StatLogger* stat_logger, int own_cpu_threads,
+                               std::function<void(const std::string&)> on_engine_dead)
     : engine_(std::move(engine)),
       stat_logger_(stat_logger),
       own_cpu_threads_(own_cpu_threads),
+      on_engine_dead_(std::move(on_engine_dead)),
       tokenizer_(engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr),
       config_(engine_->config()),
       max_model_len_(engine_->stats().max_model_len),
@@ -78,6 +80,7 @@ void AsyncLLMEngine::AddRequests(std::vector<NewRequest> requests, std::shared_p
   std::future<void> admitted = submission.admitted.get_future();
   {
     std::lock_guard lock(inbox_mutex_);
+    if (dead_) throw EngineDeadError(*dead_);
     if (stopping_) throw std::runtime_error("the engine is shutting down");
     submissions_.push_back(&submission);
   }
@@ -201,6 +204,16 @@ void AsyncLLMEngine::StepOnce(IterationStats& iteration) {
       }
     }
     for (RequestOutput& output : outputs) Dispatch(std::move(output), iteration);
+  } catch (const EngineDeadError& e) {
+    const std::string why = std::string("the engine died: ") + e.what();
+    FailAll(why, iteration);
+    bool first = false;
+    {
+      std::lock_guard lock(inbox_mutex_);
+      first = !dead_;
+      if (first) dead_ = why;
+    }
+    if (first && on_engine_dead_) on_engine_dead_(why);
   } catch (const std::exception& e) {
     FailAll(std::string("the engine failed while running this request: ") + e.what(), iteration);
   }

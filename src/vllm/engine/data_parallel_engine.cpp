@@ -55,7 +55,8 @@ class DataParallelEngine::ReplicaStatLogger final : public StatLogger {
 };
 
 DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<LLMEngine>> replicas, StatLogger* stat_logger,
-                                       int cpu_threads_per_replica)
+                                       int cpu_threads_per_replica,
+                                       std::function<void(const std::string&)> on_engine_dead)
     : stat_logger_(stat_logger) {
   if (replicas.empty()) throw std::invalid_argument("data parallel: no engine replica");
   for (size_t i = 0; i < replicas.size(); ++i) {
@@ -69,8 +70,14 @@ DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<LLMEngine>> r
   max_model_len_ = SumEngineStats(latest_stats_).max_model_len;  // the shortest replica's
   for (size_t i = 0; i < replicas.size(); ++i) {
     loggers_.push_back(std::make_unique<ReplicaStatLogger>(*this, i));
-    replicas_.push_back(
-        std::make_unique<AsyncLLMEngine>(std::move(replicas[i]), loggers_.back().get(), cpu_threads_per_replica));
+    std::function<void(const std::string&)> on_dead;
+    if (on_engine_dead) {
+      on_dead = [on_engine_dead, i](const std::string& why) {
+        on_engine_dead("data-parallel replica " + std::to_string(i) + ": " + why);
+      };
+    }
+    replicas_.push_back(std::make_unique<AsyncLLMEngine>(std::move(replicas[i]), loggers_.back().get(),
+                                                         cpu_threads_per_replica, std::move(on_dead)));
   }
 }
 

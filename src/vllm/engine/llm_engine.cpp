@@ -384,8 +384,20 @@ std::vector<RequestOutput> LLMEngine::Step() {
   last_step_new_req_ids_.clear();
   for (const NewRequestData& r : scheduled.scheduled_new_reqs) last_step_new_req_ids_.push_back(r.req_id);
   last_step_num_tokens_ = scheduled.total_num_scheduled_tokens;
-  if (executor_) executor_->SendStep(scheduled);  // the workers run the same forward
-  RunnerOutput ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
+  RunnerOutput ran;
+  if (executor_) {
+    if (dead_) throw EngineDeadError(*dead_);
+    try {
+      executor_->SendStep(scheduled);  // the workers run the same forward
+      ran = runner_->Execute(scheduled);
+    } catch (const std::exception& e) {
+      // The ranks may have stopped at different collectives: none can go on.
+      dead_ = std::string("a tensor-parallel step failed: ") + e.what();
+      throw EngineDeadError(*dead_);
+    }
+  } else {
+    ran = runner_->Execute(scheduled);  // with nothing scheduled, only frees finished requests
+  }
   if (scheduled.await_grammar_bitmask) {  // before the matchers advance; rethrows a row's error
     scheduled.await_grammar_bitmask();
     scheduled.await_grammar_bitmask = nullptr;

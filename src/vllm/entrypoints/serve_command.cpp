@@ -192,6 +192,7 @@ int RunServeCommand(const CommandArgs& args) {
     SignalWaiter waiter(stop_signals, server, server_config.shutdown_timeout);
     server.Serve();
   }
+  if (const std::optional<std::string> why = server.engine_dead()) throw std::runtime_error(*why);
   std::fprintf(stderr, "vllm-cpp serve: stopped\n");
   return 0;
 }

@@ -58,7 +58,8 @@ MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program,
   std::string dir = (std::filesystem::temp_directory_path() / "vllm-cpp-tp-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
   rendezvous_dir_ = dir;
-  const std::string exe = program.empty() ? "/proc/self/exe" : program;
+  // This executable's own path (what `ps` then shows), or the program asked for.
+  const std::string exe = program.empty() ? std::filesystem::read_symlink("/proc/self/exe").string() : program;
   for (int rank = 1; rank < world_size; ++rank) {
     std::vector<std::string> args = {exe,          "tensor-parallel-worker", "--rank", std::to_string(rank),
                                      "--world-size", std::to_string(world_size), "--rendezvous-dir", dir};

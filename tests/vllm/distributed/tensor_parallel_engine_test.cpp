@@ -120,10 +120,11 @@ TEST(TensorParallelEngineFailureTest, AWorkerThatDiesFailsTheNextStepWithAMessag
   std::string error;
   try {
     for (int i = 0; i < 50 && engine.HasUnfinishedRequests(); ++i) engine.Step();
-  } catch (const std::exception& e) {
+  } catch (const EngineDeadError& e) {
     error = e.what();
   }
   EXPECT_NE(error.find("rank 0 of 2"), std::string::npos) << "got: '" << error << "'";
+  EXPECT_THROW(engine.Step(), EngineDeadError) << "a dead engine stays dead";
 }
 
 TEST(TensorParallelEngineFailureTest, SizesThatCannotWorkAreRefusedNamingTheFlag) {

@@ -75,6 +75,7 @@ class TestServer {
   }
 
   int port() const { return port_; }
+  std::optional<std::string> engine_dead() const { return server_.engine_dead(); }
   // ApiServer::Shutdown (the graceful stop of SIGINT / SIGTERM).
   void Shutdown() { server_.Shutdown(); }
   httplib::Client Client() const {

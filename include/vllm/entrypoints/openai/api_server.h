@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ class ApiServer {
   void Serve();
   // Makes Serve() return at once, cutting the streams in flight; safe from any thread.
   void Stop();
+  // Why the engine died (EngineDeadError: a tensor-parallel rank gone), after which
+  // the server stopped itself; nullopt while it lives.
+  std::optional<std::string> engine_dead() const;
   // The graceful stop (SIGINT / SIGTERM): takes no new connection or request (a 503),
   // lets the requests in flight finish for up to config.shutdown_timeout, then ends the others with
   // finish_reason "abort" (a stream gets its last chunk and [DONE], a non-streaming

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -129,6 +130,8 @@ struct ApiServer::Impl {
   PrometheusStatLogger metrics;
   LoggingStatLogger logging{SinkOf(config), config.log_requests, config.log_stats, config.stats_interval};
   StatLoggers loggers{{&metrics, &logging}};
+  std::mutex dead_mutex;
+  std::optional<std::string> engine_dead;  // guarded by dead_mutex
   std::unique_ptr<EngineClient> engine;
   ServingContext context;
   ServingCompletion completion{context};
@@ -140,13 +143,29 @@ struct ApiServer::Impl {
   Impl(std::vector<std::unique_ptr<LLMEngine>> replicas, ServerConfig server_config, int cpu_threads_per_replica)
       : config(WithDefaults(std::move(server_config), *replicas.at(0))),
         metrics(config.served_model_names.front(), StatsOf(replicas), replicas[0]->config().max_num_batched_tokens),
-        engine(replicas.size() == 1 ? std::unique_ptr<EngineClient>(std::make_unique<AsyncLLMEngine>(
-                                          std::move(replicas[0]), &loggers))
-                                    : std::make_unique<DataParallelEngine>(std::move(replicas), &loggers,
-                                                                           cpu_threads_per_replica)),
+        engine(replicas.size() == 1
+                   ? std::unique_ptr<EngineClient>(std::make_unique<AsyncLLMEngine>(
+                         std::move(replicas[0]), &loggers, 0, [this](const std::string& why) { EngineDied(why); }))
+                   : std::make_unique<DataParallelEngine>(std::move(replicas), &loggers, cpu_threads_per_replica,
+                                                          [this](const std::string& why) { EngineDied(why); })),
         context(*engine, config),
         http(static_cast<size_t>(config.limit_concurrency), RefusalBody(config.limit_concurrency),
              DumpJson(ShuttingDown().ToJson())) {}
+
+  // The engine loops end before the members they call back into (EngineDied: http).
+  ~Impl() { engine->Shutdown(); }
+
+  // An engine that cannot step again (EngineDeadError): the server stops, and
+  // Serve() returns for the command to exit with the reason.
+  void EngineDied(const std::string& why) {
+    {
+      std::lock_guard lock(dead_mutex);
+      if (engine_dead) return;
+      engine_dead = why;
+    }
+    SinkOf(config)(why + "; stopping the server");
+    http.stop();
+  }
 
   static EngineStats StatsOf(const std::vector<std::unique_ptr<LLMEngine>>& replicas) {
     std::vector<EngineStats> all;
@@ -392,6 +411,11 @@ int ApiServer::Bind() {
 void ApiServer::Serve() { impl_->http.listen_after_bind(); }
 
 void ApiServer::Stop() { impl_->http.stop(); }
+
+std::optional<std::string> ApiServer::engine_dead() const {
+  std::lock_guard lock(impl_->dead_mutex);
+  return impl_->engine_dead;
+}
 
 void ApiServer::Shutdown() {
   // How long aborted requests get to write their last chunk or answer.
