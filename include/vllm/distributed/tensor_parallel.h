@@ -10,8 +10,9 @@
 //     experts' gate / up (intermediate rows of every expert), shared expert gate / up
 //   row-parallel (input columns split; copied): o_proj, GDN out_proj, down_proj,
 //     experts' down, shared expert down (their outputs are partial sums)
-//   replicated: embeddings, norms, the router, the shared-expert gate; the LM head is
-//     split by vocabulary rows in DecoderModel (VocabShard) and its logits gathered.
+//   replicated: norms, the router, the shared-expert gate; the embedding and the LM
+//     head are split by vocabulary rows in DecoderModel (VocabShardOf): embeddings
+//     summed over ranks, logits gathered.
 //
 // GDN value heads keep their layout: in HF's grouped order a rank's value heads are
 // one run; in GGUF's tiled order (value head j reads key head j % Hk) they are Hv/Hk

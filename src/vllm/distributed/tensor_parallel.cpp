@@ -192,7 +192,7 @@ TensorParallelShard ShardForTensorParallel(const ModelConfig& config, const Weig
   Sharder s(config, weights, rank, world_size);
   s.Keep("embed_tokens.weight");
   s.Keep("norm.weight");
-  if (!config.tie_word_embeddings) s.Keep("lm_head.weight");  // split by DecoderModel (VocabShardOf)
+  if (!config.tie_word_embeddings) s.Keep("lm_head.weight");  // both split by DecoderModel (VocabShardOf)
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     s.Keep(p + "input_layernorm.weight");

@@ -45,7 +45,8 @@ class DecoderModel final : public Model {
  public:
   // Weights are taken from `weights` (copied to options.device once when it is not the CPU).
   // With options.tensor_parallel, `config` and `weights` are this rank's shard
-  // (ShardForTensorParallel) and the LM head keeps this rank's rows (VocabShardOf).
+  // (ShardForTensorParallel) and the embedding and the LM head keep this rank's
+  // vocabulary rows (VocabShardOf).
   DecoderModel(const ModelConfig& config, const WeightStore& weights, const ModelOptions& options);
 
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -88,6 +89,9 @@ class DecoderModel final : public Model {
 
   ModelConfig config_;
   ModelOptions options_;
+  // The embedding rows of ids [T] into out [T, H] (contiguous): with tensor
+  // parallelism each rank holds a vocabulary shard and the rows are summed over ranks.
+  void Embed(const vt::Tensor& ids, const vt::Tensor& out) const;
   // Sums a block's partial output [T, H] over the tensor-parallel group (no-op without one).
   void ReduceOverRanks(const vt::Tensor& partial) const;
 

@@ -1,5 +1,6 @@
 #include "vllm/model_executor/models/decoder_model.h"
 
+#include <cstring>
 #include <string>
 
 #include "vllm/distributed/communicator.h"
@@ -33,15 +34,20 @@ DecoderModel::DecoderModel(const ModelConfig& config, const WeightStore& weights
                     vt::DTypeName(options.activation_dtype));
   }
   CheckWeightsMatchSpecs(ModelWeightSpecs(config), config, weights);
-  embed_tokens_ = Weight(weights, "embed_tokens.weight");
   final_norm_ = Weight(weights, "norm.weight");
   const vt::Tensor& lm_head = weights.Get(config.tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight");
   if (options.tensor_parallel != nullptr && options.tensor_parallel->world_size() > 1) {
+    // Vocabulary-parallel embedding and LM head: this rank's rows of each (views).
     const VocabShard rows =
         VocabShardOf(config.vocab_size, options.tensor_parallel->rank(), options.tensor_parallel->world_size());
-    const vt::Tensor mine = lm_head.Slice(0, rows.begin, rows.end);  // [rows, H], a view
-    lm_head_ = options.device == mine.device() ? mine : mine.To(options.device);
+    auto mine = [&](const vt::Tensor& table) {  // [rows, H]
+      const vt::Tensor view = table.Slice(0, rows.begin, rows.end);
+      return options.device == view.device() ? view : view.To(options.device);
+    };
+    embed_tokens_ = mine(weights.Get("embed_tokens.weight"));
+    lm_head_ = mine(lm_head);
   } else {
+    embed_tokens_ = Weight(weights, "embed_tokens.weight");
     lm_head_ = config.tie_word_embeddings ? embed_tokens_ : Weight(weights, "lm_head.weight");
   }
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
@@ -162,7 +168,7 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
   const float eps = config_.rms_norm_eps;
 
   vt::Tensor hidden = vt::Tensor::Empty({T, H}, dt, dev);  // the residual stream
-  vt::GatherRows({.table = embed_tokens_, .ids = batch.input_ids, .out = hidden});
+  Embed(batch.input_ids, hidden);
   vt::Tensor normed = vt::Tensor::Empty({T, H}, dt, dev);
   vt::Tensor branch = vt::Tensor::Empty({T, H}, dt, dev);
   if (!layers_.empty()) {
@@ -187,6 +193,33 @@ vt::Tensor DecoderModel::ForwardHidden(const ForwardBatch& batch, const ModelCac
     vt::RmsNorm({.x = hidden, .weight = final_norm_, .out = normed, .eps = eps, .weight_offset = norm_offset_});
   }
   return normed;
+}
+
+void DecoderModel::Embed(const vt::Tensor& ids, const vt::Tensor& out) const {
+  Communicator* group = options_.tensor_parallel;
+  if (group == nullptr || group->world_size() == 1) {
+    vt::GatherRows({.table = embed_tokens_, .ids = ids, .out = out});
+    return;
+  }
+  // This rank's rows [begin, end) of the table give its tokens' rows; the others are
+  // zero here, and the sum over the ranks is every row. (Tensor parallelism runs on
+  // the CPU, so the ids are read in place.)
+  const VocabShard rows = VocabShardOf(config_.vocab_size, group->rank(), group->world_size());
+  const std::vector<int64_t> all = ids.ToIntVector();
+  const auto T = static_cast<int64_t>(all.size());
+  vt::Tensor local = vt::Tensor::Empty({T}, vt::DType::kI32, vt::kCpu);
+  for (int64_t t = 0; t < T; ++t) {
+    const bool owned = all[t] >= rows.begin && all[t] < rows.end;
+    local.data_ptr<int32_t>()[t] = owned ? static_cast<int32_t>(all[t] - rows.begin) : 0;
+  }
+  if (rows.end > rows.begin) vt::GatherRows({.table = embed_tokens_, .ids = local, .out = out});
+  const int64_t row_bytes = vt::BytesFor(out.dtype(), out.size(1));
+  for (int64_t t = 0; t < T; ++t) {
+    if (rows.end == rows.begin || all[t] < rows.begin || all[t] >= rows.end) {
+      std::memset(static_cast<char*>(out.data()) + t * row_bytes, 0, static_cast<size_t>(row_bytes));  // +0.0
+    }
+  }
+  AllReduceSum(*group, out);
 }
 
 void DecoderModel::ReduceOverRanks(const vt::Tensor& partial) const {
