@@ -31,6 +31,7 @@ EngineConfig Config(const std::string& model, int64_t tp) {
   c.max_model_len = 256;
   c.block_size = 4;
   c.num_gpu_blocks_override = 256;
+  c.state_snapshot_memory = 8 << 20;  // a few snapshots, not the default 0.5 GiB a rank
   c.num_threads = 1;
   c.tensor_parallel_size = tp;
   c.tensor_parallel_worker_program = VLLM_CPP_BINARY;

@@ -22,6 +22,7 @@ EngineConfig Config() {
   c.max_model_len = 256;
   c.block_size = 4;
   c.num_gpu_blocks_override = 256;
+  c.state_snapshot_memory = 8 << 20;  // a few snapshots, not the default 0.5 GiB a rank
   c.num_threads = 1;
   c.on_log = [](const std::string&) {};
   return c;
