@@ -16,6 +16,7 @@
 
 #include "vllm/distributed/gloo_communicator.h"
 #include "vllm/engine/llm_engine.h"
+#include "vllm/testing/engine_requests.h"
 #include "vt/error.h"
 
 namespace vllm {
@@ -39,15 +40,7 @@ EngineConfig Config(const std::string& model, int64_t tp) {
   return c;
 }
 
-std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) {
-  std::map<std::string, RequestOutput> done;
-  while (engine.HasUnfinishedRequests()) {
-    for (RequestOutput& out : engine.Step()) {
-      if (out.finished) done[out.request_id] = std::move(out);
-    }
-  }
-  return done;
-}
+std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) { return testing::RunToCompletion(engine); }
 
 // Three greedy requests and two seeded sampled ones with logprobs, all at once.
 std::map<std::string, RequestOutput> Generate(const std::string& model, int64_t tp) {
@@ -95,20 +88,12 @@ TEST_P(TensorParallelEngineTest, TwoProcessesGiveTheTokensOfOne) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TensorParallelEngineTest, ::testing::Values("qwen35_moe", "qwen3"));
 
-// The pids of this thread's children (the workers the engine started).
-std::vector<pid_t> Children() {
-  std::ifstream in("/proc/thread-self/children");
-  std::vector<pid_t> pids;
-  for (pid_t pid; in >> pid;) pids.push_back(pid);
-  return pids;
-}
-
 TEST(TensorParallelEngineFailureTest, AWorkerThatDiesFailsTheNextStepWithAMessage) {
   if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
-  const std::vector<pid_t> before = Children();
+  const std::vector<pid_t> before = testing::ChildProcesses();
   LLMEngine engine(Config("qwen35_moe", 2));
   std::vector<pid_t> workers;
-  for (pid_t pid : Children()) {
+  for (pid_t pid : testing::ChildProcesses()) {
     if (std::find(before.begin(), before.end(), pid) == before.end()) workers.push_back(pid);
   }
   ASSERT_EQ(workers.size(), 1u);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vllm/engine/data_parallel_engine.h"
+#include "vllm/testing/engine_requests.h"
 
 namespace vllm {
 namespace {
@@ -34,13 +35,7 @@ std::vector<std::unique_ptr<LLMEngine>> Replicas(int n) {
   return replicas;
 }
 
-SamplingParams Greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+SamplingParams Greedy(int64_t max_tokens) { return testing::GreedyParams(max_tokens); }
 
 std::vector<int32_t> Prompt(int i) { return {static_cast<int32_t>(1 + i), 7, static_cast<int32_t>(40 + 3 * i), 2}; }
 

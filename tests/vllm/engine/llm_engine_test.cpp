@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vllm/engine/llm_engine.h"
+#include "vllm/testing/engine_requests.h"
 #include "vllm/model_loader/safetensors.h"
 
 namespace vllm {
@@ -54,24 +55,10 @@ EngineConfig Config(const std::string& model_dir) {
   return c;
 }
 
-SamplingParams GreedyParams(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using testing::GreedyParams;
 
 // Runs every request to completion; returns the finished outputs by id.
-std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) {
-  std::map<std::string, RequestOutput> done;
-  while (engine.HasUnfinishedRequests()) {
-    for (RequestOutput& out : engine.Step()) {
-      if (out.finished) done[out.request_id] = std::move(out);
-    }
-  }
-  return done;
-}
+std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) { return testing::RunToCompletion(engine); }
 
 class EngineBatchingTest : public ::testing::TestWithParam<std::string> {};
 

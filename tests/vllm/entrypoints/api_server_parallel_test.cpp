@@ -15,6 +15,7 @@
 #include "server_fixture.h"
 #include "vllm/distributed/gloo_communicator.h"
 #include "vllm/entrypoints/commands.h"
+#include "vllm/testing/engine_requests.h"
 
 namespace vllm {
 namespace {
@@ -64,23 +65,15 @@ TEST(ApiServerParallelTest, ASizeOutOfRangeIsRefusedNamingTheFlag) {
   }
 }
 
-// The pids of this thread's children.
-std::vector<pid_t> Children() {
-  std::ifstream in("/proc/thread-self/children");
-  std::vector<pid_t> pids;
-  for (pid_t pid; in >> pid;) pids.push_back(pid);
-  return pids;
-}
-
 TEST(ApiServerParallelTest, AServerWhoseTensorParallelWorkerDiesStopsWithTheReason) {
   if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
-  const std::vector<pid_t> before = Children();
+  const std::vector<pid_t> before = testing::ChildProcesses();
   EngineConfig config = testing::ServerEngineConfig();
   config.tensor_parallel_size = 2;
   config.tensor_parallel_worker_program = VLLM_CPP_BINARY;
   TestServer server(config);
   std::vector<pid_t> workers;
-  for (pid_t pid : Children()) {
+  for (pid_t pid : testing::ChildProcesses()) {
     if (std::find(before.begin(), before.end(), pid) == before.end()) workers.push_back(pid);
   }
   ASSERT_EQ(workers.size(), 1u);

@@ -15,6 +15,7 @@
 
 #include "vllm/testing/model_fixtures.h"
 #include "vllm/engine/llm_engine.h"
+#include "vllm/testing/engine_requests.h"
 
 namespace vllm {
 namespace {
@@ -49,23 +50,8 @@ EngineConfig Config(const std::string& model, std::optional<int64_t> k) {
   return c;
 }
 
-SamplingParams Greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
-std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) {
-  std::map<std::string, RequestOutput> done;
-  while (engine.HasUnfinishedRequests()) {
-    for (RequestOutput& out : engine.Step()) {
-      if (out.finished) done[out.request_id] = std::move(out);
-    }
-  }
-  return done;
-}
+SamplingParams Greedy(int64_t max_tokens) { return testing::GreedyParams(max_tokens); }
+std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) { return testing::RunToCompletion(engine); }
 
 std::vector<std::vector<int32_t>> Prompts(const std::string& model, LLMEngine& engine) {
   if (model == DemoHf()) {
