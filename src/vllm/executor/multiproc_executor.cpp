@@ -75,8 +75,13 @@ MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program,
     workers_.push_back(pid);
   }
   try {
-    group_ = CreateGlooCommunicator(
-        {.rank = 0, .world_size = world_size, .rendezvous_dir = rendezvous_dir_, .timeout = timeout});
+    // The workers meet before they load anything: a minute is plenty, and a worker
+    // that died at its start is an error after that minute, not after `timeout`.
+    group_ = CreateGlooCommunicator({.rank = 0,
+                                     .world_size = world_size,
+                                     .rendezvous_dir = rendezvous_dir_,
+                                     .timeout = std::min(timeout, std::chrono::milliseconds(60000))});
+    group_->SetTimeout(timeout);
   } catch (...) {
     Shutdown();
     throw;
