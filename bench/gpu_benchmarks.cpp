@@ -229,6 +229,40 @@ Row GdnRecurrentRow(Device device, int64_t batch, std::mt19937& rng) {
           2.0 * batch * hv * dk * dv * 4, 0};
 }
 
+// GdnDecode (a GDN layer's decode step, fused): Hk 16, Hv 32, Dk = Dv = 128 (the
+// 9B's heads), bf16 activations, f32 state read and written once (the bytes counted).
+Row GdnDecodeRow(Device device, int64_t batch, std::mt19937& rng, const char* variant) {
+  const int64_t hk = 16, hv = 32, dk = 128, dv = 128, channels = 2 * hk * dk + hv * dv;
+  const Tensor slots = [&] {
+    std::vector<int32_t> ids(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) ids[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    return Tensor::FromVector(ids, {batch}).To(device);
+  }();
+  const Tensor A = Tensor::Empty({hv}, DType::kF32, device), out = Tensor::Empty({batch, hv, dv}, DType::kBF16, device);
+  Fill({.dst = A, .value = -1.0});  // decays in (0, 1), as A = -exp(A_log)
+  GdnDecodeArgs args{.mixed = Random({batch, channels}, DType::kBF16, device, rng),
+                     .conv_weight = Random({channels, 4}, DType::kBF16, device, rng),
+                     .conv_states = Tensor::Zeros({batch, channels, 3}, DType::kF32, device),
+                     .a = Random({batch, hv}, DType::kBF16, device, rng),
+                     .b = Random({batch, hv}, DType::kBF16, device, rng),
+                     .A = A,
+                     .dt_bias = Random({hv}, DType::kF32, device, rng),
+                     .states = Tensor::Zeros({batch, hv, dk, dv}, DType::kF32, device),
+                     .state_slot_ids = slots,
+                     .z = Random({batch, hv, dv}, DType::kBF16, device, rng),
+                     .norm_weight = Random({dv}, DType::kBF16, device, rng),
+                     .out = out,
+                     .key_heads = hk,
+                     .key_dim = dk,
+                     .eps = 1e-6f,
+                     .tiled_value_heads = true};
+  tuning::SetVariant("gpu.gdn_decode", variant);
+  const double seconds = SecondsPerCall(device, 20, [&](int) { GdnDecode(args); });
+  tuning::SetVariant("gpu.gdn_decode", "");
+  return {"GdnDecode B=" + std::to_string(batch) + " Hv=32 Dk=Dv=128 " + variant, seconds,
+          2.0 * batch * hv * dk * dv * 4, 0};
+}
+
 Row RmsNormRow(Device device, int64_t rows, int64_t dim, std::mt19937& rng) {
   const Tensor x = Random({rows, dim}, DType::kBF16, device, rng);
   const Tensor w = Random({dim}, DType::kBF16, device, rng);
@@ -343,6 +377,12 @@ int Run(int argc, char** argv) {
       PagedAttentionRow(device, 64, 2048, rng, "rows"),
       GdnRecurrentRow(device, 1, rng),
       GdnRecurrentRow(device, 64, rng),
+      GdnDecodeRow(device, 1, rng, "whole_head"),
+      GdnDecodeRow(device, 1, rng, "column_slices"),
+      GdnDecodeRow(device, 64, rng, "whole_head"),
+      GdnDecodeRow(device, 64, rng, "column_slices"),
+      GdnDecodeRow(device, 256, rng, "whole_head"),
+      GdnDecodeRow(device, 256, rng, "column_slices"),
       RmsNormRow(device, 512, 4096, rng),
   };
   for (const Row& row : rows) Print(row, ceiling);

@@ -11,6 +11,9 @@
 //                    in registers (R = Dk / 4, as GdnStateInRegisters); the v channel's
 //                    conv step, the gates, the delta rule, then the gated RMS norm of
 //                    the head's Dv outputs (a block sum) and the store.
+//   GdnDecodeValueSlices  the same per 32 columns of a head (Hopper: the head's
+//                    blocks a cluster for the norm); which of the two runs:
+//                    gdn_decode_choice.h.
 // The q/k conv states are shared by the value heads of a key head, so they are
 // stepped once, in the first launch; each v channel belongs to one value head.
 //
@@ -24,17 +27,30 @@
 // Values are rounded to the activation dtype where the unfused ops store them (conv
 // outputs, normalised q and k, the delta rule's output), so both paths agree to f32
 // rounding. Head sizes past 128 run the unfused ops.
+//
+// Registers: the state kernels are register-bound (a thread's state values plus the
+// addressing); launch bounds keep two whole-head blocks (64 registers) or four
+// column-slice blocks per multiprocessor, so one block's state loads overlap another
+// block's arithmetic and stores (with one block a multiprocessor, as the 128
+// registers of the first version allowed, they could not: 0.37 of the copy
+// bandwidth at batch 256 on the H200, bench/gpu_notes.md).
 #include <cmath>
 #include <vector>
 
+#include "gdn_decode_choice.h"
 #include "gpu_common.cuh"
 #include "vt/ops.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
+
+#if !VT_GPU_HIP
+#include <cooperative_groups.h>
+#endif
 
 namespace vt::gpu {
 namespace {
 
-constexpr int64_t kMaxHeadDim = 128;
+constexpr int64_t kMaxHeadDim = kGdnDecodeMaxHeadDim;
 constexpr int kGroups = 4;                        // thread groups splitting a column's Dk rows
 constexpr int kRowsPerThread = kMaxHeadDim / kGroups;
 constexpr int kValueThreads = kGroups * kMaxHeadDim;
@@ -98,15 +114,54 @@ __global__ void GdnDecodeKeys(DecodeParams<T> p) {
   p.keys[((row * 2 + (is_q ? 0 : 1)) * p.key_heads + key_head) * p.key_dim + d] = FromFloat<T>(v * inv);
 }
 
+// The state column `local` of the head as the whole-head and column-slice kernels
+// walk it: `rows` values from row `first_row` on, Dv apart (32-bit offsets: a head's
+// state is Dk x Dv <= 16384 values, so the per-row addresses stay cheap registers).
+template <int kRows>
+__device__ inline void LoadStateColumn(const float* column, int rows, int value_dim, float (&s)[kRows]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) s[r] = r < rows ? column[r * value_dim] : 0.0f;
+}
+
+template <int kRows>
+__device__ inline void StoreStateColumn(float* column, int rows, int value_dim, const float (&s)[kRows]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) column[r * value_dim] = s[r];
+  }
+}
+
+// The gates of (row, head): decay = exp(A softplus(a + dt_bias)), beta = sigmoid(b).
 template <typename T>
-__global__ void __launch_bounds__(kValueThreads) GdnDecodeValues(DecodeParams<T> p) {
+__device__ inline void DecodeGates(const DecodeParams<T>& p, int64_t row, int64_t head, float* gates) {
+  const float x = ToFloat(p.a[row * p.a_stride + head]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, head * p.dt_bias_stride);
+  const float softplus = x > 20.0f ? x : log1pf(expf(x));
+  gates[0] = expf(LoadAsFloat(p.A, p.A_dtype, head * p.A_stride) * softplus);
+  gates[1] = Sigmoid(ToFloat(p.b[row * p.b_stride + head]));
+}
+
+// The normalised q and k of the head's key head into shared memory (after the wait).
+template <typename T>
+__device__ inline void LoadKeys(const DecodeParams<T>& p, int64_t row, int64_t head, float* q, float* k) {
+  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / (p.value_heads / p.key_heads);
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * p.key_dim; i += static_cast<int>(blockDim.x)) {
+    const bool is_q = i < p.key_dim;
+    const int d = is_q ? i : i - static_cast<int>(p.key_dim);
+    const float value = ToFloat(p.keys[((row * 2 + (is_q ? 0 : 1)) * p.key_heads + key_head) * p.key_dim + d]);
+    (is_q ? q : k)[d] = value;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kValueThreads, 2) GdnDecodeValues(DecodeParams<T> p) {
   __shared__ float q[kMaxHeadDim], k[kMaxHeadDim], v[kMaxHeadDim];
   __shared__ float partial[kGroups][kMaxHeadDim];
   __shared__ float scratch[kMaxWarpsPerBlock];
   __shared__ float gates[2];  // decay = exp(g), beta
   const int64_t row = blockIdx.x, head = blockIdx.y;
   const int local = static_cast<int>(threadIdx.x) % kMaxHeadDim, group = static_cast<int>(threadIdx.x) / kMaxHeadDim;
-  const bool active = local < p.value_dim;
+  const int value_dim = static_cast<int>(p.value_dim), key_dim = static_cast<int>(p.key_dim);
+  const bool active = local < value_dim;
   T* out = p.out + (row * p.value_heads + head) * p.value_dim;
   const int64_t slot = p.slot_ids[row];
   if (slot < 0 || slot >= p.num_slots) {  // uniform across the block
@@ -115,37 +170,25 @@ __global__ void __launch_bounds__(kValueThreads) GdnDecodeValues(DecodeParams<T>
     return;
   }
   // Before the wait: what kernels before GdnDecodeKeys wrote (see the top comment).
-  const int rows = static_cast<int>((p.key_dim + kGroups - 1) / kGroups), first_row = group * rows;
-  float* global_state = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim;
-  auto owns = [&](int r) { return active && r < rows && first_row + r < p.key_dim; };
+  const int rows_per_group = (key_dim + kGroups - 1) / kGroups, first_row = group * rows_per_group;
+  const int rows = active ? max(0, min(rows_per_group, key_dim - first_row)) : 0;
+  float* column = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim + first_row * value_dim + local;
   float s[kRowsPerThread];
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) s[r] = owns(r) ? global_state[(first_row + r) * p.value_dim + local] : 0.0f;
+  LoadStateColumn(column, rows, value_dim, s);
   float z = 0.0f, weight = 0.0f;
   if (group == 0 && active) {
     v[local] = ConvStep(p, row, slot, 2 * p.key_heads * p.key_dim + head * p.value_dim + local);
     z = ToFloat(p.z[row * p.z_strides[0] + head * p.z_strides[1] + local]);
     weight = LoadAsFloat(p.norm_weight, p.norm_weight_dtype, local);
   }
-  if (threadIdx.x == 0) {
-    const float x = ToFloat(p.a[row * p.a_stride + head]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, head * p.dt_bias_stride);
-    const float softplus = x > 20.0f ? x : log1pf(expf(x));
-    gates[0] = expf(LoadAsFloat(p.A, p.A_dtype, head * p.A_stride) * softplus);
-    gates[1] = Sigmoid(ToFloat(p.b[row * p.b_stride + head]));
-  }
+  if (threadIdx.x == 0) DecodeGates(p, row, head, gates);
   WaitForPriorKernels();  // gpu_launch.cuh: GdnDecodeKeys' output is read from here on
-  const int64_t key_head = p.tiled_value_heads ? head % p.key_heads : head / (p.value_heads / p.key_heads);
-  for (int i = static_cast<int>(threadIdx.x); i < 2 * p.key_dim; i += kValueThreads) {
-    const bool is_q = i < p.key_dim;
-    const int d = is_q ? i : i - static_cast<int>(p.key_dim);
-    const float value = ToFloat(p.keys[((row * 2 + (is_q ? 0 : 1)) * p.key_heads + key_head) * p.key_dim + d]);
-    (is_q ? q : k)[d] = value;
-  }
+  LoadKeys(p, row, head, q, k);
   __syncthreads();
   float read = 0.0f;
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) {
-    if (owns(r)) read += s[r] * k[first_row + r];
+    if (r < rows) read += s[r] * k[first_row + r];
   }
   partial[group][local] = read;
   __syncthreads();
@@ -157,11 +200,12 @@ __global__ void __launch_bounds__(kValueThreads) GdnDecodeValues(DecodeParams<T>
   float o = 0.0f;
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) {
-    if (owns(r)) {
+    if (r < rows) {
       s[r] = decay * s[r] + k[first_row + r] * delta;
       o += s[r] * q[first_row + r];
     }
   }
+  StoreStateColumn(column, rows, value_dim, s);
   __syncthreads();  // every thread has read the partial reads
   partial[group][local] = o;
   __syncthreads();
@@ -176,10 +220,101 @@ __global__ void __launch_bounds__(kValueThreads) GdnDecodeValues(DecodeParams<T>
     const float inv = rsqrtf(sum_sq / static_cast<float>(p.value_dim) + p.eps);
     out[local] = FromFloat<T>(o * inv * weight * Silu(z));
   }
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    if (owns(r)) global_state[(first_row + r) * p.value_dim + local] = s[r];
+}
+
+// The column-slice kernel (gdn_decode_choice.h): grid (rows, value heads, slices),
+// clusters of the `slices` blocks of one (row, head). Warp w holds state rows
+// [w R, w R + R) (R = ceil(Dk / 8) <= 16) of the slice's 32 columns, lane j column
+// slice * 32 + j; warp 0 also steps the columns' v conv channels and writes the
+// outputs. The gated norm's sum of squares over all Dv columns: each block's warp 0
+// sums its columns, then reads every block's sum from the cluster's shared memory in
+// rank order (the same total in every block).
+constexpr int kSliceColumns = 32;
+constexpr int kSliceGroups = 8;
+[[maybe_unused]] constexpr int kSliceRowsPerThread = kMaxHeadDim / kSliceGroups;
+constexpr int kSliceThreads = kSliceGroups * kSliceColumns;
+
+template <typename T>
+__global__ void __launch_bounds__(kSliceThreads, 4) GdnDecodeValueSlices(DecodeParams<T> p) {
+#if !VT_GPU_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  __shared__ float q[kMaxHeadDim], k[kMaxHeadDim], v[kSliceColumns];
+  __shared__ float partial[kSliceGroups][kSliceColumns];
+  __shared__ float gates[2];
+  __shared__ float slice_sum_sq;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int64_t row = blockIdx.x, head = blockIdx.y;
+  const int lane = static_cast<int>(threadIdx.x) % kSliceColumns, group = static_cast<int>(threadIdx.x) / kSliceColumns;
+  const int value_dim = static_cast<int>(p.value_dim), key_dim = static_cast<int>(p.key_dim);
+  const int local = static_cast<int>(blockIdx.z) * kSliceColumns + lane;
+  const bool active = local < value_dim;
+  T* out = p.out + (row * p.value_heads + head) * p.value_dim;
+  const int64_t slot = p.slot_ids[row];
+  if (slot < 0 || slot >= p.num_slots) {  // uniform across the cluster (one row)
+    WaitForPriorKernels();
+    if (group == 0 && active) out[local] = FromFloat<T>(0.0f);
+    return;
   }
+  const int rows_per_group = (key_dim + kSliceGroups - 1) / kSliceGroups, first_row = group * rows_per_group;
+  const int rows = active ? max(0, min(rows_per_group, key_dim - first_row)) : 0;
+  float* column = p.states + (slot * p.value_heads + head) * p.key_dim * p.value_dim + first_row * value_dim + local;
+  float s[kSliceRowsPerThread];
+  LoadStateColumn(column, rows, value_dim, s);
+  float z = 0.0f, weight = 0.0f;
+  if (group == 0 && active) {
+    v[lane] = ConvStep(p, row, slot, 2 * p.key_heads * p.key_dim + head * p.value_dim + local);
+    z = ToFloat(p.z[row * p.z_strides[0] + head * p.z_strides[1] + local]);
+    weight = LoadAsFloat(p.norm_weight, p.norm_weight_dtype, local);
+  }
+  if (threadIdx.x == 0) DecodeGates(p, row, head, gates);
+  WaitForPriorKernels();  // gpu_launch.cuh: GdnDecodeKeys' output is read from here on
+  LoadKeys(p, row, head, q, k);
+  __syncthreads();
+  float read = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kSliceRowsPerThread; ++r) {
+    if (r < rows) read += s[r] * k[first_row + r];
+  }
+  partial[group][lane] = read;
+  __syncthreads();
+  read = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kSliceGroups; ++g) read += partial[g][lane];
+  const float decay = gates[0], beta = gates[1];
+  const float delta = active ? beta * (v[lane] - decay * read) : 0.0f;
+  float o = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kSliceRowsPerThread; ++r) {
+    if (r < rows) {
+      s[r] = decay * s[r] + k[first_row + r] * delta;
+      o += s[r] * q[first_row + r];
+    }
+  }
+  StoreStateColumn(column, rows, value_dim, s);
+  __syncthreads();  // every thread has read the partial reads
+  partial[group][lane] = o;
+  __syncthreads();
+  if (group == 0) {
+    o = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kSliceGroups; ++g) o += partial[g][lane];
+    o = active ? ToFloat(FromFloat<T>(o)) : 0.0f;  // the delta rule's output, stored as T by the unfused op
+    const float sum_sq = WarpSum(o * o);
+    if (lane == 0) slice_sum_sq = sum_sq;
+  }
+  cluster.sync();  // every block's slice_sum_sq is written
+  float sum_sq = 0.0f;
+  if (group == 0) {
+    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank) sum_sq += *cluster.map_shared_rank(&slice_sum_sq, rank);
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
+  if (group == 0 && active) {
+    const float inv = rsqrtf(sum_sq / static_cast<float>(p.value_dim) + p.eps);
+    out[local] = FromFloat<T>(o * inv * weight * Silu(z));
+  }
+#else
+  (void)p;  // never launched without clusters (ClustersOnCurrentDevice)
+#endif
 }
 
 // Head sizes past the fused kernels' 128: the unfused ops, as the CPU kernel runs them.
@@ -220,13 +355,16 @@ void GdnDecodeUnfused(const GdnDecodeArgs& a) {
 
 void GdnDecodeGpu(const GdnDecodeArgs& a) {
   const int64_t batch = a.mixed.size(0);
-  if (a.key_dim > kMaxHeadDim || a.out.size(2) > kMaxHeadDim) {
+  gpuStream_t stream = PrepareDevice(a.mixed.device());
+  const GdnDecodeShape shape{a.key_dim, a.out.size(2), ClustersOnCurrentDevice()};
+  const GdnDecodeKernel kernel =
+      ApplyGdnDecodeVariant(ChooseGdnDecode(shape), shape, tuning::Variant(kGdnDecodeVariantFamily));
+  if (kernel == GdnDecodeKernel::kUnfused) {
     reach::Hit("GdnDecodeGpu.unfused");
     GdnDecodeUnfused(a);
     return;
   }
-  reach::Hit("GdnDecodeGpu.fused");
-  gpuStream_t stream = PrepareDevice(a.mixed.device());
+  reach::Hit(kernel == GdnDecodeKernel::kColumnSlices ? "GdnDecodeGpu.column_slices" : "GdnDecodeGpu.whole_head");
   const Tensor keys = Tensor::Empty({batch, 2, a.key_heads, a.key_dim}, a.mixed.dtype(), a.mixed.device());
   DispatchFloat(a.mixed.dtype(), "GdnDecode", [&](auto tag) {
     using T = decltype(tag);
@@ -263,10 +401,17 @@ void GdnDecodeGpu(const GdnDecodeArgs& a) {
                             a.eps,
                             a.tiled_value_heads};
     const int key_threads = static_cast<int>((2 * a.key_dim + 63) / 64 * 64);
-    LaunchKernel(GdnDecodeKeys<T>, dim3(GridFor(batch, 1, "GdnDecode"), static_cast<unsigned>(a.key_heads)),
-                 key_threads, 0, stream, p);
-    LaunchKernel(GdnDecodeValues<T>, dim3(GridFor(batch, 1, "GdnDecode"), static_cast<unsigned>(a.out.size(1))),
-                 kValueThreads, 0, stream, p);
+    const unsigned rows = GridFor(batch, 1, "GdnDecode"), heads = static_cast<unsigned>(a.out.size(1));
+    LaunchKernel(GdnDecodeKeys<T>, dim3(rows, static_cast<unsigned>(a.key_heads)), key_threads, 0, stream, p);
+#if !VT_GPU_HIP
+    if (kernel == GdnDecodeKernel::kColumnSlices) {
+      const unsigned slices = static_cast<unsigned>((a.out.size(2) + kSliceColumns - 1) / kSliceColumns);
+      LaunchClusterKernel(GdnDecodeValueSlices<T>, dim3(rows, heads, slices), dim3(1, 1, slices), kSliceThreads, 0,
+                          stream, p);
+      return;
+    }
+#endif
+    LaunchKernel(GdnDecodeValues<T>, dim3(rows, heads), kValueThreads, 0, stream, p);
   });
   CheckLaunch("GdnDecode");
 }

@@ -413,6 +413,16 @@ bool ProgrammaticLaunchOnCurrentDevice() {
 #endif
 }
 
+bool ClustersOnCurrentDevice() {
+#if VT_GPU_HIP
+  return false;
+#else
+  int index = 0;
+  CheckGpu(cudaGetDevice(&index), "reading the current device");
+  return g_backend->State(index).compute_major == 9;  // see ProgrammaticLaunchOnCurrentDevice
+#endif
+}
+
 void ThrowGpuError(gpuError_t error, const std::string& what) {
   throw Error(std::string("vt: ") + BackendName() + " runtime error while " + what + ": " + gpuGetErrorString(error));
 }

@@ -53,6 +53,10 @@ __device__ inline void WaitForPriorKernels() {
 // "gpu.launch" does not force "serialized".
 bool ProgrammaticLaunchOnCurrentDevice();
 
+// Whether the current device runs thread-block clusters from our kernels: CUDA 9.x,
+// whose sm_90 code is what runs (the compute_80 PTX has no clusters).
+bool ClustersOnCurrentDevice();
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), overlapping the kernel ahead
 // where ProgrammaticLaunchOnCurrentDevice(). Launch errors are left for CheckLaunch.
 template <typename... Params, typename... Args>
@@ -79,5 +83,35 @@ void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t share
   (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);  // the error stays for CheckLaunch
 #endif
 }
+
+#if !VT_GPU_HIP
+// LaunchKernel with the grid's blocks grouped into clusters of `cluster` blocks
+// (each grid dimension a multiple of the cluster's), for kernels that share
+// shared memory across a cluster; only where ClustersOnCurrentDevice().
+template <typename... Params, typename... Args>
+void LaunchClusterKernel(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block, size_t shared_bytes,
+                         gpuStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = cluster.x;
+  attributes[0].val.clusterDim.y = cluster.y;
+  attributes[0].val.clusterDim.z = cluster.z;
+  unsigned count = 1;
+  if (ProgrammaticLaunchOnCurrentDevice()) {
+    reach::Hit("GpuLaunch.programmatic");
+    attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[1].val.programmaticStreamSerializationAllowed = 1;
+    count = 2;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  (void)cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);  // the error stays for CheckLaunch
+}
+#endif
 
 }  // namespace vt::gpu

@@ -2,19 +2,24 @@
 // against a double-precision reference of its definition (conv step + SiLU, L2 norms,
 // gates, delta rule, gated RMS norm), and against the unfused ops it replaces run on
 // the same device (which store the same intermediate roundings). Cases: Qwen3.5's
-// head shape (16 / 32 heads of 128) at batch 1 in f32 and bf16, grouped and tiled value
-// heads; odd sizes (Dk 20, Dv 12, conv width 3) with slots out of order; Dk 100 / Dv 70 with
+// head shape (16 / 32 heads of 128) at batch 1 in f32 and bf16, grouped and tiled
+// value heads; 4 rows of that head size (8 value heads), slots out of order; odd
+// sizes (Dk 20, Dv 12, conv width 3) with slots out of order; Dk 100 / Dv 70 with
 // strided rows (mixed, a, b, z as columns of one wider row, as the model passes them)
 // and bf16 weights; Dk 192, past the GPU's fused kernels (the unfused ops run there).
+// On a GPU each case runs under the kernel choice and each forced variant of
+// gpu.gdn_decode (src/vt/gpu/gdn_decode_choice.h), checking which kernel ran.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "testing/op_testing.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt {
 namespace {
@@ -162,6 +167,33 @@ DecodeOutputs RunDecode(const DecodeCase& c, const DecodeInputs& in, float eps, 
   return result;
 }
 
+// The GPU kernel variants each case runs under ("": the choice); the CPU runs its one kernel.
+std::vector<std::string> VariantsOn(Device device) {
+  if (device.type == DeviceType::kCPU) return {""};
+  return {"", "whole_head", "column_slices"};
+}
+
+// Runs `body` with gpu.gdn_decode forced to `variant`, then checks the reach counter of
+// the kernel that should have run: the unfused ops past 128, the forced variant, or
+// under the choice the column slices exactly where the device runs sm_90 code (the
+// same condition as programmatic launch, whose counter the run also hits).
+void WithVariant(const DecodeCase& c, Device device, const std::string& variant, const std::function<void()>& body) {
+  SCOPED_TRACE("variant '" + variant + "'");
+  tuning::SetVariant("gpu.gdn_decode", variant);
+  reach::Reset();
+  body();
+  tuning::SetVariant("gpu.gdn_decode", "");
+  if (device.type == DeviceType::kCPU) return;
+  if (c.dk > 128 || c.dv > 128) {
+    EXPECT_EQ(reach::Count("GdnDecodeGpu.unfused"), 1u);
+    return;
+  }
+  const bool hopper = reach::Count("GpuLaunch.programmatic") > 0;
+  const bool slices = variant == "column_slices" ? hopper : variant.empty() && hopper;
+  EXPECT_EQ(reach::Count("GdnDecodeGpu.column_slices"), slices ? 1u : 0u);
+  EXPECT_EQ(reach::Count("GdnDecodeGpu.whole_head"), slices ? 0u : 1u);
+}
+
 std::string Describe(const DecodeCase& c) {
   return "B=" + std::to_string(c.batch) + " Hk/Hv=" + std::to_string(c.hk) + "/" + std::to_string(c.hv) +
          " Dk/Dv=" + std::to_string(c.dk) + "/" + std::to_string(c.dv) + " K=" + std::to_string(c.kernel) + " " +
@@ -173,6 +205,7 @@ const std::vector<DecodeCase>& Cases() {
   static const std::vector<DecodeCase> cases = {
       {1, 16, 32, 128, 128, 4, {2}, DType::kF32, DType::kF32, false, false},
       {1, 16, 32, 128, 128, 4, {1}, DType::kBF16, DType::kF32, true, true},
+      {4, 4, 8, 128, 128, 4, {0, 3, 2, 1}, DType::kBF16, DType::kF32, false, false},
       {4, 2, 6, 20, 12, 3, {3, 0, 2, 1}, DType::kF32, DType::kF32, false, false},
       {3, 2, 4, 100, 70, 4, {1, 3, 0}, DType::kBF16, DType::kBF16, true, true},
       {2, 1, 2, 192, 64, 4, {0, 2}, DType::kF32, DType::kF32, false, false},
@@ -188,15 +221,18 @@ TEST(GdnDecodeTest, MatchesReference) {
     const DecodeInputs in = MakeInputs(c, rng);
     const Reference ref = ReferenceDecode(c, in, eps);
     ForEachDeviceAndIsa([&](Device device) {
-      const DecodeOutputs got = RunDecode(c, in, eps, device);
-      // f32: the states are sums of Dk products of values <~ 1 (~1e-7 relative); out
-      // is normalised per head. bf16: conv outputs, q, k and the delta rule's output
-      // are stored in bf16 between the steps, as the unfused ops store them.
-      const double out_tol = c.dtype == DType::kF32 ? 1e-5 : 4 * testing::DefaultTolerance(c.dtype);
-      const double state_tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
-      EXPECT_TRUE(AllClose(ref.out, got.out, out_tol));
-      EXPECT_TRUE(AllClose(ref.states, got.states, state_tol));
-      EXPECT_TRUE(AllClose(ref.conv_states, got.conv_states, 1e-6));
+      for (const std::string& variant : VariantsOn(device)) {
+        DecodeOutputs got;
+        WithVariant(c, device, variant, [&] { got = RunDecode(c, in, eps, device); });
+        // f32: the states are sums of Dk products of values <~ 1 (~1e-7 relative); out
+        // is normalised per head. bf16: conv outputs, q, k and the delta rule's output
+        // are stored in bf16 between the steps, as the unfused ops store them.
+        const double out_tol = c.dtype == DType::kF32 ? 1e-5 : 4 * testing::DefaultTolerance(c.dtype);
+        const double state_tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
+        EXPECT_TRUE(AllClose(ref.out, got.out, out_tol));
+        EXPECT_TRUE(AllClose(ref.states, got.states, state_tol));
+        EXPECT_TRUE(AllClose(ref.conv_states, got.conv_states, 1e-6));
+      }
     });
   }
 }
@@ -212,47 +248,46 @@ TEST(GdnDecodeTest, EqualsTheUnfusedOps) {
     SCOPED_TRACE(Describe(c));
     const DecodeInputs in = MakeInputs(c, rng);
     ForEachDeviceAndIsa([&](Device device) {
-      reach::Reset();
-      const DecodeOutputs fused = RunDecode(c, in, eps, device);
-      if (device.type != DeviceType::kCPU && c.dk <= 128) {
-        EXPECT_EQ(reach::Count("GdnDecodeGpu.fused"), 1u) << "the fused kernels did not run";
+      for (const std::string& variant : VariantsOn(device)) {
+        DecodeOutputs fused;
+        WithVariant(c, device, variant, [&] { fused = RunDecode(c, in, eps, device); });
+        const int64_t channels = 2 * c.hk * c.dk + c.hv * c.dv;
+        const Tensor conv_states = in.conv_states.To(device), states = in.states.To(device);
+        const Tensor slots = in.slots.To(device), mixed = in.mixed.To(device);
+        const Tensor conv = Tensor::Empty({c.batch, channels}, c.dtype, device);
+        CausalConv1dUpdate({.x = mixed, .weight = in.conv_weight.To(device), .conv_states = conv_states,
+                            .state_slot_ids = slots, .out = conv, .apply_silu = true});
+        const int64_t kw = c.hk * c.dk;
+        const Tensor qn = Tensor::Empty({c.batch, c.hk, c.dk}, c.dtype, device);
+        const Tensor kn = Tensor::Empty({c.batch, c.hk, c.dk}, c.dtype, device);
+        L2Norm({.x = conv.AsStrided({c.batch, c.hk, c.dk}, {channels, c.dk, 1}, conv.offset()), .out = qn,
+                .eps = 1e-6f, .scale = 1.0f / std::sqrt(static_cast<float>(c.dk))});
+        L2Norm({.x = conv.AsStrided({c.batch, c.hk, c.dk}, {channels, c.dk, 1}, conv.offset() + kw), .out = kn,
+                .eps = 1e-6f, .scale = 1.0f});
+        const Tensor g = Tensor::Empty({c.batch, c.hv}, DType::kF32, device);
+        const Tensor beta = Tensor::Empty({c.batch, c.hv}, DType::kF32, device);
+        GdnGates({.a = in.a.To(device), .b = in.b.To(device), .A = in.A.To(device), .dt_bias = in.dt_bias.To(device),
+                  .g = g, .beta = beta});
+        std::vector<int32_t> starts;
+        for (int32_t i = 0; i <= static_cast<int32_t>(c.batch); ++i) starts.push_back(i);
+        const Tensor core = Tensor::Zeros({c.batch, c.hv, c.dv}, c.dtype, device);
+        GdnRecurrent({.q = qn,
+                      .k = kn,
+                      .v = conv.AsStrided({c.batch, c.hv, c.dv}, {channels, c.dv, 1}, conv.offset() + 2 * kw),
+                      .g = g,
+                      .beta = beta,
+                      .states = states,
+                      .query_start_loc = Tensor::FromVector(starts, {c.batch + 1}).To(device),
+                      .state_slot_ids = slots,
+                      .out = core,
+                      .tiled_value_heads = c.tiled});
+        const Tensor out = Tensor::Empty({c.batch, c.hv, c.dv}, c.dtype, device);
+        GatedRmsNorm({.x = core, .z = in.z.To(device), .weight = in.norm_weight.To(device), .out = out, .eps = eps});
+        const double tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
+        EXPECT_TRUE(AllClose(ToDoubles(out), fused.out, tol));
+        EXPECT_TRUE(AllClose(ToDoubles(states), fused.states, c.dtype == DType::kF32 ? 1e-6 : tol));
+        EXPECT_TRUE(AllClose(ToDoubles(conv_states), fused.conv_states, 0.0));
       }
-      const int64_t channels = 2 * c.hk * c.dk + c.hv * c.dv;
-      const Tensor conv_states = in.conv_states.To(device), states = in.states.To(device);
-      const Tensor slots = in.slots.To(device), mixed = in.mixed.To(device);
-      const Tensor conv = Tensor::Empty({c.batch, channels}, c.dtype, device);
-      CausalConv1dUpdate({.x = mixed, .weight = in.conv_weight.To(device), .conv_states = conv_states,
-                          .state_slot_ids = slots, .out = conv, .apply_silu = true});
-      const int64_t kw = c.hk * c.dk;
-      const Tensor qn = Tensor::Empty({c.batch, c.hk, c.dk}, c.dtype, device);
-      const Tensor kn = Tensor::Empty({c.batch, c.hk, c.dk}, c.dtype, device);
-      L2Norm({.x = conv.AsStrided({c.batch, c.hk, c.dk}, {channels, c.dk, 1}, conv.offset()), .out = qn,
-              .eps = 1e-6f, .scale = 1.0f / std::sqrt(static_cast<float>(c.dk))});
-      L2Norm({.x = conv.AsStrided({c.batch, c.hk, c.dk}, {channels, c.dk, 1}, conv.offset() + kw), .out = kn,
-              .eps = 1e-6f, .scale = 1.0f});
-      const Tensor g = Tensor::Empty({c.batch, c.hv}, DType::kF32, device);
-      const Tensor beta = Tensor::Empty({c.batch, c.hv}, DType::kF32, device);
-      GdnGates({.a = in.a.To(device), .b = in.b.To(device), .A = in.A.To(device), .dt_bias = in.dt_bias.To(device),
-                .g = g, .beta = beta});
-      std::vector<int32_t> starts;
-      for (int32_t i = 0; i <= static_cast<int32_t>(c.batch); ++i) starts.push_back(i);
-      const Tensor core = Tensor::Zeros({c.batch, c.hv, c.dv}, c.dtype, device);
-      GdnRecurrent({.q = qn,
-                    .k = kn,
-                    .v = conv.AsStrided({c.batch, c.hv, c.dv}, {channels, c.dv, 1}, conv.offset() + 2 * kw),
-                    .g = g,
-                    .beta = beta,
-                    .states = states,
-                    .query_start_loc = Tensor::FromVector(starts, {c.batch + 1}).To(device),
-                    .state_slot_ids = slots,
-                    .out = core,
-                    .tiled_value_heads = c.tiled});
-      const Tensor out = Tensor::Empty({c.batch, c.hv, c.dv}, c.dtype, device);
-      GatedRmsNorm({.x = core, .z = in.z.To(device), .weight = in.norm_weight.To(device), .out = out, .eps = eps});
-      const double tol = c.dtype == DType::kF32 ? 1e-5 : testing::DefaultTolerance(c.dtype);
-      EXPECT_TRUE(AllClose(ToDoubles(out), fused.out, tol));
-      EXPECT_TRUE(AllClose(ToDoubles(states), fused.states, c.dtype == DType::kF32 ? 1e-6 : tol));
-      EXPECT_TRUE(AllClose(ToDoubles(conv_states), fused.conv_states, 0.0));
     });
   }
 }
