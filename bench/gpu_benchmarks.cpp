@@ -9,7 +9,8 @@
 // queue is drained, so host time covers exactly the queued work). Working sets
 // are larger than the H200's 60 MB L2 or rotate over several copies.
 //
-// Usage: vt_gpu_bench [device]   (default: the first GPU found, cuda:0 or rocm:0)
+// Usage: vt_gpu_bench [device] [--only TEXT]   (default: the first GPU found, cuda:0
+// or rocm:0; --only: the rows whose call in Run contains TEXT, e.g. "GdnDecode")
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vt/ops.h"
@@ -276,8 +278,20 @@ Row RmsNormRow(Device device, int64_t rows, int64_t dim, std::mt19937& rng) {
 int Run(int argc, char** argv) {
   LoadBackends();
   Device device{DeviceType::kCUDA, 0};
-  if (argc > 1) {
-    device = ParseDevice(argv[1]);
+  std::string only;  // --only TEXT: the rows whose call below contains TEXT
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (arg.rfind("--", 0) == 0) {
+      throw Error("unknown flag '" + arg + "' (usage: vt_gpu_bench [device] [--only TEXT])");
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (!positional.empty()) {
+    device = ParseDevice(positional[0]);
   } else if (!IsDeviceAvailable(device)) {
     device = Device{DeviceType::kROCM, 0};
   }
@@ -290,102 +304,107 @@ int Run(int argc, char** argv) {
   const double ceiling = CopyCeilingGBs(device);
   std::printf("%-52s %30.0f GB/s (read + write)\n", "device-to-device copy (ceiling)", ceiling);
   std::mt19937 rng(1);
-  const std::vector<Row> rows = {
-      MatMulRow(device, 1, 12288, 4096, DType::kBF16, rng),
-      MatMulRow(device, 1, 4096, 12288, DType::kBF16, rng),
-      MatMulRow(device, 4, 12288, 4096, DType::kBF16, rng),
-      MatMulRow(device, 512, 12288, 4096, DType::kBF16, rng),
-      MatMulRow(device, 512, 12288, 4096, DType::kF32, rng),
+  // A row's call, kept as text for --only to match, and run only when it matches.
+#define VT_BENCH_ROW(...) std::pair<std::string, std::function<Row()>>(#__VA_ARGS__, [&] { return __VA_ARGS__; })
+  const std::vector<std::pair<std::string, std::function<Row()>>> rows = {
+      VT_BENCH_ROW(MatMulRow(device, 1, 12288, 4096, DType::kBF16, rng)),
+      VT_BENCH_ROW(MatMulRow(device, 1, 4096, 12288, DType::kBF16, rng)),
+      VT_BENCH_ROW(MatMulRow(device, 4, 12288, 4096, DType::kBF16, rng)),
+      VT_BENCH_ROW(MatMulRow(device, 512, 12288, 4096, DType::kBF16, rng)),
+      VT_BENCH_ROW(MatMulRow(device, 512, 12288, 4096, DType::kF32, rng)),
       // 9B decode projections (gate|up, down, GDN in_proj qkv|z|b|a, LM head), 35B-A3B's
       // GDN in_proj and out_proj, in the formats users run; then batches across the
       // GEMV's row limit and a prefill GEMM on decoded weights.
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 12352, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ6_K, rng),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng),
-      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 3, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 12352, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ6_K, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 3, 24576, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng)),
       // The staged Q8_0 GEMV against the lanes' GEMV at the decode rows and narrow N
       // (where kQuantGemvStagedMinColumns and its row limit belong).
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks"),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks"),
-      QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks"),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "gpu.quant_gemv_staged:two_blocks"),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks"),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng, "skinny:quant_gemv"),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv_staged"),
-      QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 248320, 4096, DType::kQ8_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 2048, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 1024, 2048, DType::kQ8_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 8, 24576, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 8, 4096, 4096, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 12352, 2048, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "gpu.quant_gemv_staged:two_blocks")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 4, 24576, 4096, DType::kQ8_0, rng, "gpu.quant_gemv_staged:two_blocks")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_0, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ5_K, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ4_K, rng, "skinny:quant_gemv")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng, "skinny:quant_gemv_staged")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 4, 24576, 4096, DType::kQ4_K, rng)),
       // The pipelined int8 tiles at the GEMV's rows (where kQuantGemvMaxRows belongs).
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
-      QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 4096, 12288, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 1, 24576, 4096, DType::kQ4_K, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 2, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
       // The block route above the GEMV: int8 tiles against decoding for cuBLAS
       // (where kQuantMmaMaxRows belongs).
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
-      QuantMatMulRow(device, 16, 4096, 12288, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 16, 12352, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 12, 4096, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
-      QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 17, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
-      QuantMatMulRow(device, 64, 24576, 4096, DType::kQ4_K, rng, "quant_mma"),
-      QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
-      QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
-      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "quant_mma"),
-      QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "dequant_blas"),
-      MoeExpertsRow(device, 16, DType::kQ8_0, rng),
-      MoeExpertsRow(device, 16, DType::kQ8_0, rng, "per_pair"),
-      MoeExpertsRow(device, 64, DType::kQ8_0, rng),
-      MoeExpertsRow(device, 64, DType::kQ8_0, rng, "per_pair"),
-      MoeExpertsRow(device, 512, DType::kQ8_0, rng),
-      MoeExpertsRow(device, 512, DType::kQ8_0, rng, "per_pair"),
-      MoeExpertsRow(device, 2048, DType::kQ8_0, rng),
-      MoeExpertsRow(device, 2048, DType::kQ4_K, rng),
-      MoeExpertsRow(device, 2048, DType::kQ6_K, rng),
-      PagedAttentionRow(device, 1, 8192, rng),
-      PagedAttentionRow(device, 1, 2048, rng),
-      PagedAttentionRow(device, 64, 2048, rng),
-      PagedAttentionRow(device, 64, 2048, rng, "rows"),
-      GdnRecurrentRow(device, 1, rng),
-      GdnRecurrentRow(device, 64, rng),
-      GdnDecodeRow(device, 1, rng, "whole_head"),
-      GdnDecodeRow(device, 1, rng, "column_slices"),
-      GdnDecodeRow(device, 64, rng, "whole_head"),
-      GdnDecodeRow(device, 64, rng, "column_slices"),
-      GdnDecodeRow(device, 256, rng, "whole_head"),
-      GdnDecodeRow(device, 256, rng, "column_slices"),
-      RmsNormRow(device, 512, 4096, rng),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 24576, 4096, DType::kQ8_0, rng, "dequant_blas")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 4096, 12288, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 12352, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 12, 4096, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_K, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 16, 24576, 4096, DType::kQ4_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 17, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 64, 24576, 4096, DType::kQ8_0, rng, "dequant_blas")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 64, 24576, 4096, DType::kQ4_K, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 256, 24576, 4096, DType::kQ8_0, rng, "dequant_blas")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 512, 24576, 4096, DType::kQ8_0, rng, "dequant_blas")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "quant_mma")),
+      VT_BENCH_ROW(QuantMatMulRow(device, 2048, 24576, 4096, DType::kQ8_0, rng, "dequant_blas")),
+      VT_BENCH_ROW(MoeExpertsRow(device, 16, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(MoeExpertsRow(device, 16, DType::kQ8_0, rng, "per_pair")),
+      VT_BENCH_ROW(MoeExpertsRow(device, 64, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(MoeExpertsRow(device, 64, DType::kQ8_0, rng, "per_pair")),
+      VT_BENCH_ROW(MoeExpertsRow(device, 512, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(MoeExpertsRow(device, 512, DType::kQ8_0, rng, "per_pair")),
+      VT_BENCH_ROW(MoeExpertsRow(device, 2048, DType::kQ8_0, rng)),
+      VT_BENCH_ROW(MoeExpertsRow(device, 2048, DType::kQ4_K, rng)),
+      VT_BENCH_ROW(MoeExpertsRow(device, 2048, DType::kQ6_K, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 1, 8192, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 1, 2048, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 64, 2048, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 64, 2048, rng, "rows")),
+      VT_BENCH_ROW(GdnRecurrentRow(device, 1, rng)),
+      VT_BENCH_ROW(GdnRecurrentRow(device, 64, rng)),
+      VT_BENCH_ROW(GdnDecodeRow(device, 1, rng, "whole_head")),
+      VT_BENCH_ROW(GdnDecodeRow(device, 1, rng, "column_slices")),
+      VT_BENCH_ROW(GdnDecodeRow(device, 64, rng, "whole_head")),
+      VT_BENCH_ROW(GdnDecodeRow(device, 64, rng, "column_slices")),
+      VT_BENCH_ROW(GdnDecodeRow(device, 256, rng, "whole_head")),
+      VT_BENCH_ROW(GdnDecodeRow(device, 256, rng, "column_slices")),
+      VT_BENCH_ROW(RmsNormRow(device, 512, 4096, rng)),
   };
-  for (const Row& row : rows) Print(row, ceiling);
+#undef VT_BENCH_ROW
+  for (const auto& [call, run] : rows) {
+    if (only.empty() || call.find(only) != std::string::npos) Print(run(), ceiling);
+  }
   return 0;
 }
 

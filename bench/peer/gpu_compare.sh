@@ -4,7 +4,8 @@
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
-#                             [--ncu-prefill] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench] [--no-peer]
+#                             [--ncu-prefill] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench]
+#                             [--kernel-bench-only TEXT] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
 #                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
 #                             [--prompts 16,64,256] [--long-prompt N] [--sampled] [--budget S]
@@ -23,7 +24,8 @@
 #      --sanitize F, compute-sanitizer's memcheck (and racecheck when more than 400 s
 #      are left) over the vt tests matching F, e.g. a new kernel's contract test;
 #      --test-filter / --model-test-filter replace the two test filters), and vt_gpu_bench
-#      (kernels against the copy bandwidth) when time allows. With --launch-ab: the
+#      (kernels against the copy bandwidth) when time allows (--kernel-bench-only TEXT:
+#      only its rows whose call contains TEXT, e.g. GdnDecode). With --launch-ab: the
 #      9B-shape bf16 batch-1 decode (gpu_decode_bench, 512-token prompt) with
 #      programmatic launch (the default) and without (launch=serialized), graphs and
 #      eager, in one process.
@@ -83,6 +85,7 @@ ncu_prefill=0
 ncu_stalls=0
 prefix_cache=0
 kernel_bench=1
+kernel_bench_only=
 with_peer=1
 with_bench=1
 structured_model=
@@ -110,6 +113,7 @@ while [ $# -gt 0 ]; do
     --no-peer) with_peer=0; shift ;;
     --no-bench) with_bench=0; shift ;;
     --no-kernel-bench) kernel_bench=0; shift ;;
+    --kernel-bench-only) kernel_bench_only=$2; shift 2 ;;
     --structured) structured_model=${2%%:*}; structured_tokenizer=$repo/${2#*:}; shift 2 ;;
     --mtp) mtp=1; shift ;;
     --sampled) sampled=1; shift ;;
@@ -225,9 +229,9 @@ if [ $launch_ab = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 150 ]
   sed -n '/^summary/,$p' "$out/launch_ab.log" | head -30
 fi
 
-if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt 300 ]; then
-  stage "kernels against the copy bandwidth (vt_gpu_bench)"
-  timeout 150 "$bin/vt_gpu_bench" >"$out/vt_gpu_bench.log" 2>&1
+if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt $([ -n "$kernel_bench_only" ] && echo 120 || echo 300) ]; then
+  stage "kernels against the copy bandwidth (vt_gpu_bench${kernel_bench_only:+ --only $kernel_bench_only})"
+  timeout 150 "$bin/vt_gpu_bench" ${kernel_bench_only:+--only "$kernel_bench_only"} >"$out/vt_gpu_bench.log" 2>&1
   echo "rc $?"
   cat "$out/vt_gpu_bench.log"
 fi
