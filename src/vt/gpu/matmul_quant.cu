@@ -16,8 +16,17 @@
 //
 // DequantizeWeightRows (for the vendor-BLAS route of larger M, cuda_matmul.cu):
 // rows [row0, row0 + rows) of w decoded into a dense [rows, K] matrix of out's dtype.
+// Where rows are 16-byte aligned and K a multiple of kDequantTileValues, a block
+// copies a tile of a row's block bytes into shared memory in 16-byte loads and
+// decodes it from there (DequantizeTilesKernel); elsewhere each thread decodes its 8
+// values from global memory one byte load at a time (DequantizeRowsKernel), which
+// issues ~1.25 loads per value and reached 0.53 of the copy bandwidth on the H200
+// (the 9B Q8_0 step at batch 256: 11 ms of 46, bench/gpu_notes.md). vt::tuning family
+// "gpu.dequantize" forces "elements" (the per-value kernel) or "tiles".
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "gpu_dot.cuh"
@@ -25,6 +34,7 @@
 #include "matmul.h"
 #include "vt/ops.h"
 #include "vt/reach.h"
+#include "vt/tuning.h"
 
 namespace vt::gpu {
 namespace {
@@ -177,6 +187,45 @@ __global__ void DequantizeRowsKernel(const uint8_t* w, int64_t w_row_bytes, int6
   }
 }
 
+// A tile: 2048 values of one row (8 super-blocks of 256, 64 blocks of 32), whose
+// bytes are a multiple of 16 in every format (Q8_0 2176, Q4_0 / Q4_K 1152, Q5_K 1408,
+// Q6_K 1680). A block of 256 threads decodes 8 values a thread: one or two 16-byte
+// stores of bf16 / f16, four of f32.
+constexpr std::string_view kDequantizeVariantFamily = "gpu.dequantize";
+constexpr int64_t kDequantTileValues = 2048;
+constexpr int kDequantTileThreads = kDequantTileValues / kDequantChunk;
+constexpr int kDequantTileMaxBytes = 2176;  // Q8_0's, the widest format per value
+
+template <typename T, DType kDType>
+__global__ void __launch_bounds__(kDequantTileThreads)
+    DequantizeTilesKernel(const uint8_t* w, int64_t w_row_bytes, int64_t row0, int64_t rows, int64_t k,
+                          int tile_bytes, T* out, int64_t out_row_stride) {
+  __shared__ uint4 tile_vectors[kDequantTileMaxBytes / 16];  // 16-byte aligned
+  const auto* tile = reinterpret_cast<const uint8_t*>(tile_vectors);
+  WaitForPriorKernels();  // gpu_launch.cuh
+  const int64_t tiles_per_row = k / kDequantTileValues, total = rows * tiles_per_row;
+  const int vectors = tile_bytes / 16;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t r = t / tiles_per_row, first = (t % tiles_per_row) * kDequantTileValues;
+    const uint8_t* row = w + (row0 + r) * w_row_bytes;
+    const auto* src = reinterpret_cast<const uint4*>(row + (first / kDequantTileValues) * tile_bytes);
+    __syncthreads();  // the previous tile has been decoded
+    for (int v = static_cast<int>(threadIdx.x); v < vectors; v += kDequantTileThreads) {
+      tile_vectors[v] = src[v];
+    }
+    __syncthreads();
+    const int c = static_cast<int>(threadIdx.x) * kDequantChunk;
+    T values[kDequantChunk];
+#pragma unroll
+    for (int j = 0; j < kDequantChunk; ++j) values[j] = FromFloat<T>(DequantElement(tile, kDType, c + j));
+    constexpr int kVectors = kDequantChunk * static_cast<int>(sizeof(T)) / 16;
+    auto* dst = reinterpret_cast<uint4*>(out + r * out_row_stride + first + c);
+    const auto* packed = reinterpret_cast<const uint4*>(values);
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) dst[v] = packed[v];
+  }
+}
+
 // Calls fn(integral_constant<DType, dtype>) for the block dtypes MatMul accepts.
 template <typename Fn>
 void DispatchBlockDType(DType dtype, Fn&& fn) {
@@ -265,9 +314,28 @@ void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out) {
     throw Error("vt::MatMul on " + out.device().ToString() + ": internal error: dequantizing into " + out.Describe() +
                 " (needs K a multiple of 32 and 16-byte aligned rows)");
   }
+  const int64_t w_row_bytes = BytesFor(w.dtype(), w.stride(0)), tile_bytes = BytesFor(w.dtype(), kDequantTileValues);
+  const std::string variant = tuning::Variant(kDequantizeVariantFamily);
+  if (!variant.empty() && variant != "elements" && variant != "tiles") {
+    throw Error("vt::MatMul: unknown variant '" + variant + "' forced for " + std::string(kDequantizeVariantFamily) +
+                " (known: elements, tiles)");
+  }
+  const bool tiles = variant != "elements" && k % kDequantTileValues == 0 && tile_bytes % 16 == 0 &&
+                     tile_bytes <= kDequantTileMaxBytes && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 &&
+                     (rows == 1 || w_row_bytes % 16 == 0);
+  reach::Hit(tiles ? "MatMulGpu.dequantize.tiles" : "MatMulGpu.dequantize.elements");
   DispatchFloat(out.dtype(), "MatMul", [&](auto tag) {
     using T = decltype(tag);
     DispatchBlockDType(w.dtype(), [&](auto dtype) {
+      if (tiles) {
+        const int64_t total = rows * (k / kDequantTileValues);
+        const unsigned cap = static_cast<unsigned>(MultiprocessorCount(out.device())) * 8u;
+        LaunchKernel(DequantizeTilesKernel<T, decltype(dtype)::value>,
+                     static_cast<unsigned>(std::min<int64_t>(total, cap)), kDequantTileThreads, 0, stream,
+                     static_cast<const uint8_t*>(w.data()), w_row_bytes, row0, rows, k, static_cast<int>(tile_bytes),
+                     static_cast<T*>(out.data()), out.stride(0));
+        return;
+      }
       LaunchKernel(DequantizeRowsKernel<T, decltype(dtype)::value>,
                    GridStrideBlocks(rows * k / kDequantChunk, out.device(), "MatMul"), kElementwiseThreads, 0, stream,
                    static_cast<const uint8_t*>(w.data()), BytesFor(w.dtype(), w.stride(0)), row0, rows, k,

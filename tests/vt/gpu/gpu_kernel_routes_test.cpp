@@ -135,6 +135,52 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   }
 }
 
+// Block weights decoded for cuBLAS (CUDA, above the int8 tiles' 16 rows): shared-memory
+// tiles of 2048 values where K is a multiple of 2048 and rows start on 16 bytes, the
+// per-value kernel elsewhere (K 2304; rows of K + 32 values, whose Q8_0 bytes are not
+// a multiple of 16), and each forced (gpu.dequantize); every format the route takes,
+// into each float dtype of x; N 8200 with f32 x fills more than one 64 MB scratch
+// chunk at K 2048, so a chunk starts past row 0.
+TEST(GpuKernelRoutesTest, DequantizedBlockWeightsMatchTheReference) {
+  const std::vector<Device> gpus = testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  struct Case {
+    int64_t n, k, row_pad;
+    DType x_dtype;
+    const char* variant;
+    const char* route;
+  };
+  const Case cases[] = {{70, 4096, 0, DType::kBF16, "", "tiles"},          {70, 4096, 0, DType::kBF16, "elements", "elements"},
+                        {70, 2304, 0, DType::kF16, "", "elements"},        {70, 2048, 256, DType::kBF16, "tiles", "tiles"},
+                        {70, 2048, 32, DType::kBF16, "tiles", "elements"}, {8200, 2048, 0, DType::kF32, "", "tiles"}};
+  std::mt19937 rng(15);
+  for (Device device : gpus) {
+    if (device.type != DeviceType::kCUDA) continue;
+    for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+      for (const Case& c : cases) {
+        if (c.n > 1000 && w_dtype != DType::kQ8_0) continue;  // one format past a chunk is enough
+        if (c.row_pad % Info(w_dtype).block_elems != 0) continue;
+        const bool q6k_unaligned = w_dtype == DType::kQ6_K && BytesFor(w_dtype, c.k + c.row_pad) % 16 != 0;
+        const char* route = q6k_unaligned ? "elements" : c.route;
+        SCOPED_TRACE(device.ToString() + " " + DTypeName(w_dtype) + " x " + DTypeName(c.x_dtype) + " N=" +
+                     std::to_string(c.n) + " K=" + std::to_string(c.k) + " pad " + std::to_string(c.row_pad) + " '" +
+                     c.variant + "'");
+        const Tensor w = RandomBlockWeights(c.n, c.k + c.row_pad, w_dtype, device, rng).Slice(1, 0, c.k);
+        const Tensor x = RandomTensor({40, c.k}, c.x_dtype, device, rng);
+        Tensor out = Tensor::Empty({40, c.n}, c.x_dtype, device);
+        testing::Poison(out);
+        tuning::SetVariant("gpu.dequantize", c.variant);
+        reach::Reset();
+        MatMul({.x = x, .w = w, .out = out});
+        tuning::SetVariant("gpu.dequantize", "");
+        EXPECT_EQ(reach::Count("MatMulGpu.dequant_cublas"), 1u);
+        EXPECT_GE(reach::Count(std::string("MatMulGpu.dequantize.") + route), 1u) << route;
+        EXPECT_TRUE(AllClose(testing::MatMulReference(x, w), out, 1e-5 + testing::DefaultTolerance(c.x_dtype)));
+      }
+    }
+  }
+}
+
 // The int8 tensor-core route at 9..16 rows (CUDA): K a multiple of 256 runs the
 // pipelined kernel (stages of 256 values copied ahead into shared memory; K of 9
 // stages passes through every slot of its 4-stage ring twice), other K the tiles.
