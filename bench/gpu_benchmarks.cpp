@@ -10,7 +10,8 @@
 // are larger than the H200's 60 MB L2 or rotate over several copies.
 //
 // Usage: vt_gpu_bench [device] [--only TEXT]   (default: the first GPU found, cuda:0
-// or rocm:0; --only: the rows whose call in Run contains TEXT, e.g. "GdnDecode")
+// or rocm:0; --only: the rows whose call in Run contains one of the comma-separated
+// texts, e.g. "GdnDecode,dequantize")
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -278,14 +279,14 @@ Row RmsNormRow(Device device, int64_t rows, int64_t dim, std::mt19937& rng) {
 int Run(int argc, char** argv) {
   LoadBackends();
   Device device{DeviceType::kCUDA, 0};
-  std::string only;  // --only TEXT: the rows whose call below contains TEXT
+  std::string only;  // --only A,B: the rows whose call below contains A or B
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else if (arg.rfind("--", 0) == 0) {
-      throw Error("unknown flag '" + arg + "' (usage: vt_gpu_bench [device] [--only TEXT])");
+      throw Error("unknown flag '" + arg + "' (usage: vt_gpu_bench [device] [--only TEXT,...])");
     } else {
       positional.push_back(arg);
     }
@@ -408,8 +409,18 @@ int Run(int argc, char** argv) {
       VT_BENCH_ROW(RmsNormRow(device, 512, 4096, rng)),
   };
 #undef VT_BENCH_ROW
+  auto selected = [&](const std::string& call) {
+    if (only.empty()) return true;
+    for (size_t start = 0; start <= only.size();) {
+      const size_t comma = std::min(only.find(',', start), only.size());
+      const std::string part = only.substr(start, comma - start);
+      if (!part.empty() && call.find(part) != std::string::npos) return true;
+      start = comma + 1;
+    }
+    return false;
+  };
   for (const auto& [call, run] : rows) {
-    if (only.empty() || call.find(only) != std::string::npos) Print(run(), ceiling);
+    if (selected(call)) Print(run(), ceiling);
   }
   return 0;
 }

@@ -25,7 +25,8 @@
 #      are left) over the vt tests matching F, e.g. a new kernel's contract test;
 #      --test-filter / --model-test-filter replace the two test filters), and vt_gpu_bench
 #      (kernels against the copy bandwidth) when time allows (--kernel-bench-only TEXT:
-#      only its rows whose call contains TEXT, e.g. GdnDecode). With --launch-ab: the
+#      only its rows whose call contains one of the comma-separated texts, e.g.
+#      GdnDecode,dequantize). With --launch-ab: the
 #      9B-shape bf16 batch-1 decode (gpu_decode_bench, 512-token prompt) with
 #      programmatic launch (the default) and without (launch=serialized), graphs and
 #      eager, in one process.
