@@ -71,6 +71,13 @@ struct EngineConfig {
   // starts (executor/multiproc_executor.h). CPU only (Gloo); num_threads is then per
   // rank (0: the hardware threads divided among the ranks).
   int64_t tensor_parallel_size = 1;
+  // Across hosts (torchrun's --nnodes, --master-addr, --master-port): this engine is
+  // node 0 of `nnodes`, holding ranks [0, tensor_parallel_size / nnodes); rank 0
+  // serves the ranks' rendezvous on master_port and every rank reaches it at
+  // master_addr (multiproc_executor.h). The other nodes run `serve --node-rank R`.
+  int64_t nnodes = 1;
+  std::string master_addr;
+  int64_t master_port = 0;
   // The program the workers run (`PROGRAM tensor-parallel-worker ...`); empty: this
   // executable. Tests set it to the built vllm-cpp.
   std::string tensor_parallel_worker_program;

@@ -52,6 +52,7 @@ class CliArgs {
   double GetDouble(const std::string& name) const;
   bool GetFlag(const std::string& name) const;
   bool WasGiven(const std::string& name) const;
+  std::vector<std::string> GivenNames() const;  // options, flags and positionals given, by name
 
  private:
   struct Spec {

@@ -16,6 +16,12 @@
 // A worker that dies makes rank 0's next collective throw (its connection closes);
 // the engine's step then fails with that message. A worker whose engine dies gets
 // SIGTERM (PR_SET_PDEATHSIG) and leaves.
+//
+// Several hosts (torchrun's flags: --nnodes K --node-rank R --master-addr A
+// --master-port P): node R holds ranks [R N/K, (R + 1) N/K). Node 0 is the engine's
+// (rank 0 serves the TCP store at A:P and starts its node's other ranks); every other
+// node runs RunTensorParallelNode, which starts its ranks and waits for them. The
+// ranks meet through the TCP store and listen on their host's interface toward A.
 #pragma once
 
 #include <chrono>
@@ -47,12 +53,29 @@ struct WorkerCacheInit {
   uint64_t seed = 0;
 };
 
+class TcpStoreServer;
+
+// Where the ranks meet: a fresh directory on one host, or the TCP store across hosts.
+struct Rendezvous {
+  std::string dir;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+struct MultiNode {
+  int nnodes = 1;
+  std::string master_addr;  // required when nnodes > 1
+  int master_port = 0;
+};
+
 class MultiprocExecutor {
  public:
-  // Starts world_size - 1 workers running `program` (empty: this executable) and
-  // joins their group as rank 0. Throws vt::Error when a worker cannot be started
-  // or the group does not meet within `timeout`.
-  MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout);
+  // Starts this node's workers (ranks 1 .. world_size / nnodes - 1) running `program`
+  // (empty: this executable) and joins the group as rank 0. Throws vt::Error when a
+  // worker cannot be started or the group does not meet within `timeout` (one
+  // minute at most on one host, where every rank starts here).
+  MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout,
+                    const MultiNode& nodes = {});
   ~MultiprocExecutor();  // tells the workers to leave and waits for them
   MultiprocExecutor(const MultiprocExecutor&) = delete;
   MultiprocExecutor& operator=(const MultiprocExecutor&) = delete;
@@ -66,12 +89,22 @@ class MultiprocExecutor {
   void Shutdown();
 
   std::string rendezvous_dir_;
+  std::unique_ptr<TcpStoreServer> store_;  // across hosts: the rendezvous rank 0 serves
   std::vector<pid_t> workers_;
   std::unique_ptr<Communicator> group_;
 };
 
 // The worker process: joins the group as `rank`, follows rank 0's messages until the
 // shutdown message; returns the process exit code (errors are printed to stderr).
-int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezvous_dir);
+// A non-empty `expected_model` must equal the model rank 0 sends (the model a node's
+// command line named).
+int RunTensorParallelWorker(int rank, int world_size, const Rendezvous& rendezvous,
+                            const std::string& expected_model = "");
+
+// Node `node_rank` (>= 1) of `nodes`: starts that node's ranks of a world_size group
+// as worker processes running `program` (empty: this executable) and waits for them;
+// returns 0 when all of them left on rank 0's shutdown message, else 1.
+int RunTensorParallelNode(int node_rank, int world_size, const MultiNode& nodes, const std::string& model,
+                          const std::string& program);
 
 }  // namespace vllm

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "vllm/distributed/tcp_store.h"
 #include "vt/error.h"
 
 #ifdef VLLM_WITH_GLOO
@@ -13,6 +14,7 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #endif
 
@@ -21,17 +23,42 @@ namespace vllm {
 #ifdef VLLM_WITH_GLOO
 namespace {
 
+// Gloo's rendezvous over the TCP store: its gets wait for the key up to the timeout.
+class TcpRendezvousStore final : public gloo::rendezvous::Store {
+ public:
+  TcpRendezvousStore(const std::string& host, int port, std::chrono::milliseconds timeout)
+      : client_(host, port, timeout), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { client_.Set(key, data); }
+  std::vector<char> get(const std::string& key) override { return client_.Get(key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    for (const std::string& key : keys) client_.Get(key, timeout);
+  }
+
+ private:
+  TcpStoreClient client_;
+  std::chrono::milliseconds timeout_;
+};
+
 class GlooCommunicator final : public Communicator {
  public:
   explicit GlooCommunicator(const GlooOptions& options) : rank_(options.rank), world_size_(options.world_size) {
-    Run("rendezvous in " + options.rendezvous_dir, [&] {
+    const bool tcp = !options.master_addr.empty();
+    const std::string where = tcp ? options.master_addr + ":" + std::to_string(options.master_port)
+                                  : options.rendezvous_dir;
+    Run("rendezvous at " + where, [&] {
       gloo::transport::tcp::attr attr;
       attr.hostname = options.hostname;
       std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-      gloo::rendezvous::FileStore store(options.rendezvous_dir);
+      std::unique_ptr<gloo::rendezvous::Store> store;
+      if (tcp) {
+        store = std::make_unique<TcpRendezvousStore>(options.master_addr, options.master_port, options.timeout);
+      } else {
+        store = std::make_unique<gloo::rendezvous::FileStore>(options.rendezvous_dir);
+      }
       auto context = std::make_shared<gloo::rendezvous::Context>(rank_, world_size_);
       context->setTimeout(options.timeout);
-      context->connectFullMesh(store, device);
+      context->connectFullMesh(*store, device);
       context_ = std::move(context);
     });
   }
@@ -119,7 +146,9 @@ std::unique_ptr<Communicator> CreateGlooCommunicator(const GlooOptions& options)
     throw vt::Error("gloo communicator: rank " + std::to_string(options.rank) + " is not in [0, world size " +
                     std::to_string(options.world_size) + ")");
   }
-  if (options.rendezvous_dir.empty()) throw vt::Error("gloo communicator: no rendezvous directory given");
+  if (options.rendezvous_dir.empty() == options.master_addr.empty()) {
+    throw vt::Error("gloo communicator: give a rendezvous directory or a master address, one of the two");
+  }
   return std::make_unique<GlooCommunicator>(options);
 }
 

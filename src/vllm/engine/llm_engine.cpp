@@ -107,6 +107,10 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   if (tokenizer_) CheckTokenizerFitsModel(*tokenizer_, loaded_.config, config.model);
   if (on_progress) on_progress(1, 3);
   ModelOptions options{config.device, ResolveActivationDtype(config.dtype, loaded_.config, config.device)};
+  if (config.nnodes != 1 && config.tensor_parallel_size == 1) {
+    throw std::invalid_argument("--nnodes " + std::to_string(config.nnodes) +
+                                " spreads the ranks of --tensor-parallel-size, which is 1");
+  }
   if (config.tensor_parallel_size != 1) {
     StartTensorParallelWorkers(options.activation_dtype);
     options.tensor_parallel = &executor_->group();
@@ -149,19 +153,36 @@ void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
                                 ": this vllm-cpp was built without Gloo (Debian's libgloo-dev)");
   }
   ShardModelConfig(loaded_.config, 0, static_cast<int>(tp));  // a size that does not divide: named before any worker starts
-  // Each rank its own share of the cores (vLLM's CPU workers bind theirs).
+  if (config_.nnodes < 1 || tp % config_.nnodes != 0) {
+    throw std::invalid_argument("--nnodes " + std::to_string(config_.nnodes) + " does not divide --tensor-parallel-size " +
+                                std::to_string(tp));
+  }
+  if (config_.nnodes > 1 && (config_.master_addr.empty() || config_.master_port < 1 || config_.master_port > 65535)) {
+    throw std::invalid_argument("--nnodes " + std::to_string(config_.nnodes) +
+                                " needs --master-addr and a --master-port in [1, 65535]");
+  }
+  // Each rank its own share of its host's cores (vLLM's CPU workers bind theirs).
+  const int64_t ranks_here = tp / config_.nnodes;
   const int threads = config_.num_threads > 0
                           ? config_.num_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency() / tp));
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency() / ranks_here));
   vt::SetNumThreads(threads);
-  executor_ = std::make_unique<MultiprocExecutor>(static_cast<int>(tp), config_.tensor_parallel_worker_program,
-                                                  std::chrono::minutes(10));
+  executor_ = std::make_unique<MultiprocExecutor>(
+      static_cast<int>(tp), config_.tensor_parallel_worker_program, std::chrono::minutes(10),
+      MultiNode{.nnodes = static_cast<int>(config_.nnodes),
+                .master_addr = config_.master_addr,
+                .master_port = static_cast<int>(config_.master_port)});
   executor_->SendModel({.model = config_.model,
                         .gdn_value_head_order = config_.load_options.gdn_value_head_order,
                         .activation_dtype = activation_dtype,
                         .num_threads = threads});
-  Log("tensor parallel: " + std::to_string(tp) + " ranks (rank 0 here, " + std::to_string(tp - 1) +
-      " worker processes), " + std::to_string(threads) + " CPU threads each, Gloo collectives");
+  Log("tensor parallel: " + std::to_string(tp) + " ranks (rank 0 here, " + std::to_string(ranks_here - 1) +
+      " worker processes" +
+      (config_.nnodes > 1 ? ", " + std::to_string(tp - ranks_here) + " ranks on " + std::to_string(config_.nnodes - 1) +
+                                " other nodes meeting at " + config_.master_addr + ":" +
+                                std::to_string(config_.master_port)
+                          : std::string()) +
+      "), " + std::to_string(threads) + " CPU threads each, Gloo collectives");
 }
 
 void LLMEngine::BuildProposer(const ModelOptions& options) {

@@ -145,6 +145,13 @@ const CliArgs::Spec& CliArgs::Find(const std::string& name) const {
 bool CliArgs::Has(const std::string& name) const { return values_.count(name) || Find(name).fallback.has_value(); }
 bool CliArgs::WasGiven(const std::string& name) const { return values_.count(name) > 0; }
 
+std::vector<std::string> CliArgs::GivenNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : values_) names.push_back(name);
+  for (const auto& [name, values] : multi_values_) names.push_back(name);
+  return names;
+}
+
 std::string CliArgs::GetString(const std::string& name) const {
   if (auto it = values_.find(name); it != values_.end()) return it->second;
   const Spec& spec = Find(name);

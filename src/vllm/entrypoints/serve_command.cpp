@@ -27,6 +27,7 @@
 #include "vllm/entrypoints/engine_args.h"
 #include "vllm/entrypoints/openai/api_server.h"
 #include "vllm/entrypoints/openai/server_args.h"
+#include "vllm/executor/multiproc_executor.h"
 #include "vllm/model_loader/embedded_files.h"
 
 namespace vllm {
@@ -45,7 +46,57 @@ void DeclareArgs(CliArgs& cli) {
                 "to the replica with the fewest in flight (CPU: --threads is then per replica; GPU: replica i on "
                 "device index + i)",
                 "1");
+  cli.AddOption("nnodes", "hosts the --tensor-parallel-size ranks are spread over, each holding an equal share", "1");
+  cli.AddOption("node-rank",
+                "this host among --nnodes: 0 runs the engine and the server; every other node starts its ranks and "
+                "waits for node 0 (give it the same model, --tensor-parallel-size and multi-node flags)",
+                "0");
+  cli.AddOption("master-addr", "with --nnodes above 1: the address of node 0, where the ranks meet");
+  cli.AddOption("master-port", "with --nnodes above 1: the port node 0 listens on for the ranks' rendezvous", "29501");
   AddGenerationConfigArg(cli);
+}
+
+// The flags a node other than 0 runs on: the rest configure node 0's engine and server.
+constexpr const char* kOtherNodeFlags[] = {"model", "tensor-parallel-size", "nnodes", "node-rank", "master-addr",
+                                           "master-port"};
+
+// Node `node_rank` >= 1 of a multi-node group: its ranks, until node 0's engine stops.
+int RunOtherNode(const CliArgs& cli, const std::string& model, int node_rank) {
+  for (const std::string& name : cli.GivenNames()) {
+    if (std::find(std::begin(kOtherNodeFlags), std::end(kOtherNodeFlags), name) == std::end(kOtherNodeFlags)) {
+      throw CliError("--" + name + " configures node 0's engine or server; node " + std::to_string(node_rank) +
+                     " takes only --tensor-parallel-size, --nnodes, --node-rank, --master-addr, --master-port and "
+                     "the model");
+    }
+  }
+  const MultiNode nodes{.nnodes = static_cast<int>(cli.GetInt("nnodes")),
+                        .master_addr = cli.GetString("master-addr"),
+                        .master_port = static_cast<int>(cli.GetInt("master-port"))};
+  const int world_size = static_cast<int>(cli.GetInt("tensor-parallel-size"));
+  std::fprintf(stderr, "vllm-cpp serve: node %d of %d: %d of the %d tensor-parallel ranks, meeting node 0 at %s:%d\n",
+               node_rank, nodes.nnodes, world_size / std::max(1, nodes.nnodes), world_size, nodes.master_addr.c_str(),
+               nodes.master_port);
+  return RunTensorParallelNode(node_rank, world_size, nodes, cli.WasGiven("model") ? model : "", "");
+}
+
+// --nnodes, --node-rank, --master-addr, --master-port: checked together, so that none
+// is given without effect.
+void CheckMultiNodeArgs(const CliArgs& cli) {
+  const int64_t nnodes = cli.GetInt("nnodes"), node_rank = cli.GetInt("node-rank");
+  if (nnodes < 1 || nnodes > 64) throw CliError("--nnodes must be in [1, 64], got " + std::to_string(nnodes));
+  if (node_rank < 0 || node_rank >= nnodes) {
+    throw CliError("--node-rank must be in [0, --nnodes " + std::to_string(nnodes) + "), got " + std::to_string(node_rank));
+  }
+  if (nnodes == 1) {
+    for (const char* name : {"master-addr", "master-port"}) {
+      if (cli.WasGiven(name)) throw CliError(std::string("--") + name + " is for --nnodes above 1");
+    }
+    return;
+  }
+  if (!cli.WasGiven("master-addr")) throw CliError("--nnodes " + std::to_string(nnodes) + " needs --master-addr");
+  const int64_t port = cli.GetInt("master-port");
+  if (port < 1 || port > 65535) throw CliError("--master-port must be in [1, 65535], got " + std::to_string(port));
+  if (cli.GetInt("data-parallel-size") != 1) throw CliError("--data-parallel-size with --nnodes is not supported");
 }
 
 // The config of data-parallel replica `index` of `size`: its own GPU, or its share of
@@ -154,8 +205,12 @@ int RunServeCommand(const CommandArgs& args) {
   CliArgs cli("serve");
   DeclareArgs(cli);
   if (!cli.ParseOrShowHelp(args)) return 0;
-  const sigset_t stop_signals = BlockStopSignals();
+  CheckMultiNodeArgs(cli);
   const std::string model = ModelOrDemoModel(cli, "serve");
+  if (const int node_rank = static_cast<int>(cli.GetInt("node-rank")); node_rank > 0) {
+    return RunOtherNode(cli, model, node_rank);
+  }
+  const sigset_t stop_signals = BlockStopSignals();
   openai::ServerConfig server_config = openai::ServerConfigFromArgs(cli);
   // Before the model loads: a bad generation_config.json fails at once.
   server_config.sampling_defaults = SamplingDefaultsFromArgs(
@@ -163,6 +218,11 @@ int RunServeCommand(const CommandArgs& args) {
 
   EngineConfig engine_config = EngineConfigFromArgs(cli, model);
   engine_config.reasoning_parser = openai::ReasoningParserFromArgs(cli);
+  engine_config.nnodes = cli.GetInt("nnodes");
+  if (engine_config.nnodes > 1) {
+    engine_config.master_addr = cli.GetString("master-addr");
+    engine_config.master_port = cli.GetInt("master-port");
+  }
   const int64_t data_parallel_size = cli.GetInt("data-parallel-size");
   if (data_parallel_size < 1 || data_parallel_size > 64) {
     throw CliError("--data-parallel-size must be in [1, 64], got " + std::to_string(data_parallel_size));

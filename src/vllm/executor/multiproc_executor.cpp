@@ -16,6 +16,7 @@
 
 #include "vllm/core/scheduler_output_codec.h"
 #include "vllm/distributed/gloo_communicator.h"
+#include "vllm/distributed/tcp_store.h"
 #include "vllm/model_executor/models/decoder_model.h"
 #include "vllm/model_executor/models/model_registry.h"
 #include "vllm/worker/cache_engine.h"
@@ -51,36 +52,73 @@ nlohmann::json BytesJson(const std::vector<uint8_t>& bytes) {
   return nlohmann::json::parse(bytes.begin() + 1, bytes.end());
 }
 
-}  // namespace
+// Ranks per node; the node count must divide the group.
+int RanksPerNode(int world_size, const MultiNode& nodes) {
+  if (nodes.nnodes < 1 || world_size % nodes.nnodes != 0) {
+    throw vt::Error("tensor parallel: --nnodes " + std::to_string(nodes.nnodes) +
+                    " does not divide --tensor-parallel-size " + std::to_string(world_size));
+  }
+  if (nodes.nnodes > 1 && nodes.master_addr.empty()) throw vt::Error("tensor parallel: --nnodes above 1 needs --master-addr");
+  return world_size / nodes.nnodes;
+}
 
-MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout) {
-  if (world_size < 2) throw vt::Error("MultiprocExecutor: a tensor-parallel group needs 2 or more ranks");
-  std::string dir = (std::filesystem::temp_directory_path() / "vllm-cpp-tp-XXXXXX").string();
-  if (mkdtemp(dir.data()) == nullptr) throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
-  rendezvous_dir_ = dir;
+GlooOptions GroupOptions(int rank, int world_size, const Rendezvous& rendezvous, std::chrono::milliseconds timeout) {
+  GlooOptions options{.rank = rank, .world_size = world_size, .rendezvous_dir = rendezvous.dir, .timeout = timeout};
+  if (!rendezvous.master_addr.empty()) {
+    options.master_addr = rendezvous.master_addr;
+    options.master_port = rendezvous.master_port;
+    options.hostname = LocalAddressToward(rendezvous.master_addr, rendezvous.master_port);
+  }
+  return options;
+}
+
+// Starts `program tensor-parallel-worker` as `rank` (the program: this executable when empty).
+pid_t StartWorker(const std::string& program, int rank, int world_size, const Rendezvous& rendezvous,
+                  const std::string& model) {
   // This executable's own path (what `ps` then shows), or the program asked for.
   const std::string exe = program.empty() ? std::filesystem::read_symlink("/proc/self/exe").string() : program;
-  for (int rank = 1; rank < world_size; ++rank) {
-    std::vector<std::string> args = {exe,          "tensor-parallel-worker", "--rank", std::to_string(rank),
-                                     "--world-size", std::to_string(world_size), "--rendezvous-dir", dir};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (const int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
-      Shutdown();
-      throw vt::Error("tensor parallel: cannot start worker rank " + std::to_string(rank) + " (" + exe +
-                      "): " + std::strerror(err));
-    }
-    workers_.push_back(pid);
+  std::vector<std::string> args = {exe, "tensor-parallel-worker", "--rank", std::to_string(rank), "--world-size",
+                                   std::to_string(world_size)};
+  if (rendezvous.master_addr.empty()) {
+    args.insert(args.end(), {"--rendezvous-dir", rendezvous.dir});
+  } else {
+    args.insert(args.end(), {"--master-addr", rendezvous.master_addr, "--master-port",
+                             std::to_string(rendezvous.master_port)});
+  }
+  if (!model.empty()) args.insert(args.end(), {"--model", model});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+    throw vt::Error("tensor parallel: cannot start worker rank " + std::to_string(rank) + " (" + exe +
+                    "): " + std::strerror(err));
+  }
+  return pid;
+}
+
+}  // namespace
+
+MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout,
+                                     const MultiNode& nodes) {
+  if (world_size < 2) throw vt::Error("MultiprocExecutor: a tensor-parallel group needs 2 or more ranks");
+  const int per_node = RanksPerNode(world_size, nodes);
+  Rendezvous rendezvous;
+  if (nodes.nnodes > 1) {
+    store_ = std::make_unique<TcpStoreServer>(nodes.master_port);
+    rendezvous = {.master_addr = nodes.master_addr, .master_port = nodes.master_port};
+  } else {
+    std::string dir = (std::filesystem::temp_directory_path() / "vllm-cpp-tp-XXXXXX").string();
+    if (mkdtemp(dir.data()) == nullptr) throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
+    rendezvous_dir_ = rendezvous.dir = dir;
   }
   try {
-    // The workers meet before they load anything: a minute is plenty, and a worker
-    // that died at its start is an error after that minute, not after `timeout`.
-    group_ = CreateGlooCommunicator({.rank = 0,
-                                     .world_size = world_size,
-                                     .rendezvous_dir = rendezvous_dir_,
-                                     .timeout = std::min(timeout, std::chrono::milliseconds(60000))});
+    for (int rank = 1; rank < per_node; ++rank) workers_.push_back(StartWorker(program, rank, world_size, rendezvous, ""));
+    // One host: the workers meet before they load anything, so a minute is plenty,
+    // and a worker that died at its start is an error after that minute, not after
+    // `timeout`. Other hosts may start their ranks later.
+    const std::chrono::milliseconds meet = nodes.nnodes > 1 ? timeout : std::min(timeout, std::chrono::milliseconds(60000));
+    group_ = CreateGlooCommunicator(GroupOptions(0, world_size, rendezvous, meet));
     group_->SetTimeout(timeout);
   } catch (...) {
     Shutdown();
@@ -139,14 +177,16 @@ void MultiprocExecutor::SendStep(const SchedulerOutput& output) {
   Send(*group_, MessageKind::kStep, EncodeSchedulerOutput(output));
 }
 
-int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezvous_dir) {
+int RunTensorParallelWorker(int rank, int world_size, const Rendezvous& rendezvous, const std::string& expected_model) {
   // The engine gone, so is this worker. The signal follows the *thread* that started
   // the worker: engines are built on their process's main thread (serve, generate).
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() == 1) return 1;  // the engine died before the line above
   try {
-    std::unique_ptr<Communicator> group = CreateGlooCommunicator(
-        {.rank = rank, .world_size = world_size, .rendezvous_dir = rendezvous_dir, .timeout = kIdleTimeout});
+    // Across hosts the group may wait for nodes started later (rank 0's own limit
+    // applies to it); on one host rank 0 started this process and is there.
+    std::unique_ptr<Communicator> group =
+        CreateGlooCommunicator(GroupOptions(rank, world_size, rendezvous, kIdleTimeout));
     LoadedModel loaded;
     std::unique_ptr<Model> model;
     std::unique_ptr<ModelRunner> runner;
@@ -159,10 +199,14 @@ int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezv
       switch (static_cast<MessageKind>(message[0])) {
         case MessageKind::kModel: {
           const nlohmann::json j = BytesJson(message);
+          const std::string model_path = j.at("model").get<std::string>();
+          if (!expected_model.empty() && model_path != expected_model) {
+            throw vt::Error("rank 0 serves " + model_path + ", but this node was started for " + expected_model);
+          }
           vt::SetNumThreads(j.at("num_threads").get<int>());
           LoadOptions options;
           options.gdn_value_head_order = static_cast<GdnValueHeadOrder>(j.at("gdn_value_head_order").get<int>());
-          loaded = LoadModel(j.at("model").get<std::string>(), options);
+          loaded = LoadModel(model_path, options);
           model = ModelRegistry::Create(
               loaded, ModelOptions{.device = vt::kCpu,
                                    .activation_dtype = static_cast<vt::DType>(j.at("activation_dtype").get<int>()),
@@ -196,6 +240,34 @@ int RunTensorParallelWorker(int rank, int world_size, const std::string& rendezv
     std::fprintf(stderr, "vllm-cpp tensor-parallel worker (rank %d of %d): error: %s\n", rank, world_size, e.what());
     return 1;
   }
+}
+
+
+int RunTensorParallelNode(int node_rank, int world_size, const MultiNode& nodes, const std::string& model,
+                          const std::string& program) {
+  const int per_node = RanksPerNode(world_size, nodes);
+  if (node_rank < 1 || node_rank >= nodes.nnodes) {
+    throw vt::Error("tensor parallel: --node-rank " + std::to_string(node_rank) + " is not in [1, --nnodes " +
+                    std::to_string(nodes.nnodes) + ")");
+  }
+  const Rendezvous rendezvous{.master_addr = nodes.master_addr, .master_port = nodes.master_port};
+  std::vector<pid_t> workers;
+  int failed = 0;
+  try {
+    for (int rank = node_rank * per_node; rank < (node_rank + 1) * per_node; ++rank) {
+      workers.push_back(StartWorker(program, rank, world_size, rendezvous, model));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vllm-cpp: %s\n", e.what());
+    failed = 1;
+    for (pid_t pid : workers) kill(pid, SIGTERM);
+  }
+  for (pid_t pid : workers) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+  }
+  return failed;
 }
 
 }  // namespace vllm
