@@ -152,6 +152,41 @@ __device__ inline void LoadKeys(const DecodeParams<T>& p, int64_t row, int64_t h
   }
 }
 
+// The delta rule on one state column, its Dk rows split over kGroupCount thread
+// groups (this thread: `rows` rows from `first_row`, in s): the column's read k.S
+// summed over the groups through `partial`, the update S = decay S + k delta with
+// delta = beta (v - decay read), the store, then this thread's part of o = q.S left
+// in partial[group][column] for the caller to sum (after the closing barrier).
+template <int kRows, int kGroupCount, int kColumns>
+__device__ inline void DeltaRuleColumn(float (&s)[kRows], int rows, int first_row, int group, int column, bool active,
+                                       float v, const float* q, const float* k, const float* gates,
+                                       float (*partial)[kColumns], float* state_column, int value_dim) {
+  float read = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) read += s[r] * k[first_row + r];
+  }
+  partial[group][column] = read;
+  __syncthreads();
+  read = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kGroupCount; ++g) read += partial[g][column];
+  const float decay = gates[0], beta = gates[1];
+  const float delta = active ? beta * (v - decay * read) : 0.0f;
+  float o = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) {
+      s[r] = decay * s[r] + k[first_row + r] * delta;
+      o += s[r] * q[first_row + r];
+    }
+  }
+  StoreStateColumn(state_column, rows, value_dim, s);
+  __syncthreads();  // every thread has read the partial reads
+  partial[group][column] = o;
+  __syncthreads();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kValueThreads, 2) GdnDecodeValues(DecodeParams<T> p) {
   __shared__ float q[kMaxHeadDim], k[kMaxHeadDim], v[kMaxHeadDim];
@@ -185,31 +220,10 @@ __global__ void __launch_bounds__(kValueThreads, 2) GdnDecodeValues(DecodeParams
   WaitForPriorKernels();  // gpu_launch.cuh: GdnDecodeKeys' output is read from here on
   LoadKeys(p, row, head, q, k);
   __syncthreads();
-  float read = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    if (r < rows) read += s[r] * k[first_row + r];
-  }
-  partial[group][local] = read;
-  __syncthreads();
-  read = 0.0f;
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) read += partial[g][local];
-  const float decay = gates[0], beta = gates[1];
-  const float delta = active ? beta * (v[local] - decay * read) : 0.0f;
+  DeltaRuleColumn<kRowsPerThread, kGroups, kMaxHeadDim>(s, rows, first_row, group, local, active,
+                                                       active ? v[local] : 0.0f, q, k, gates, partial, column,
+                                                       value_dim);
   float o = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    if (r < rows) {
-      s[r] = decay * s[r] + k[first_row + r] * delta;
-      o += s[r] * q[first_row + r];
-    }
-  }
-  StoreStateColumn(column, rows, value_dim, s);
-  __syncthreads();  // every thread has read the partial reads
-  partial[group][local] = o;
-  __syncthreads();
-  o = 0.0f;
   if (group == 0 && active) {
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) o += partial[g][local];
@@ -270,32 +284,11 @@ __global__ void __launch_bounds__(kSliceThreads, 4) GdnDecodeValueSlices(DecodeP
   WaitForPriorKernels();  // gpu_launch.cuh: GdnDecodeKeys' output is read from here on
   LoadKeys(p, row, head, q, k);
   __syncthreads();
-  float read = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kSliceRowsPerThread; ++r) {
-    if (r < rows) read += s[r] * k[first_row + r];
-  }
-  partial[group][lane] = read;
-  __syncthreads();
-  read = 0.0f;
-#pragma unroll
-  for (int g = 0; g < kSliceGroups; ++g) read += partial[g][lane];
-  const float decay = gates[0], beta = gates[1];
-  const float delta = active ? beta * (v[lane] - decay * read) : 0.0f;
+  DeltaRuleColumn<kSliceRowsPerThread, kSliceGroups, kSliceColumns>(s, rows, first_row, group, lane, active,
+                                                                    active ? v[lane] : 0.0f, q, k, gates, partial,
+                                                                    column, value_dim);
   float o = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kSliceRowsPerThread; ++r) {
-    if (r < rows) {
-      s[r] = decay * s[r] + k[first_row + r] * delta;
-      o += s[r] * q[first_row + r];
-    }
-  }
-  StoreStateColumn(column, rows, value_dim, s);
-  __syncthreads();  // every thread has read the partial reads
-  partial[group][lane] = o;
-  __syncthreads();
   if (group == 0) {
-    o = 0.0f;
 #pragma unroll
     for (int g = 0; g < kSliceGroups; ++g) o += partial[g][lane];
     o = active ? ToFloat(FromFloat<T>(o)) : 0.0f;  // the delta rule's output, stored as T by the unfused op
