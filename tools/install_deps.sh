@@ -11,6 +11,7 @@ packages=(
   libgloo-dev                                # CPU collectives of tensor parallelism
   gnuplot-nox                                # `vllm-cpp bench --plot` (run as a separate process)
   g++-aarch64-linux-gnu qemu-user-static     # the vt tests built for aarch64, run under qemu
+  libpcre2-dev:arm64 libutf8proc-dev:arm64   # ...and the reference models (the engine's libraries, arm64)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -20,6 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  # The arm64 packages above come from Debian's multiarch archive.
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi

@@ -85,7 +85,8 @@ void CheckMultiNodeArgs(const CliArgs& cli) {
   const int64_t nnodes = cli.GetInt("nnodes"), node_rank = cli.GetInt("node-rank");
   if (nnodes < 1 || nnodes > 64) throw CliError("--nnodes must be in [1, 64], got " + std::to_string(nnodes));
   if (node_rank < 0 || node_rank >= nnodes) {
-    throw CliError("--node-rank must be in [0, --nnodes " + std::to_string(nnodes) + "), got " + std::to_string(node_rank));
+    throw CliError("--node-rank must be in [0, --nnodes " + std::to_string(nnodes) + "), got " +
+                   std::to_string(node_rank));
   }
   if (nnodes == 1) {
     for (const char* name : {"master-addr", "master-port"}) {

@@ -58,7 +58,9 @@ int RanksPerNode(int world_size, const MultiNode& nodes) {
     throw vt::Error("tensor parallel: --nnodes " + std::to_string(nodes.nnodes) +
                     " does not divide --tensor-parallel-size " + std::to_string(world_size));
   }
-  if (nodes.nnodes > 1 && nodes.master_addr.empty()) throw vt::Error("tensor parallel: --nnodes above 1 needs --master-addr");
+  if (nodes.nnodes > 1 && nodes.master_addr.empty()) {
+    throw vt::Error("tensor parallel: --nnodes above 1 needs --master-addr");
+  }
   return world_size / nodes.nnodes;
 }
 
@@ -109,15 +111,20 @@ MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program,
     rendezvous = {.master_addr = nodes.master_addr, .master_port = nodes.master_port};
   } else {
     std::string dir = (std::filesystem::temp_directory_path() / "vllm-cpp-tp-XXXXXX").string();
-    if (mkdtemp(dir.data()) == nullptr) throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
+    if (mkdtemp(dir.data()) == nullptr) {
+      throw vt::Error("tensor parallel: cannot create a rendezvous directory in /tmp");
+    }
     rendezvous_dir_ = rendezvous.dir = dir;
   }
   try {
-    for (int rank = 1; rank < per_node; ++rank) workers_.push_back(StartWorker(program, rank, world_size, rendezvous, ""));
+    for (int rank = 1; rank < per_node; ++rank) {
+      workers_.push_back(StartWorker(program, rank, world_size, rendezvous, ""));
+    }
     // One host: the workers meet before they load anything, so a minute is plenty,
     // and a worker that died at its start is an error after that minute, not after
     // `timeout`. Other hosts may start their ranks later.
-    const std::chrono::milliseconds meet = nodes.nnodes > 1 ? timeout : std::min(timeout, std::chrono::milliseconds(60000));
+    const std::chrono::milliseconds meet =
+        nodes.nnodes > 1 ? timeout : std::min(timeout, std::chrono::milliseconds(60000));
     group_ = CreateGlooCommunicator(GroupOptions(0, world_size, rendezvous, meet));
     group_->SetTimeout(timeout);
   } catch (...) {

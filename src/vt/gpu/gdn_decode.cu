@@ -134,7 +134,8 @@ __device__ inline void StoreStateColumn(float* column, int rows, int value_dim, 
 // The gates of (row, head): decay = exp(A softplus(a + dt_bias)), beta = sigmoid(b).
 template <typename T>
 __device__ inline void DecodeGates(const DecodeParams<T>& p, int64_t row, int64_t head, float* gates) {
-  const float x = ToFloat(p.a[row * p.a_stride + head]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, head * p.dt_bias_stride);
+  const float x =
+      ToFloat(p.a[row * p.a_stride + head]) + LoadAsFloat(p.dt_bias, p.dt_bias_dtype, head * p.dt_bias_stride);
   const float softplus = x > 20.0f ? x : log1pf(expf(x));
   gates[0] = expf(LoadAsFloat(p.A, p.A_dtype, head * p.A_stride) * softplus);
   gates[1] = Sigmoid(ToFloat(p.b[row * p.b_stride + head]));
@@ -298,7 +299,9 @@ __global__ void __launch_bounds__(kSliceThreads, 4) GdnDecodeValueSlices(DecodeP
   cluster.sync();  // every block's slice_sum_sq is written
   float sum_sq = 0.0f;
   if (group == 0) {
-    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank) sum_sq += *cluster.map_shared_rank(&slice_sum_sq, rank);
+    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank) {
+      sum_sq += *cluster.map_shared_rank(&slice_sum_sq, rank);
+    }
   }
   cluster.sync();  // no block leaves while another reads its shared memory
   if (group == 0 && active) {

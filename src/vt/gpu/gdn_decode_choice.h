@@ -1,6 +1,8 @@
 // The one place that picks GdnDecode's kernels for a shape (src/vt/gpu/gdn_decode.cu).
 //
-//   kColumnSlices  CUDA devices whose kernels carry sm_90 code (thread-block clusters),
+//   kColumnSlices  forced only (gpu.gdn_decode = column_slices) until it has run on a
+//                  GPU: written and compiled on 2026-12-07, when no device started.
+//                  CUDA devices whose kernels carry sm_90 code (thread-block clusters),
 //                  Dk and Dv <= 128: a block per (row, value head, 32 state columns),
 //                  8 warps splitting the Dk rows (16 state values a thread in
 //                  registers), the blocks of one head a cluster that adds up the
@@ -9,8 +11,8 @@
 //                  the whole-head kernel has 32 on 132 multiprocessors; at large
 //                  batches the small blocks keep several per multiprocessor, so one
 //                  block's state loads overlap another's stores.
-//   kWholeHead     Dk and Dv <= 128 elsewhere (HIP, pre-Hopper): a block of 512
-//                  threads per (row, value head), its block sum gives the norm.
+//   kWholeHead     Dk and Dv <= 128 (the choice on every device for now): a block of
+//                  512 threads per (row, value head), its block sum gives the norm.
 //   kUnfused       head sizes past 128: the unfused ops (CausalConv1dUpdate, L2Norm,
 //                  GdnGates, GdnRecurrent, GatedRmsNorm), as the CPU kernel runs them.
 // vt::tuning family "gpu.gdn_decode" forces "whole_head" or "column_slices" where the
@@ -40,8 +42,7 @@ inline bool GdnDecodeFused(const GdnDecodeShape& s) {
 }
 
 inline GdnDecodeKernel ChooseGdnDecode(const GdnDecodeShape& s) {
-  if (!GdnDecodeFused(s)) return GdnDecodeKernel::kUnfused;
-  return s.clusters ? GdnDecodeKernel::kColumnSlices : GdnDecodeKernel::kWholeHead;
+  return GdnDecodeFused(s) ? GdnDecodeKernel::kWholeHead : GdnDecodeKernel::kUnfused;
 }
 
 // `chosen` replaced by the forced variant where the shape and device take it; ""

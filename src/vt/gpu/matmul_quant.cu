@@ -16,13 +16,14 @@
 //
 // DequantizeWeightRows (for the vendor-BLAS route of larger M, cuda_matmul.cu):
 // rows [row0, row0 + rows) of w decoded into a dense [rows, K] matrix of out's dtype.
-// Where rows are 16-byte aligned and K a multiple of kDequantTileValues, a block
-// copies a tile of a row's block bytes into shared memory in 16-byte loads and
-// decodes it from there (DequantizeTilesKernel); elsewhere each thread decodes its 8
-// values from global memory one byte load at a time (DequantizeRowsKernel), which
-// issues ~1.25 loads per value and reached 0.53 of the copy bandwidth on the H200
-// (the 9B Q8_0 step at batch 256: 11 ms of 46, bench/gpu_notes.md). vt::tuning family
-// "gpu.dequantize" forces "elements" (the per-value kernel) or "tiles".
+// Each thread decodes its 8 values from global memory one byte load at a time
+// (DequantizeRowsKernel), which issues ~1.25 loads per value and reached 0.53 of the
+// copy bandwidth on the H200 (the 9B Q8_0 step at batch 256: 11 ms of 46,
+// bench/gpu_notes.md). DequantizeTilesKernel (rows 16-byte aligned, K a multiple of
+// kDequantTileValues) copies a tile of a row's block bytes into shared memory in
+// 16-byte loads and decodes it from there; it runs only when vt::tuning family
+// "gpu.dequantize" forces "tiles" ("elements" forces the other) until it has run on a
+// GPU (written and compiled on 2026-12-07, when no device started).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -320,7 +321,7 @@ void DequantizeWeightRows(const Tensor& w, int64_t row0, const Tensor& out) {
     throw Error("vt::MatMul: unknown variant '" + variant + "' forced for " + std::string(kDequantizeVariantFamily) +
                 " (known: elements, tiles)");
   }
-  const bool tiles = variant != "elements" && k % kDequantTileValues == 0 && tile_bytes % 16 == 0 &&
+  const bool tiles = variant == "tiles" && k % kDequantTileValues == 0 && tile_bytes % 16 == 0 &&
                      tile_bytes <= kDequantTileMaxBytes && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 &&
                      (rows == 1 || w_row_bytes % 16 == 0);
   reach::Hit(tiles ? "MatMulGpu.dequantize.tiles" : "MatMulGpu.dequantize.elements");

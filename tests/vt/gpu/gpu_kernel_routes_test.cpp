@@ -135,12 +135,12 @@ TEST(GpuKernelRoutesTest, BlockWeightRoutesMatchTheReference) {
   }
 }
 
-// Block weights decoded for cuBLAS (CUDA, above the int8 tiles' 16 rows): shared-memory
-// tiles of 2048 values where K is a multiple of 2048 and rows start on 16 bytes, the
-// per-value kernel elsewhere (K 2304; rows of K + 32 values, whose Q8_0 bytes are not
-// a multiple of 16), and each forced (gpu.dequantize); every format the route takes,
-// into each float dtype of x; N 8200 with f32 x fills more than one 64 MB scratch
-// chunk at K 2048, so a chunk starts past row 0.
+// Block weights decoded for cuBLAS (CUDA, above the int8 tiles' 16 rows): the
+// per-value kernel by default, and forced (gpu.dequantize = tiles) the shared-memory
+// tiles of 2048 values where K is a multiple of 2048 and rows start on 16 bytes (not K
+// 2304, nor rows of K + 32 values, whose Q8_0 bytes are not a multiple of 16); every
+// format the route takes, into each float dtype of x; N 8200 with f32 x fills more
+// than one 64 MB scratch chunk at K 2048, so a chunk starts past row 0.
 TEST(GpuKernelRoutesTest, DequantizedBlockWeightsMatchTheReference) {
   const std::vector<Device> gpus = testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -150,9 +150,11 @@ TEST(GpuKernelRoutesTest, DequantizedBlockWeightsMatchTheReference) {
     const char* variant;
     const char* route;
   };
-  const Case cases[] = {{70, 4096, 0, DType::kBF16, "", "tiles"},          {70, 4096, 0, DType::kBF16, "elements", "elements"},
-                        {70, 2304, 0, DType::kF16, "", "elements"},        {70, 2048, 256, DType::kBF16, "tiles", "tiles"},
-                        {70, 2048, 32, DType::kBF16, "tiles", "elements"}, {8200, 2048, 0, DType::kF32, "", "tiles"}};
+  const Case cases[] = {
+      {70, 4096, 0, DType::kBF16, "", "elements"},      {70, 4096, 0, DType::kBF16, "tiles", "tiles"},
+      {70, 2304, 0, DType::kF16, "tiles", "elements"},  {70, 2048, 256, DType::kBF16, "tiles", "tiles"},
+      {70, 2048, 32, DType::kBF16, "tiles", "elements"}, {8200, 2048, 0, DType::kF32, "tiles", "tiles"},
+      {70, 4096, 0, DType::kF32, "elements", "elements"}};
   std::mt19937 rng(15);
   for (Device device : gpus) {
     if (device.type != DeviceType::kCUDA) continue;
