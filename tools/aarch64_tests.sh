@@ -32,9 +32,9 @@ cmake --build "$build" --target vt_tests vllm_model_tests
 # the libc of another hangs in pthread_create. pcre2 and utf8proc are found there.
 run=(qemu-aarch64-static -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)
 "${run[@]}" "$build/bin/vt_tests" --gtest_brief=1
-# Qwen3.5 dense (the text-only ForCausalLM layout) and MoE against HF, chunked prompts
-# then decodes: the reference models' other tests run on x86 CI, and under emulation
-# each costs minutes.
-"${run[@]}" "$build/bin/vllm_model_tests" --gtest_brief=1 \
-  --gtest_filter='Models/HfReferenceTest.ChunkedPromptThenDecodesMatchHf/qwen35_causallm:Models/HfReferenceTest.ChunkedPromptThenDecodesMatchHf/qwen35_moe'
+# The reference models against HF (Qwen3.5 dense, tied, without RoPE, MoE, the
+# text-only ForCausalLM layout; Qwen3; whole, chunked and mixed prompts, bf16
+# activations; prefix-cache hits): ~1.5 min under emulation on a Zen 3 core. Left to
+# x86 CI: the real-shaped Qwen3.5 (2.3 min here) and the demo model.
+"${run[@]}" "$build/bin/vllm_model_tests" --gtest_brief=1 --gtest_filter='*:-*qwen35_tied_realshapes:*demo'
 
