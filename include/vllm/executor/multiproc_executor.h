@@ -68,6 +68,10 @@ struct MultiNode {
   int master_port = 0;
 };
 
+// The ranks each node holds (world_size / nnodes); throws vt::Error naming the flags
+// when the nodes do not divide the group or have no valid --master-addr / --master-port.
+int RanksPerNode(int world_size, const MultiNode& nodes);
+
 class MultiprocExecutor {
  public:
   // Starts this node's workers (ranks 1 .. world_size / nnodes - 1) running `program`

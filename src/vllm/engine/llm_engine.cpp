@@ -153,25 +153,17 @@ void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
                                 ": this vllm-cpp was built without Gloo (Debian's libgloo-dev)");
   }
   ShardModelConfig(loaded_.config, 0, static_cast<int>(tp));  // a size that does not divide: named before any worker starts
-  if (config_.nnodes < 1 || tp % config_.nnodes != 0) {
-    throw std::invalid_argument("--nnodes " + std::to_string(config_.nnodes) + " does not divide --tensor-parallel-size " +
-                                std::to_string(tp));
-  }
-  if (config_.nnodes > 1 && (config_.master_addr.empty() || config_.master_port < 1 || config_.master_port > 65535)) {
-    throw std::invalid_argument("--nnodes " + std::to_string(config_.nnodes) +
-                                " needs --master-addr and a --master-port in [1, 65535]");
-  }
+  const MultiNode nodes{.nnodes = static_cast<int>(config_.nnodes),
+                        .master_addr = config_.master_addr,
+                        .master_port = static_cast<int>(config_.master_port)};
   // Each rank its own share of its host's cores (vLLM's CPU workers bind theirs).
-  const int64_t ranks_here = tp / config_.nnodes;
+  const int64_t ranks_here = RanksPerNode(static_cast<int>(tp), nodes);  // checks the nodes before any worker starts
   const int threads = config_.num_threads > 0
                           ? config_.num_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency() / ranks_here));
   vt::SetNumThreads(threads);
-  executor_ = std::make_unique<MultiprocExecutor>(
-      static_cast<int>(tp), config_.tensor_parallel_worker_program, std::chrono::minutes(10),
-      MultiNode{.nnodes = static_cast<int>(config_.nnodes),
-                .master_addr = config_.master_addr,
-                .master_port = static_cast<int>(config_.master_port)});
+  executor_ = std::make_unique<MultiprocExecutor>(static_cast<int>(tp), config_.tensor_parallel_worker_program,
+                                                  std::chrono::minutes(10), nodes);
   executor_->SendModel({.model = config_.model,
                         .gdn_value_head_order = config_.load_options.gdn_value_head_order,
                         .activation_dtype = activation_dtype,

@@ -52,18 +52,6 @@ nlohmann::json BytesJson(const std::vector<uint8_t>& bytes) {
   return nlohmann::json::parse(bytes.begin() + 1, bytes.end());
 }
 
-// Ranks per node; the node count must divide the group.
-int RanksPerNode(int world_size, const MultiNode& nodes) {
-  if (nodes.nnodes < 1 || world_size % nodes.nnodes != 0) {
-    throw vt::Error("tensor parallel: --nnodes " + std::to_string(nodes.nnodes) +
-                    " does not divide --tensor-parallel-size " + std::to_string(world_size));
-  }
-  if (nodes.nnodes > 1 && nodes.master_addr.empty()) {
-    throw vt::Error("tensor parallel: --nnodes above 1 needs --master-addr");
-  }
-  return world_size / nodes.nnodes;
-}
-
 GlooOptions GroupOptions(int rank, int world_size, const Rendezvous& rendezvous, std::chrono::milliseconds timeout) {
   GlooOptions options{.rank = rank, .world_size = world_size, .rendezvous_dir = rendezvous.dir, .timeout = timeout};
   if (!rendezvous.master_addr.empty()) {
@@ -100,6 +88,18 @@ pid_t StartWorker(const std::string& program, int rank, int world_size, const Re
 }
 
 }  // namespace
+
+int RanksPerNode(int world_size, const MultiNode& nodes) {
+  if (nodes.nnodes < 1 || world_size % nodes.nnodes != 0) {
+    throw vt::Error("tensor parallel: --nnodes " + std::to_string(nodes.nnodes) +
+                    " does not divide --tensor-parallel-size " + std::to_string(world_size));
+  }
+  if (nodes.nnodes > 1 && (nodes.master_addr.empty() || nodes.master_port < 1 || nodes.master_port > 65535)) {
+    throw vt::Error("tensor parallel: --nnodes " + std::to_string(nodes.nnodes) +
+                    " needs --master-addr and a --master-port in [1, 65535]");
+  }
+  return world_size / nodes.nnodes;
+}
 
 MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout,
                                      const MultiNode& nodes) {
