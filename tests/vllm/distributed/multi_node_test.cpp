@@ -2,8 +2,9 @@
 // on one machine: ranks meeting through the TCP store form a Gloo group; an engine
 // that is node 0 of 2 with a second node started as `vllm-cpp serve --node-rank 1`
 // (a separate process, as on another host) gives the tokens of the one-rank engine,
-// and node 1 leaves when node 0's engine stops; the multi-node flags are refused
-// where they could not take effect.
+// and node 1 leaves when node 0's engine stops; a node started for another model than
+// node 0's fails naming both; the multi-node flags are refused where they could not
+// take effect.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -122,6 +123,23 @@ TEST(MultiNodeTest, TwoNodesGiveTheTokensOfOneRank) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "node 1 did not leave cleanly: status " << status;
   ASSERT_EQ(two.size(), one.size());
   for (const auto& [id, ref] : one) EXPECT_EQ(two.at(id).token_ids, ref.token_ids) << id;
+}
+
+TEST(MultiNodeTest, ANodeStartedForAnotherModelFailsNamingBoth) {
+  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
+  const int port = FreePort();
+  const std::string other = std::string(VT_TEST_DATA_DIR) + "/models/qwen3/hf";
+  const pid_t node1 = Spawn({VLLM_CPP_BINARY, "serve", other, "--tensor-parallel-size", "2", "--nnodes", "2",
+                             "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)});
+  EngineConfig config = Config(2);
+  config.nnodes = 2;
+  config.master_addr = "127.0.0.1";
+  config.master_port = port;
+  // Node 1's rank leaves when it sees node 0's model; node 0 fails at its next collective.
+  EXPECT_ANY_THROW(Generate(config));
+  int status = 0;
+  ASSERT_EQ(waitpid(node1, &status, 0), node1);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "status " << status;
 }
 
 // RunServeCommand refuses these before it loads or starts anything.
