@@ -30,7 +30,7 @@ inline constexpr const char* kBackendAbiSymbol = "vt_backend_abi_v1";
 
 // Raised by hand whenever DeviceBackend, the registration calls or anything else a
 // backend library relies on in libvt changes in a way the fingerprint cannot see.
-inline constexpr uint32_t kBackendAbiVersion = 2;  // 2: DeviceBackend::SetProfilerCapture
+inline constexpr uint32_t kBackendAbiVersion = 3;  // 2: DeviceBackend::SetProfilerCapture; 3: host staging, queue marks
 
 // FNV-1a (64-bit) over each op's name with its terminating NUL, then the size of its
 // argument struct, in ops.def order: adding, removing, reordering or renaming an op,

@@ -37,6 +37,14 @@ inline constexpr Device kCpu{DeviceType::kCPU, 0};
 // Parses "cpu", "cuda", "cuda:1", "rocm". Throws on anything else.
 Device ParseDevice(const std::string& text);
 
+// A point in a device's queue: Wait() returns once the device has done everything
+// queued before it (MarkQueue).
+class QueueMark {
+ public:
+  virtual ~QueueMark() = default;
+  virtual void Wait() = 0;
+};
+
 class GraphMemory;    // device_graph.h
 class CapturedGraph;  // device_graph.h
 
@@ -79,6 +87,17 @@ class DeviceBackend {
   virtual void CopyDeviceToHost(void* dst, const void* src, size_t bytes, int index) = 0;
   virtual void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int index) = 0;
   virtual void Synchronize(int index) = 0;
+
+  // Uploads the host does not wait for (host_upload.h). Staging memory is host memory
+  // the device can read while the host goes on (page-locked on a GPU);
+  // QueueCopyFromHostStaging queues the copy from it after the work already queued
+  // and returns at once, so `src` must stay unchanged until a mark queued after the
+  // copy has passed. The defaults (the CPU's) are plain memory, a copy made at once
+  // and a mark that waits for the whole queue.
+  virtual void* AllocateHostStaging(size_t bytes, int index);
+  virtual void FreeHostStaging(void* ptr, int index);
+  virtual void QueueCopyFromHostStaging(void* dst, const void* src, size_t bytes, int index);
+  virtual std::unique_ptr<QueueMark> MarkQueue(int index);
 
   // Graph capture (device_graph.h). The defaults are those of a backend without
   // graphs (the CPU's): not supported, and the other calls throw saying so.

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -259,6 +260,31 @@ std::vector<std::string> LoadBackends() {
     }
   }
   return lines;
+}
+
+// The defaults of a device whose memory is the host's (the CPU): plain memory, the
+// copy made at once, a mark that waits for the whole queue.
+namespace {
+class SynchronizeMark final : public QueueMark {
+ public:
+  SynchronizeMark(DeviceBackend& backend, int index) : backend_(backend), index_(index) {}
+  void Wait() override { backend_.Synchronize(index_); }
+
+ private:
+  DeviceBackend& backend_;
+  int index_;
+};
+}  // namespace
+
+void* DeviceBackend::AllocateHostStaging(size_t bytes, int) {
+  return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{256});
+}
+void DeviceBackend::FreeHostStaging(void* ptr, int) { ::operator delete(ptr, std::align_val_t{256}); }
+void DeviceBackend::QueueCopyFromHostStaging(void* dst, const void* src, size_t bytes, int index) {
+  CopyHostToDevice(dst, src, bytes, index);
+}
+std::unique_ptr<QueueMark> DeviceBackend::MarkQueue(int index) {
+  return std::make_unique<SynchronizeMark>(*this, index);
 }
 
 }  // namespace vt

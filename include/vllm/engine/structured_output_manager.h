@@ -47,12 +47,16 @@ struct StructuredOutputRequest {
 // What building the grammar bitmasks cost the host, cumulative: steps with at least
 // one row, rows filled, the wall time of those fills (from FillBitmask to the last
 // row written), and the part of it the step waited for: all of it when the fill is
-// synchronous; with fill_during_forward only what the forward did not hide.
+// synchronous; with fill_during_forward only what the forward did not hide. Also the
+// matchers' advance by each step's new tokens (AcceptTokens: host time between two
+// steps, which nothing hides) and how many tokens it took.
 struct StructuredOutputStats {
   int64_t num_bitmask_steps = 0;
   int64_t num_bitmask_rows = 0;
   double bitmask_seconds = 0;
   double bitmask_wait_seconds = 0;
+  int64_t num_accepted_tokens = 0;
+  double accept_seconds = 0;
 };
 
 class StructuredOutputManager {

@@ -27,6 +27,7 @@
 #include "vllm/spec_decode/mtp_proposer.h"
 #include "vllm/worker/decode_graphs.h"
 #include "vllm/worker/input_batch.h"
+#include "vt/host_upload.h"
 
 namespace vllm {
 
@@ -187,8 +188,8 @@ class ModelRunner {
   std::optional<RunnerOutput> ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar);
   // vt::Sample of `logits` [N, V] on their device with params[n] (one a row) and the
   // bitmask `allowed` (undefined: none); the token of every row.
-  static std::vector<int64_t> DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
-                                           const vt::Tensor& allowed);
+  std::vector<int64_t> DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
+                                    const vt::Tensor& allowed);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
   // as its bitmask), no drafts, no prompt logprobs.
   static bool SamplesOnDeviceOnly(const InputBatch& batch);
@@ -198,13 +199,18 @@ class ModelRunner {
   RunnerOutput ExecuteWithDeviceSampler(InputBatch batch, const GrammarBitmask& grammar);
   // Bitmask words [num_rows, words] i32 on `device`: all ones but row row_of(b) of each
   // request b the grammar has a row for (row_of gives -1: none); undefined when no
-  // request has one. Waits for the grammar's fill (GrammarBitmask::Row).
-  static vt::Tensor GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
-                                const std::function<int64_t(size_t)>& row_of, vt::Device device);
+  // request has one. Waits for the grammar's fill (GrammarBitmask::Row); the upload
+  // is queued (grammar_upload_), not waited for.
+  vt::Tensor GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                         const std::function<int64_t(size_t)>& row_of, vt::Device device);
   // [N, words] i32 on the logits' device: all ones but the last row of each request
   // `grammar` has a bitmask row for; undefined when there is none.
-  static vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
-                                        const GrammarBitmask* grammar, const vt::Tensor& logits);
+  vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
+                                 const GrammarBitmask* grammar, const vt::Tensor& logits);
+  // The upload of a step's grammar rows or sampling parameters, queued after the
+  // forward without waiting for it (a plain copy would hold the host until the forward
+  // ends, then leave the device idle while the rows and the sampler's launches go out).
+  vt::HostUpload& UploadFor(std::unique_ptr<vt::HostUpload>& upload, vt::Device device);
   // PrepareBatch with the logits rows already planned (PlanLogitsRows(batch)).
   ForwardBatch PrepareBatch(const InputBatch& batch, const std::vector<LogitsRows>& plan) const;
 
@@ -213,6 +219,7 @@ class ModelRunner {
   int64_t block_size_;
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
+  std::unique_ptr<vt::HostUpload> grammar_upload_, sample_params_upload_;  // made on first use
   std::optional<SpeculativeDecoding> speculative_;
   DraftPolicy draft_policy_;  // when speculative_ has no disable_by_batch_size
   // Node-based: a step's InputBatch points at these entries.

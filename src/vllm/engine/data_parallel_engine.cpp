@@ -34,6 +34,8 @@ EngineStats SumEngineStats(const std::vector<EngineStats>& replicas) {
     sum.structured_outputs.num_bitmask_rows += r.structured_outputs.num_bitmask_rows;
     sum.structured_outputs.bitmask_seconds += r.structured_outputs.bitmask_seconds;
     sum.structured_outputs.bitmask_wait_seconds += r.structured_outputs.bitmask_wait_seconds;
+    sum.structured_outputs.num_accepted_tokens += r.structured_outputs.num_accepted_tokens;
+    sum.structured_outputs.accept_seconds += r.structured_outputs.accept_seconds;
   }
   sum.kv_cache_usage = sum.num_kv_blocks > 0 ? used_blocks / static_cast<double>(sum.num_kv_blocks) : 0;
   return sum;

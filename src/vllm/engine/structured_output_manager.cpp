@@ -306,6 +306,12 @@ void StructuredOutputManager::AwaitFill() {
 }
 
 bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {
+  const auto start = std::chrono::steady_clock::now();
+  struct Timed {
+    StructuredOutputStats& stats;
+    std::chrono::steady_clock::time_point start;
+    ~Timed() { stats.accept_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  } timed{stats_, start};
   auto first = new_token_ids.begin();
   if (!request.reasoning_ended) {
     first = std::find(new_token_ids.begin(), new_token_ids.end(), *think_end_id_);
@@ -315,6 +321,7 @@ bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, con
   }
   for (auto it = first; it != new_token_ids.end(); ++it) {
     if (request.matcher.IsTerminated() || !request.matcher.AcceptToken(*it)) return false;
+    ++stats_.num_accepted_tokens;
   }
   return true;
 }

@@ -307,19 +307,29 @@ bool ModelRunner::SamplesByMaskedArgmax(const InputBatch& batch) {
   return any_grammar;
 }
 
+vt::HostUpload& ModelRunner::UploadFor(std::unique_ptr<vt::HostUpload>& upload, vt::Device device) {
+  if (!upload || upload->device() != device) upload = std::make_unique<vt::HostUpload>(device);
+  return *upload;
+}
+
 vt::Tensor ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
                                     const std::function<int64_t(size_t)>& row_of, vt::Device device) {
-  std::vector<int32_t> bits;
+  std::span<uint32_t> bits;
   const int64_t words = grammar.words_per_row();
   for (size_t b = 0; b < batch.requests.size(); ++b) {
     const int32_t row = grammar.RowOf(batch.requests[b].req_id());
     const int64_t at = row < 0 ? -1 : row_of(b);
     if (at < 0) continue;
-    if (bits.empty()) bits.assign(static_cast<size_t>(num_rows * words), -1);
+    if (bits.empty()) {
+      bits = UploadFor(grammar_upload_, device).Stage<uint32_t>(static_cast<size_t>(num_rows * words));
+      std::fill(bits.begin(), bits.end(), ~uint32_t{0});
+    }
     std::memcpy(bits.data() + at * words, grammar.Row(row).data(), words * sizeof(uint32_t));
   }
   if (bits.empty()) return {};
-  return vt::Tensor::FromVector(bits, {num_rows, words}).To(device);
+  vt::Tensor allowed = vt::Tensor::Empty({num_rows, words}, vt::DType::kI32, device);
+  grammar_upload_->Upload(allowed);
+  return allowed;
 }
 
 vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
@@ -405,8 +415,12 @@ std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const s
                                                const vt::Tensor& allowed) {
   const int64_t N = logits.size(0);
   const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
-  const vt::Tensor rows = vt::Tensor::FromVector(vt::SampleRowWords(params), {N, vt::kSampleRowWords});
-  vt::Sample({.x = logits, .params = rows.To(logits.device()), .out = ids, .allowed = allowed});
+  const std::vector<int32_t> words = vt::SampleRowWords(params);
+  vt::HostUpload& upload = UploadFor(sample_params_upload_, logits.device());
+  std::ranges::copy(words, upload.Stage<int32_t>(words.size()).begin());
+  const vt::Tensor rows = vt::Tensor::Empty({N, vt::kSampleRowWords}, vt::DType::kI32, logits.device());
+  upload.Upload(rows);
+  vt::Sample({.x = logits, .params = rows, .out = ids, .allowed = allowed});
   return ids.ToIntVector();
 }
 

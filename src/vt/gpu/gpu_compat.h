@@ -71,6 +71,14 @@ inline constexpr auto gpuStreamNonBlocking = hipStreamNonBlocking;
 #define gpuFuncSetAttribute hipFuncSetAttribute
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+using gpuEvent_t = hipEvent_t;
+inline constexpr unsigned gpuEventDisableTiming = hipEventDisableTiming;
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventDestroy hipEventDestroy
+#define gpuHostAllocPortable(ptr, bytes) hipHostMalloc(ptr, bytes, hipHostMallocPortable)
+#define gpuFreeHost hipHostFree
 #else
 inline constexpr DeviceType kGpuDeviceType = DeviceType::kCUDA;
 using gpuError_t = cudaError_t;
@@ -107,6 +115,14 @@ inline constexpr auto gpuStreamNonBlocking = cudaStreamNonBlocking;
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+using gpuEvent_t = cudaEvent_t;
+inline constexpr unsigned gpuEventDisableTiming = cudaEventDisableTiming;
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventDestroy cudaEventDestroy
+#define gpuHostAllocPortable(ptr, bytes) cudaHostAlloc(ptr, bytes, cudaHostAllocPortable)
+#define gpuFreeHost cudaFreeHost
 #endif
 
 // Warp (wavefront) width of the target being compiled, for device code only.

@@ -135,6 +135,21 @@ std::string DescribeBadIndex(const BadIndexRecord& r, const std::string& device)
          " is out of range for a table of " + std::to_string(r.bound) + " rows" + where;
 }
 
+// A recorded event: the host waits for it alone, not for the whole queue.
+class GpuQueueMark final : public QueueMark {
+ public:
+  GpuQueueMark(gpuStream_t stream, int index) {
+    CheckGpu(gpuSetDevice(index), "selecting the device");
+    CheckGpu(gpuEventCreateWithFlags(&event_, gpuEventDisableTiming), "creating a queue mark");
+    CheckGpu(gpuEventRecord(event_, stream), "recording a queue mark");
+  }
+  ~GpuQueueMark() override { (void)gpuEventDestroy(event_); }
+  void Wait() override { CheckGpu(gpuEventSynchronize(event_), "waiting for a queue mark"); }
+
+ private:
+  gpuEvent_t event_{};
+};
+
 class GpuDeviceBackend final : public DeviceBackend {
  public:
   DeviceType type() const override { return kGpuDeviceType; }
@@ -213,6 +228,23 @@ class GpuDeviceBackend final : public DeviceBackend {
   }
   void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, int index) override {
     Copy(dst, src, bytes, gpuMemcpyDeviceToDevice, index, false);
+  }
+
+  void* AllocateHostStaging(size_t bytes, int index) override {
+    State(index);
+    void* ptr = nullptr;
+    CheckGpu(gpuHostAllocPortable(&ptr, bytes == 0 ? 1 : bytes),
+             ("page-locking " + std::to_string(bytes) + " bytes of host staging memory").c_str());
+    return ptr;
+  }
+  void FreeHostStaging(void* ptr, int) override {
+    if (ptr != nullptr) (void)gpuFreeHost(ptr);
+  }
+  void QueueCopyFromHostStaging(void* dst, const void* src, size_t bytes, int index) override {
+    Copy(dst, src, bytes, gpuMemcpyHostToDevice, index, false);
+  }
+  std::unique_ptr<QueueMark> MarkQueue(int index) override {
+    return std::make_unique<GpuQueueMark>(State(index).stream, index);
   }
 
   void Synchronize(int index) override {

@@ -279,6 +279,23 @@ TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEo
   EXPECT_EQ(out.finish_reason, "stop");
 }
 
+// The matchers' advance is host time between steps that no forward hides: the
+// stats count every token a matcher took, and its time.
+TEST(StructuredOutputEngineTest, StatsCountTheTokensTheMatchersAccepted) {
+  LLMEngine engine(TestConfig());
+  SamplingParams p = Constrained("[a-z]{40,60}", 3);
+  p.max_tokens = 6;
+  engine.AddRequest("r", engine.Encode("hi"), p);
+  SamplingParams free_params;
+  free_params.max_tokens = 4;
+  engine.AddRequest("free", engine.Encode("hi"), free_params);  // no grammar: not counted
+  const RequestOutput out = RunAll(engine).at("r");
+  ASSERT_EQ(out.token_ids.size(), 6u) << out.text;
+  const StructuredOutputStats stats = engine.stats().structured_outputs;
+  EXPECT_EQ(stats.num_accepted_tokens, 5) << "the sixth token ends the request (max_tokens): no matcher to advance";
+  EXPECT_GT(stats.accept_seconds, 0.0);
+}
+
 TEST(StructuredOutputEngineTest, BadGrammarsAreRefusedAtAdmission) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(unclosed", 1);

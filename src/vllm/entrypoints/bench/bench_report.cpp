@@ -240,8 +240,14 @@ nlohmann::json GrammarBitmaskJson(const StructuredOutputStats& before, const Str
   const int64_t rows = after.num_bitmask_rows - before.num_bitmask_rows;
   const double seconds = after.bitmask_seconds - before.bitmask_seconds;
   const double waited = after.bitmask_wait_seconds - before.bitmask_wait_seconds;
+  const int64_t accepted = after.num_accepted_tokens - before.num_accepted_tokens;
+  const double accept_s = after.accept_seconds - before.accept_seconds;
   if (rows <= 0) return nullptr;
   return {{"steps", steps},
+          {"accepted_tokens", accepted},
+          {"accept_seconds", accept_s},
+          {"accept_ms_per_step", 1e3 * accept_s / static_cast<double>(steps)},
+          {"accept_us_per_token", accepted > 0 ? 1e6 * accept_s / static_cast<double>(accepted) : 0.0},
           {"rows", rows},
           {"seconds", seconds},
           {"wait_seconds", waited},
@@ -257,7 +263,9 @@ std::string GrammarBitmaskSummary(const nlohmann::json& bitmask) {
          std::to_string(bitmask["steps"].get<int64_t>()) + " steps, " + Fixed(bitmask["ms_per_step"], 3) +
          " ms a step (" + Fixed(bitmask["wait_ms_per_step"], 3) + " ms not hidden by the forward), " +
          Fixed(bitmask["us_per_row"], 1) + " us a row, " +
-         Fixed(100 * bitmask["fraction_of_elapsed"].get<double>(), 1) + "% of the elapsed time\n";
+         Fixed(100 * bitmask["fraction_of_elapsed"].get<double>(), 1) + "% of the elapsed time; matchers advanced " +
+         Fixed(bitmask["accept_ms_per_step"], 3) + " ms a step (" + Fixed(bitmask["accept_us_per_token"], 1) +
+         " us a token)\n";
 }
 
 nlohmann::json BuildJson() {
