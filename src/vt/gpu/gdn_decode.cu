@@ -352,7 +352,11 @@ void GdnDecodeUnfused(const GdnDecodeArgs& a) {
 void GdnDecodeGpu(const GdnDecodeArgs& a) {
   const int64_t batch = a.mixed.size(0);
   gpuStream_t stream = PrepareDevice(a.mixed.device());
-  const GdnDecodeShape shape{a.key_dim, a.out.size(2), ClustersOnCurrentDevice()};
+  const GdnDecodeShape shape{.key_dim = a.key_dim,
+                             .value_dim = a.out.size(2),
+                             .clusters = ClustersOnCurrentDevice(),
+                             .head_rows = batch * a.out.size(1),
+                             .multiprocessors = MultiprocessorCount(a.mixed.device())};
   const GdnDecodeKernel kernel =
       ApplyGdnDecodeVariant(ChooseGdnDecode(shape), shape, tuning::Variant(kGdnDecodeVariantFamily));
   if (kernel == GdnDecodeKernel::kUnfused) {

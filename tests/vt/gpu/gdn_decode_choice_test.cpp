@@ -1,8 +1,8 @@
 // The GPU GdnDecode kernel choice (src/vt/gpu/gdn_decode_choice.h) at its boundaries,
-// without a GPU: head sizes up to 128 fused (the whole-head kernel; column slices
-// are forced only, where the device runs clusters, until measured on a GPU), past 128
-// the unfused ops; forced variants apply only where the shape and device take them;
-// unknown names throw.
+// without a GPU: head sizes up to 128 fused, past 128 the unfused ops; column slices
+// where the device runs clusters and the whole-head blocks (rows x value heads) fill
+// at most a quarter of the multiprocessors, the whole-head kernel otherwise; forced
+// variants apply only where the shape and device take them; unknown names throw.
 #include "vt/gpu/gdn_decode_choice.h"
 
 #include <gtest/gtest.h>
@@ -10,18 +10,32 @@
 namespace vt::gpu {
 namespace {
 
+GdnDecodeShape Shape(int64_t dk, int64_t dv, bool clusters, int64_t head_rows = 4096, int64_t sms = 132) {
+  return {.key_dim = dk, .value_dim = dv, .clusters = clusters, .head_rows = head_rows, .multiprocessors = sms};
+}
+
 TEST(GdnDecodeChoiceTest, HeadSizesUpTo128AreFused) {
-  EXPECT_EQ(ChooseGdnDecode({128, 128, true}), GdnDecodeKernel::kWholeHead);
-  EXPECT_EQ(ChooseGdnDecode({128, 128, false}), GdnDecodeKernel::kWholeHead);
-  EXPECT_EQ(ChooseGdnDecode({1, 1, true}), GdnDecodeKernel::kWholeHead);
-  EXPECT_EQ(ChooseGdnDecode({100, 70, false}), GdnDecodeKernel::kWholeHead);
-  EXPECT_EQ(ChooseGdnDecode({129, 128, true}), GdnDecodeKernel::kUnfused);
-  EXPECT_EQ(ChooseGdnDecode({128, 129, false}), GdnDecodeKernel::kUnfused);
-  EXPECT_EQ(ChooseGdnDecode({192, 64, true}), GdnDecodeKernel::kUnfused);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, true)), GdnDecodeKernel::kWholeHead);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, false)), GdnDecodeKernel::kWholeHead);
+  EXPECT_EQ(ChooseGdnDecode(Shape(1, 1, true)), GdnDecodeKernel::kWholeHead);
+  EXPECT_EQ(ChooseGdnDecode(Shape(100, 70, false)), GdnDecodeKernel::kWholeHead);
+  EXPECT_EQ(ChooseGdnDecode(Shape(129, 128, true)), GdnDecodeKernel::kUnfused);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 129, false)), GdnDecodeKernel::kUnfused);
+  EXPECT_EQ(ChooseGdnDecode(Shape(192, 64, true, 1)), GdnDecodeKernel::kUnfused);
+}
+
+TEST(GdnDecodeChoiceTest, ColumnSlicesWhenWholeHeadsLeaveThreeQuartersIdle) {
+  // Batch 1 of Hv = 32 on 132 multiprocessors: 32 whole-head blocks.
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, true, 32, 132)), GdnDecodeKernel::kColumnSlices);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, true, 33, 132)), GdnDecodeKernel::kColumnSlices);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, true, 34, 132)), GdnDecodeKernel::kWholeHead);
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, true, 64, 132)), GdnDecodeKernel::kWholeHead);  // batch 2
+  EXPECT_EQ(ChooseGdnDecode(Shape(128, 128, false, 32, 132)), GdnDecodeKernel::kWholeHead) << "no clusters";
+  EXPECT_EQ(ChooseGdnDecode(Shape(129, 128, true, 32, 132)), GdnDecodeKernel::kUnfused);
 }
 
 TEST(GdnDecodeChoiceTest, ForcedVariantsApplyWhereTheyCan) {
-  const GdnDecodeShape hopper{128, 128, true}, other{128, 128, false}, large{192, 64, true};
+  const GdnDecodeShape hopper = Shape(128, 128, true), other = Shape(128, 128, false), large = Shape(192, 64, true);
   EXPECT_EQ(ApplyGdnDecodeVariant(GdnDecodeKernel::kWholeHead, hopper, ""), GdnDecodeKernel::kWholeHead);
   EXPECT_EQ(ApplyGdnDecodeVariant(GdnDecodeKernel::kWholeHead, hopper, "column_slices"),
             GdnDecodeKernel::kColumnSlices);
