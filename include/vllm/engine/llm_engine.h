@@ -86,6 +86,14 @@ class LLMEngine {
   // there), and the tokens it computed.
   const std::vector<std::string>& last_step_new_req_ids() const { return last_step_new_req_ids_; }
   int64_t last_step_num_tokens() const { return last_step_num_tokens_; }
+  // Where the last Step()'s wall time went on the host: scheduling (and starting the
+  // grammar masks' fill), the runner (forward and sampling, waiting for the device),
+  // and the outputs (matchers, detokenization, finishing). `bench throughput` reports
+  // their medians at the full batch.
+  struct StepPhases {
+    double schedule_s = 0, execute_s = 0, outputs_s = 0;
+  };
+  const StepPhases& last_step_phases() const { return last_step_phases_; }
   bool HasUnfinishedRequests() const { return scheduler_->has_unfinished_requests(); }
 
   bool has_tokenizer() const { return tokenizer_.has_value(); }
@@ -146,6 +154,7 @@ class LLMEngine {
   int64_t next_arrival_ = 0;
   std::vector<std::string> last_step_new_req_ids_;
   int64_t last_step_num_tokens_ = 0;
+  StepPhases last_step_phases_;
   std::optional<std::string> dead_;  // why the engine died (EngineDeadError)
 };
 

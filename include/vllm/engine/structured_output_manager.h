@@ -91,6 +91,9 @@ class StructuredOutputManager {
   // (it rethrows a row's error). A fill still pending from an earlier step is
   // awaited first.
   void FillBitmask(SchedulerOutput& output, const Scheduler& scheduler);
+  // Takes back the words of a step that is done with them, for the next FillBitmask
+  // (awaiting the fill first if nobody did).
+  void RecycleBitmask(SchedulerOutput& output);
   // Advances the request's matcher by the tokens it was just given (those after
   // `</think>` when reasoning ends among them). Returns false when the matcher
   // refused one (the mask allowed no token, or a stop string cut the output).
@@ -109,6 +112,7 @@ class StructuredOutputManager {
   int mask_threads_;
   bool fill_during_forward_;
   StructuredOutputStats stats_;
+  std::vector<uint32_t> spare_bitmask_;  // the last step's words, reused
   // The threads of FillBitmask, started once: starting them every step cost more
   // than a regex's rows (bench/README.md). Synchronous fills: threads 1 ..
   // mask_threads - 1 (the caller is thread 0); fill_during_forward: all mask_threads.

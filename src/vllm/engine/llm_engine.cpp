@@ -1,6 +1,7 @@
 #include "vllm/engine/llm_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -124,12 +125,15 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
       std::find(eos_token_ids_.begin(), eos_token_ids_.end(), *tokenizer_->eos_token_id()) == eos_token_ids_.end()) {
     eos_token_ids_.push_back(*tokenizer_->eos_token_id());
   }
+  // A GPU engine fills the masks while this thread queues the forward and a
+  // background thread precomputes grammars' masks: by default the fill leaves those
+  // two a core each, so that it never takes the core of the thread launching the step.
+  const bool on_gpu = config.device.type != vt::DeviceType::kCPU;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int mask_threads = config.num_threads > 0 ? config.num_threads : on_gpu ? std::max(1, cores - 2) : cores;
   structured_outputs_ = std::make_unique<StructuredOutputManager>(
       tokenizer_ ? &*tokenizer_ : nullptr, eos_token_ids_, static_cast<int32_t>(loaded_.config.vocab_size),
-      config.reasoning_parser,
-      config.num_threads > 0 ? config.num_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
-      /*precompute_masks=*/config.device.type != vt::DeviceType::kCPU,
-      /*fill_during_forward=*/config.device.type != vt::DeviceType::kCPU);
+      config.reasoning_parser, mask_threads, /*precompute_masks=*/on_gpu, /*fill_during_forward=*/on_gpu);
   std::vector<LayerCacheSpec> spec = model_->cache_spec();
   if (mtp_head_spec_) spec.push_back(*mtp_head_spec_);  // the MTP head's attention layer, last
   SizeCaches(spec, options.activation_dtype);
@@ -380,8 +384,11 @@ std::optional<RequestOutput> LLMEngine::AbortRequest(const std::string& request_
 
 std::vector<RequestOutput> LLMEngine::Step() {
   std::vector<RequestOutput> results;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point step_start = Clock::now();
   SchedulerOutput scheduled = scheduler_->schedule();
   structured_outputs_->FillBitmask(scheduled, *scheduler_);
+  const Clock::time_point execute_start = Clock::now();
   // On a GPU the bitmask fills while the forward runs: its threads hold `scheduled`
   // and the matchers until awaited, on every way out of Execute (errors included).
   struct AwaitBitmask {
@@ -415,6 +422,18 @@ std::vector<RequestOutput> LLMEngine::Step() {
     scheduled.await_grammar_bitmask();
     scheduled.await_grammar_bitmask = nullptr;
   }
+  structured_outputs_->RecycleBitmask(scheduled);  // the runner is done with the rows
+  const Clock::time_point outputs_start = Clock::now();
+  // Every way out from here records the step's phases.
+  struct RecordPhases {
+    StepPhases& phases;
+    Clock::time_point step_start, execute_start, outputs_start;
+    ~RecordPhases() {
+      phases = {.schedule_s = std::chrono::duration<double>(execute_start - step_start).count(),
+                .execute_s = std::chrono::duration<double>(outputs_start - execute_start).count(),
+                .outputs_s = std::chrono::duration<double>(Clock::now() - outputs_start).count()};
+    }
+  } record_phases{last_step_phases_, step_start, execute_start, outputs_start};
   if (scheduled.empty()) return results;
   for (const auto& [id, chunk] : ran.prompt_logprobs) outputs_->AddPromptLogprobs(id, chunk);
   // Each request's results in order: one sampled token, or its accepted drafts and

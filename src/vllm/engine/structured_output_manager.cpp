@@ -253,6 +253,11 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
     rows.push_back(&r->structured_output_request->matcher);
   }
   if (rows.empty()) return;
+  // The last step's words (RecycleBitmask), resized only when the row count changed:
+  // a fresh 2 MB vector a step (64 rows of a 248k vocabulary) was zero-filled and
+  // page-faulted in on the host before the forward could be queued. The fill writes
+  // every word of its rows.
+  if (output.grammar_bitmask.empty()) output.grammar_bitmask.swap(spare_bitmask_);
   output.grammar_bitmask.resize(rows.size() * words);
   pending_ = std::make_unique<PendingFill>();
   PendingFill& fill = *pending_;
@@ -285,6 +290,11 @@ void StructuredOutputManager::FillBitmask(SchedulerOutput& output, const Schedul
     pool_->Run(static_cast<int>(threads), work);
   }
   if (!fill_during_forward_) AwaitFill();
+}
+
+void StructuredOutputManager::RecycleBitmask(SchedulerOutput& output) {
+  if (output.await_grammar_bitmask) output.await_grammar_bitmask();  // never while the fill writes it
+  if (output.grammar_bitmask.capacity() > spare_bitmask_.capacity()) spare_bitmask_.swap(output.grammar_bitmask);
 }
 
 void StructuredOutputManager::AwaitFill() {

@@ -40,7 +40,9 @@ void AddEngineArgs(CliArgs& cli) {
                 "disable_by_batch_size, drafting runs at the batch sizes where it measures faster (default: off)");
   cli.AddOption("seed", "seed of the generator used by requests without a seed", "0");
   cli.AddOption("threads",
-                "CPU threads: the model's on the CPU, structured outputs' token masks on any device (0 = all)", "0");
+                "CPU threads: the model's on the CPU, structured outputs' token masks on any device (0 = all cores; "
+                "on a GPU all but two, left to the thread that queues the forward and the masks' precompute)",
+                "0");
   cli.AddOption("tensor-parallel-size",
                 "ranks the model is split over (CPU: worker processes on this host, Gloo collectives; --threads "
                 "is then per rank)",

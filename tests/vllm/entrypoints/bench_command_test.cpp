@@ -185,6 +185,11 @@ TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
     EXPECT_EQ(decode["batch"], n);
     EXPECT_EQ(decode["steps"], 2);
     EXPECT_NEAR(decode["tokens_per_s"].get<double>(), 1e3 * n / decode["median_step_ms"].get<double>(), 1e-6);
+    // The step's phases (each median on its own) are parts of it.
+    const double phases = decode["median_schedule_ms"].get<double>() + decode["median_execute_ms"].get<double>() +
+                          decode["median_outputs_ms"].get<double>();
+    EXPECT_GT(decode["median_execute_ms"].get<double>(), 0.0);
+    EXPECT_LE(phases, 2.0 * decode["median_step_ms"].get<double>());
   }
 }
 

@@ -55,6 +55,7 @@ struct RunResult {
   int64_t prompt_tokens = 0, output_tokens = 0, num_requests = 0;
   int64_t full_batch = 0;                  // min(prompts, max_num_seqs)
   std::vector<double> full_batch_steps_s;  // the wall time of each decode step at that batch
+  std::vector<double> schedule_s, execute_s, outputs_s;  // those steps' phases (LLMEngine::StepPhases)
 };
 
 // --structured-outputs: one constraint of vLLM's StructuredOutputsParams; any other
@@ -114,6 +115,10 @@ RunResult RunPrompts(LLMEngine& engine, const std::vector<BenchPrompt>& prompts,
     const std::vector<RequestOutput> outputs = engine.Step();
     if (all_decoding && engine.last_step_num_tokens() == r.full_batch) {
       r.full_batch_steps_s.push_back(SecondsBetween(step_start, Clock::now()));
+      const LLMEngine::StepPhases& phases = engine.last_step_phases();
+      r.schedule_s.push_back(phases.schedule_s);
+      r.execute_s.push_back(phases.execute_s);
+      r.outputs_s.push_back(phases.outputs_s);
     }
     for (const RequestOutput& out : outputs) {
       r.output_tokens += static_cast<int64_t>(out.new_token_ids.size());
@@ -131,6 +136,9 @@ json ResultJson(const RunResult& r) {
     full_batch = {{"batch", r.full_batch},
                   {"steps", steps.count},
                   {"median_step_ms", 1e3 * steps.median},
+                  {"median_schedule_ms", 1e3 * Summarize(r.schedule_s).median},
+                  {"median_execute_ms", 1e3 * Summarize(r.execute_s).median},
+                  {"median_outputs_ms", 1e3 * Summarize(r.outputs_s).median},
                   {"tokens_per_s", static_cast<double>(r.full_batch) / steps.median}};
   }
   return {{"num_prompts", r.num_requests},
@@ -154,10 +162,13 @@ void PrintResults(const json& results) {
   std::printf("%s", table.Render().c_str());
   for (const json& r : results) {
     if (const json& d = r["decode_at_full_batch"]; !d.is_null()) {
-      std::printf("%lld prompts: decode at batch %lld: %s tok/s (median step %s ms of %lld)\n",
+      std::printf("%lld prompts: decode at batch %lld: %s tok/s (median step %s ms of %lld: schedule %s, forward and "
+                  "sampling %s, outputs %s ms)\n",
                   static_cast<long long>(r["num_prompts"].get<int64_t>()),
                   static_cast<long long>(d["batch"].get<int64_t>()), Fixed(d["tokens_per_s"], 1).c_str(),
-                  Fixed(d["median_step_ms"], 3).c_str(), static_cast<long long>(d["steps"].get<int64_t>()));
+                  Fixed(d["median_step_ms"], 3).c_str(), static_cast<long long>(d["steps"].get<int64_t>()),
+                  Fixed(d["median_schedule_ms"], 3).c_str(), Fixed(d["median_execute_ms"], 3).c_str(),
+                  Fixed(d["median_outputs_ms"], 3).c_str());
     }
     if (const std::string line = SpecDecodingSummary(r["speculative_decoding"]); !line.empty()) {
       std::printf("%lld prompts: %s", static_cast<long long>(r["num_prompts"].get<int64_t>()), line.c_str());
