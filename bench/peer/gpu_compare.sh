@@ -359,12 +359,13 @@ for name in ${models//,/ }; do
     stage "$name: structured outputs at 64 prompts (none, regex, JSON schema; twice)"
     schema='{"json": {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name", "tags"]}}'
     for round in 1 2; do
+      # --print-kernels: the runner paths (decode graph or eager, bitmask in graph) in the log
       ours "$name" so_none$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
-        --max-model-len 512
+        --max-model-len 512 --print-kernels
       ours "$name" so_regex$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
-        --max-model-len 512 --structured-outputs '{"regex": "[a-z ]+"}'
+        --max-model-len 512 --print-kernels --structured-outputs '{"regex": "[a-z ]+"}'
       ours "$name" so_json$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
-        --max-model-len 512 --structured-outputs "$schema"
+        --max-model-len 512 --print-kernels --structured-outputs "$schema"
     done
   fi
 

@@ -190,6 +190,8 @@ TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
                           decode["median_outputs_ms"].get<double>();
     EXPECT_GT(decode["median_execute_ms"].get<double>(), 0.0);
     EXPECT_LE(phases, 2.0 * decode["median_step_ms"].get<double>());
+    // Which runner paths and kernels the run reached (--print-kernels prints them).
+    EXPECT_GT(r["kernels"].value("ModelRunner::ArgmaxOnDevice", 0), 0) << r["kernels"].dump();
   }
 }
 

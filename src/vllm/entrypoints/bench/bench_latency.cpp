@@ -210,14 +210,6 @@ void PrintResults(const json& results) {
   }
 }
 
-void PrintKernels(const json& result) {
-  std::fprintf(stderr, "kernels reached, batch %lld (%s):\n", static_cast<long long>(result["batch_size"].get<int64_t>()),
-               "all timed iterations");
-  for (const auto& [name, count] : result["kernels"].items()) {
-    std::fprintf(stderr, "  %10llu  %s\n", static_cast<unsigned long long>(count.get<uint64_t>()), name.c_str());
-  }
-}
-
 }  // namespace
 
 int RunLatency(const CommandArgs& args) {
@@ -242,7 +234,9 @@ int RunLatency(const CommandArgs& args) {
   Plot plot{"vllm-cpp bench latency: " + config.model, "batch size", "tokens/s", {{"decode"}, {"prefill"}}};
   for (int64_t batch : o.batch_sizes) {
     results.push_back(MeasureBatch(engine, o, batch, bandwidth));
-    if (o.print_kernels) PrintKernels(results.back());
+    if (o.print_kernels) {
+      PrintKernels(results.back()["kernels"], "batch " + std::to_string(batch) + " (all timed iterations)");
+    }
     plot.AddPoint(static_cast<double>(batch),
                   {results.back()["decode_tokens_per_s"], results.back()["prefill_tokens_per_s"]});
   }

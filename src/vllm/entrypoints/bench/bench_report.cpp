@@ -268,6 +268,13 @@ std::string GrammarBitmaskSummary(const nlohmann::json& bitmask) {
          " us a token)\n";
 }
 
+void PrintKernels(const nlohmann::json& kernels, const std::string& what) {
+  std::fprintf(stderr, "kernels reached, %s:\n", what.c_str());
+  for (const auto& [name, count] : kernels.items()) {
+    std::fprintf(stderr, "  %10llu  %s\n", static_cast<unsigned long long>(count.get<uint64_t>()), name.c_str());
+  }
+}
+
 nlohmann::json BuildJson() {
   const std::time_t now = std::time(nullptr);
   char date[32];

@@ -98,6 +98,9 @@ std::string SpecDecodingSummary(const nlohmann::json& spec);
 nlohmann::json GrammarBitmaskJson(const StructuredOutputStats& before, const StructuredOutputStats& after,
                                   double elapsed_s);
 std::string GrammarBitmaskSummary(const nlohmann::json& bitmask);
+// The reach counters of a run (vt::reach::Snapshot as JSON) on stderr, one line each,
+// under "kernels reached, <what>:" (--print-kernels of bench latency and throughput).
+void PrintKernels(const nlohmann::json& kernels, const std::string& what);
 
 // {"version", "commit", "date"}: what built this binary and when it ran (UTC).
 nlohmann::json BuildJson();

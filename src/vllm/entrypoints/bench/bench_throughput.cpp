@@ -29,6 +29,7 @@
 #include "bench_report.h"
 #include "roofline.h"
 #include "vllm/entrypoints/engine_args.h"
+#include "vt/reach.h"
 
 namespace vllm::bench {
 namespace {
@@ -46,6 +47,7 @@ void DeclareArgs(CliArgs& cli) {
                 "constrain every request: vLLM's structured_outputs as JSON, one of {\"json\": schema}, "
                 "{\"regex\": r}, {\"choice\": [...]}, {\"grammar\": gbnf}, {\"json_object\": true}",
                 "");
+  cli.AddFlag("print-kernels", "list on stderr the kernel variants and runner paths each run reached");
   AddReportArgs(cli);
   AddEngineArgs(cli);
 }
@@ -219,10 +221,13 @@ int RunThroughput(const CommandArgs& args) {
     }
     ProgressBar bar("throughput " + std::to_string(n) + " prompts", n);
     const EngineStats before = engine.stats();
+    vt::reach::Reset();
     results.push_back(
         ResultJson(RunPrompts(engine, prompts, temperature, structured, "tp-" + std::to_string(n) + "-", &bar)));
     bar.Finish();
     const EngineStats after = engine.stats();
+    results.back()["kernels"] = vt::reach::Snapshot();
+    if (cli.GetFlag("print-kernels")) PrintKernels(results.back()["kernels"], std::to_string(n) + " prompts");
     results.back()["speculative_decoding"] =
         SpecDecodingJson(before.spec_decoding, after.spec_decoding, after.speculative_decoding);
     results.back()["grammar_bitmask"] = GrammarBitmaskJson(before.structured_outputs, after.structured_outputs,
