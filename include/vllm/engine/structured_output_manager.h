@@ -46,8 +46,10 @@ struct StructuredOutputRequest {
 
 // What building the grammar bitmasks cost the host, cumulative: steps with at least
 // one row, rows filled, the wall time of those fills (from FillBitmask to the last
-// row written), and the part of it the step waited for: all of it when the fill is
-// synchronous; with fill_during_forward only what the forward did not hide. Also the
+// row written), and the part of it the step's thread waited for: all of it when the
+// fill is synchronous; with fill_during_forward, what was left when the runner asked
+// for the rows, right after queueing the forward (the device runs that forward
+// meanwhile, so a wait shorter than the forward costs the step nothing). Also the
 // matchers' advance by each step's new tokens (AcceptTokens: host time between two
 // steps, which nothing hides) and how many tokens it took.
 struct StructuredOutputStats {

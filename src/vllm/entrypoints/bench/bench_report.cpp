@@ -261,7 +261,7 @@ std::string GrammarBitmaskSummary(const nlohmann::json& bitmask) {
   if (bitmask.is_null()) return "";
   return "grammar bitmasks: " + std::to_string(bitmask["rows"].get<int64_t>()) + " rows in " +
          std::to_string(bitmask["steps"].get<int64_t>()) + " steps, " + Fixed(bitmask["ms_per_step"], 3) +
-         " ms a step (" + Fixed(bitmask["wait_ms_per_step"], 3) + " ms not hidden by the forward), " +
+         " ms a step (the step waited " + Fixed(bitmask["wait_ms_per_step"], 3) + " ms for them), " +
          Fixed(bitmask["us_per_row"], 1) + " us a row, " +
          Fixed(100 * bitmask["fraction_of_elapsed"].get<double>(), 1) + "% of the elapsed time; matchers advanced " +
          Fixed(bitmask["accept_ms_per_step"], 3) + " ms a step (" + Fixed(bitmask["accept_us_per_token"], 1) +
