@@ -7,6 +7,11 @@
 # nlohmann-json3-dev, libpcre2-dev + libpcre2-8-0, libutf8proc-dev + libutf8proc2
 # and pkgconf (.gpu_carry/prefix/usr; the libraries need only libc), and the llama.cpp
 # peer's sources; tools/gpu/make_gpu_carry.sh makes it (~20 s, 7 MB).
+# The device tool takes at most 64 MiB with the tracked files (43 MB in December
+# 2026) and .gpu_carry is 23 MB: a call without the llama.cpp peer (--no-peer)
+# carries its parts instead, [".gpu_carry/googletest", ".gpu_carry/prefix",
+# ".gpu_carry/qwen3_tokenizer.tar.xz"], and one with the peer leaves out what it
+# does not use (the tokenizer without --structured).
 # cpp-httplib and the libraries it links (OpenSSL 3, brotli, zlib) are carried too, so
 # VT_BUILD_SERVER=AUTO builds the OpenAI server; gpu_compare.sh rebuilds without it
 # if the binary cannot start on that machine.
