@@ -269,6 +269,38 @@ TEST(StructuredOutputEngineTest, AFillDuringTheForwardGivesTheSynchronousRows) {
   EXPECT_EQ(overlapped.stats().num_bitmask_rows, 21);
 }
 
+// The words of a finished step come back (RecycleBitmask) and the next fill reuses
+// them: whatever they held, the rows are those of a fresh synchronous fill.
+TEST(StructuredOutputEngineTest, ARecycledBitmaskIsWhollyRewritten) {
+  const Tokenizer tokenizer = Tokenizer::FromHfDirectory(std::string(VT_TEST_DATA_DIR) + "/openai_server/tokenizer");
+  const int32_t vocab = tokenizer.vocab_size();
+  StructuredOutputManager sync(&tokenizer, {0}, vocab, "", 1, false, false);
+  StructuredOutputManager overlapped(&tokenizer, {0}, vocab, "", 2, false, true);
+  Scheduler scheduler({.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 64},
+                      {.block_size = 4, .num_blocks = 64});
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t> prompt = tokenizer.Encode("prompt " + std::to_string(i));
+    const SamplingParams params = Constrained(i % 2 ? "[0-9]{3}" : "(yes|no)", i);
+    auto request = std::make_unique<Request>("r" + std::to_string(i), prompt, params, std::vector<int32_t>{0}, i);
+    request->structured_output_request = overlapped.MakeRequest(params, prompt);
+    scheduler.add_request(std::move(request));
+  }
+  (void)sync.MakeRequest(Constrained("(yes|no)", 0), tokenizer.Encode("x"));  // prepares its vocabulary
+  SchedulerOutput first = scheduler.schedule();
+  SchedulerOutput expected = first, second = first;
+  sync.FillBitmask(expected, scheduler);
+  overlapped.FillBitmask(first, scheduler);
+  first.await_grammar_bitmask();
+  ASSERT_EQ(first.grammar_bitmask, expected.grammar_bitmask);
+  std::fill(first.grammar_bitmask.begin(), first.grammar_bitmask.end(), 0xdeadbeefu);  // what a step may leave
+  const uint32_t* words = first.grammar_bitmask.data();
+  overlapped.RecycleBitmask(first);
+  overlapped.FillBitmask(second, scheduler);
+  second.await_grammar_bitmask();
+  EXPECT_EQ(second.grammar_bitmask.data(), words) << "the recycled words, not a new vector";
+  EXPECT_EQ(second.grammar_bitmask, expected.grammar_bitmask);
+}
+
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(yes|no)", 1);
