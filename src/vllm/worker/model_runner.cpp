@@ -415,9 +415,8 @@ std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const s
                                                const vt::Tensor& allowed) {
   const int64_t N = logits.size(0);
   const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
-  const std::vector<int32_t> words = vt::SampleRowWords(params);
   vt::HostUpload& upload = UploadFor(sample_params_upload_, logits.device());
-  std::ranges::copy(words, upload.Stage<int32_t>(words.size()).begin());
+  std::ranges::copy(params, upload.Stage<vt::SampleRow>(params.size()).begin());  // the rows are Sample's words
   const vt::Tensor rows = vt::Tensor::Empty({N, vt::kSampleRowWords}, vt::DType::kI32, logits.device());
   upload.Upload(rows);
   vt::Sample({.x = logits, .params = rows, .out = ids, .allowed = allowed});
