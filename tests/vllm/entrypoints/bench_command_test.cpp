@@ -160,6 +160,20 @@ TEST(BenchLatencyTest, SpeculativeConfigDraftsAndTheReportCountsThem) {
   }
 }
 
+// --print-kernels lists each run's reach counters on stderr; without it, nothing.
+TEST(BenchThroughputTest, PrintKernelsListsWhatEachRunReached) {
+  for (const bool print : {false, true}) {
+    std::vector<std::string> args = {"throughput", "--model", ModelDir("qwen3"), "--num-prompts", "2", "--input-len",
+                                     "5", "--output-len", "2", "--threads", "1"};
+    if (print) args.push_back("--print-kernels");
+    ::testing::internal::CaptureStderr();
+    ASSERT_EQ(RunBenchCommand(args), 0);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.find("kernels reached, 2 prompts:") != std::string::npos, print) << err;
+    EXPECT_EQ(err.find("ModelRunner::ArgmaxOnDevice") != std::string::npos, print) << err;
+  }
+}
+
 TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
   const std::string out = TempPath("throughput.json");
   ASSERT_EQ(RunBenchCommand({"throughput", "--model", ModelDir("qwen3"), "--num-prompts", "2,5", "--input-len", "7",
