@@ -67,8 +67,9 @@ class StructuredOutputManager {
   // end a grammar (allowed only where it can end). `reasoning_parser` is "" or
   // "qwen3" (its `<think>` / `</think>` tokens must be in the vocabulary).
   // `mask_threads` (>= 1) host threads fill a step's bitmask rows (the engine passes
-  // its --threads, all cores when 0). With `precompute_masks`, a background thread
-  // computes each new grammar's whole mask cache while the steps run, so requests
+  // its --threads, all cores when 0). With `precompute_masks`, mask_threads background
+  // threads compute each new grammar's whole mask cache while the steps run (all on
+  // the oldest grammar, splitting its positions), so requests
   // rarely compute a position themselves (the engine asks for it where the model
   // runs on a GPU, whose host cores wait during the forward; on the CPU those cores
   // run the model, and positions no request reaches would be computed for nothing).

@@ -36,10 +36,13 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return grammar_; }
   const TokenizerInfo& tokenizer() const { return *tokenizer_; }
-  // Computes every position's cache entry now instead of on first use (entries a
-  // matcher computes meanwhile are not computed twice). Returns false when `stop`
-  // became true first.
-  bool PrecomputeMasks(const std::atomic<bool>* stop = nullptr) const;
+  // Computes the position cache entries now instead of on first use (entries a
+  // matcher computes meanwhile are not computed twice). Concurrent callers split the
+  // positions: each claims the next unclaimed one until none is left, so a call
+  // returns once every position is claimed (some perhaps still being computed by
+  // other callers; with one caller, all are computed). Returns the number of
+  // positions this call claimed, or -1 when `stop` became true first.
+  int32_t PrecomputeMasks(const std::atomic<bool>* stop = nullptr) const;
   // Whether every position's entry is computed.
   bool MasksComplete() const;
   // Bytes held by the entries computed so far.
@@ -51,6 +54,7 @@ class CompiledGrammar {
   Grammar grammar_;
   std::shared_ptr<const TokenizerInfo> tokenizer_;
   std::unique_ptr<MaskCache> cache_;
+  mutable std::atomic<int32_t> next_precompute_{0};  // PrecomputeMasks' next unclaimed position
 };
 
 class GrammarMatcher {

@@ -14,12 +14,15 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Tokenize
 
 CompiledGrammar::~CompiledGrammar() = default;
 
-bool CompiledGrammar::PrecomputeMasks(const std::atomic<bool>* stop) const {
-  for (int32_t p = 0; p < grammar_.num_positions(); ++p) {
-    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
+int32_t CompiledGrammar::PrecomputeMasks(const std::atomic<bool>* stop) const {
+  int32_t claimed = 0;
+  for (;;) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return -1;
+    const int32_t p = next_precompute_.fetch_add(1, std::memory_order_relaxed);
+    if (p >= grammar_.num_positions()) return claimed;
+    ++claimed;
     if (grammar_.elements[p].kind == Element::Kind::kBytes) cache_->Get(p, grammar_, *tokenizer_);
   }
-  return true;
 }
 
 bool CompiledGrammar::MasksComplete() const {

@@ -169,6 +169,43 @@ TEST(TokenMaskTest, ThreadsShareACompiledGrammar) {
   EXPECT_EQ(mismatches, std::vector<int>(walks.size(), 0));
 }
 
+// PrecomputeMasks called on several threads splits the positions: together the calls
+// claim each position once and leave the whole cache computed, and the masks are
+// those of a grammar whose entries were computed on first use.
+TEST(TokenMaskTest, ConcurrentPrecomputesSplitThePositions) {
+  const auto vocab = testing::SyntheticVocab();
+  std::mt19937 rng(7);
+  const json schema = testing::RandomRootSchema(rng);
+  auto lazy = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema), vocab);
+  auto shared = std::make_shared<const CompiledGrammar>(GrammarFromJsonSchema(schema), vocab);
+  std::vector<int32_t> claimed(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < claimed.size(); ++t) {
+    threads.emplace_back([&, t] { claimed[t] = shared->PrecomputeMasks(); });
+  }
+  for (std::thread& t : threads) t.join();
+  int32_t total = 0;
+  for (int32_t c : claimed) {
+    EXPECT_GE(c, 0);
+    total += c;
+  }
+  EXPECT_EQ(total, shared->grammar().num_positions());
+  EXPECT_TRUE(shared->MasksComplete());
+  EXPECT_EQ(shared->PrecomputeMasks(), 0);  // nothing left to claim
+
+  GrammarMatcher expected(lazy), actual(shared);
+  const std::vector<int32_t> walk = testing::RandomWalk(expected, rng, 60).ids;
+  GrammarMatcher replay(lazy);
+  std::vector<uint32_t> want(vocab->bitmask_words()), got(vocab->bitmask_words());
+  for (int32_t id : walk) {
+    replay.FillNextTokenBitmask(want);
+    actual.FillNextTokenBitmask(got);
+    ASSERT_EQ(got, want);
+    ASSERT_TRUE(replay.AcceptToken(id));
+    ASSERT_TRUE(actual.AcceptToken(id));
+  }
+}
+
 // Prints the mask time per generated token on the Qwen3 vocabulary: the first walk
 // over a grammar fills its cache, later walks reuse it.
 TEST(TokenMaskTest, MaskTimePerToken) {
