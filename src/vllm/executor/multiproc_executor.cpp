@@ -102,7 +102,8 @@ int RanksPerNode(int world_size, const MultiNode& nodes) {
 }
 
 MultiprocExecutor::MultiprocExecutor(int world_size, const std::string& program, std::chrono::milliseconds timeout,
-                                     const MultiNode& nodes) {
+                                     const MultiNode& nodes)
+    : world_size_(world_size) {
   if (world_size < 2) throw vt::Error("MultiprocExecutor: a tensor-parallel group needs 2 or more ranks");
   const int per_node = RanksPerNode(world_size, nodes);
   Rendezvous rendezvous;
@@ -162,7 +163,21 @@ void MultiprocExecutor::Shutdown() {
   if (!rendezvous_dir_.empty()) std::filesystem::remove_all(rendezvous_dir_, ignored);
 }
 
+void MultiprocExecutor::CheckWorkers() {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const pid_t pid = workers_[i];
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) != pid) continue;
+    workers_.erase(workers_.begin() + static_cast<std::ptrdiff_t>(i));
+    const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                : "exit code " + std::to_string(WEXITSTATUS(status));
+    throw vt::Error("tensor parallel (rank 0 of " + std::to_string(world_size_) + "): the worker process of rank " +
+                    std::to_string(i + 1) + " (pid " + std::to_string(pid) + ") has exited (" + how + ")");
+  }
+}
+
 void MultiprocExecutor::SendModel(const WorkerModelInit& init) {
+  CheckWorkers();
   Send(*group_, MessageKind::kModel,
        JsonBytes({{"model", init.model},
                   {"gdn_value_head_order", static_cast<int>(init.gdn_value_head_order)},
@@ -171,6 +186,7 @@ void MultiprocExecutor::SendModel(const WorkerModelInit& init) {
 }
 
 void MultiprocExecutor::SendCaches(const WorkerCacheInit& init) {
+  CheckWorkers();
   Send(*group_, MessageKind::kCaches,
        JsonBytes({{"num_blocks", init.num_blocks},
                   {"block_size", init.block_size},
@@ -181,6 +197,7 @@ void MultiprocExecutor::SendCaches(const WorkerCacheInit& init) {
 }
 
 void MultiprocExecutor::SendStep(const SchedulerOutput& output) {
+  CheckWorkers();
   Send(*group_, MessageKind::kStep, EncodeSchedulerOutput(output));
 }
 

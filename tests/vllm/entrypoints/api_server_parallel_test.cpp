@@ -79,6 +79,7 @@ TEST(ApiServerParallelTest, AServerWhoseTensorParallelWorkerDiesStopsWithTheReas
   ASSERT_EQ(workers.size(), 1u);
   server.PostOk("/v1/completions", Body(0));
   ASSERT_EQ(kill(workers[0], SIGKILL), 0);
+  ASSERT_TRUE(testing::WaitUntilExited(workers[0]));  // the next step sees it gone (no collective with it)
   httplib::Result res = server.Post("/v1/completions", Body(1));
   if (res) {
     EXPECT_NE(res->status, 200) << res->body;
@@ -89,6 +90,7 @@ TEST(ApiServerParallelTest, AServerWhoseTensorParallelWorkerDiesStopsWithTheReas
   ASSERT_TRUE(server.engine_dead());
   EXPECT_NE(server.engine_dead()->find("the engine died: a tensor-parallel step failed"), std::string::npos)
       << *server.engine_dead();
+  EXPECT_NE(server.engine_dead()->find("has exited (killed by signal 9)"), std::string::npos) << *server.engine_dead();
   EXPECT_FALSE(server.Client().Get("/health")) << "the server still answers";
 }
 
