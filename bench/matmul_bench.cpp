@@ -9,7 +9,8 @@
 //   BM_PlainRead   a plain 2-thread sum over the same bytes with the same rotation:
 //                  the ceiling for a call of that size (short calls cannot reach
 //                  the 256 MiB reference read's bandwidth).
-//   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens; reported as GFLOP/s (2 M N K).
+//   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens (Q4_0 as well); reported as GFLOP/s
+//                  (2 M N K).
 //   BM_MatMulIsa   Q8_0 / Q4_K mlp_gate_up at 1 and 128 tokens under each x86 variant.
 //
 // Run: build-*/bin/vt_bench --benchmark_filter=MatMul (each benchmark repeats 5 times
@@ -51,6 +52,7 @@ constexpr LayerShape kDecodeShapes[] = {
     {"mlp_down", 1024, 3584},
 };
 constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_K};
+constexpr DType kGemmDTypes[] = {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K};
 
 // Weights [N, K] of `dtype` from uniform values; block types quantize row by row.
 Tensor RandomWeights(int64_t n, int64_t k, DType dtype, std::mt19937& rng) {
@@ -185,7 +187,7 @@ void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitio
       benchmark::RegisterBenchmark(name.c_str(), BM_PlainRead, shape, dtype)->Apply(Repeated);
     }
   }
-  for (DType dtype : kWeightDTypes) {
+  for (DType dtype : kGemmDTypes) {
     for (const LayerShape& shape : {kDecodeShapes[6], kDecodeShapes[7]}) {
       const std::string name = std::string("BM_MatMulGemm/") + DTypeName(dtype) + "/" + shape.name;
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMulGemm, shape, dtype)
