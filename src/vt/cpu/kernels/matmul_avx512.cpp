@@ -147,8 +147,11 @@ void RoundRowToBf16(const float* x, int64_t k, uint16_t* out) {
 // Tile shapes fit the 32 vector registers: RM x RN accumulators plus the operands
 // (K-quant tiles keep an integer and an f32 accumulator per pair).
 constexpr int kFloatRows = 4, kFloatCols = 4;
+// Its 32-value block GEMM path keeps the scales multiplied per pair (the scale
+// products of the 256-bit variants are not measured on AVX-512).
 struct Int8Shape {
-  static constexpr int kBlock32Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
+  static constexpr int kQ8_0Rows = 4, kQ4_0Rows = 4, kBlock32Cols = 4, kKQuantRows = 4, kKQuantCols = 2;
+  static constexpr bool kBlock32ScaleProducts = false;
 };
 
 template <class Kernel>

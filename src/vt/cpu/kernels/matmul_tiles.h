@@ -36,15 +36,16 @@ struct WeightPanel {
   const char* Row(int j) const { return w0 + j * stride; }
 };
 
-// Calls Kernel::template Tile<rows, RN>, turning the run-time row count (1 ..
-// kMaxRows) into a template argument.
-template <class Kernel, int kMaxRows, int RN, int kRows = 1>
-void TileWithRows(int rows, const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
+// Calls Kernel::template Tile<rows, RN>(p, m0, n0, panel, extra...), turning the
+// run-time row count (1 .. kMaxRows) into a template argument.
+template <class Kernel, int kMaxRows, int RN, int kRows = 1, class... Extra>
+void TileWithRows(int rows, const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel,
+                  const Extra&... extra) {
   if constexpr (kRows <= kMaxRows) {
     if (rows == kRows) {
-      Kernel::template Tile<kRows, RN>(p, m0, n0, panel);
+      Kernel::template Tile<kRows, RN>(p, m0, n0, panel, extra...);
     } else {
-      TileWithRows<Kernel, kMaxRows, RN, kRows + 1>(rows, p, m0, n0, panel);
+      TileWithRows<Kernel, kMaxRows, RN, kRows + 1>(rows, p, m0, n0, panel, extra...);
     }
   }
 }
