@@ -187,6 +187,15 @@ struct Block32Tiles {
   template <int RM, int RN>
   using Accumulators = __m256[kChains<RM, RN>][RM][RN];
 
+  template <int RM, int RN>
+  __attribute__((always_inline)) static void SetZero(Accumulators<RM, RN>& acc) {
+    for (auto& chain : acc) {
+      for (auto& row : chain) {
+        for (auto& a : row) a = _mm256_setzero_ps();
+      }
+    }
+  }
+
   // Always inlined: a tile's steps are unrolled by groups, and a step left out of line
   // would pass the accumulators through memory.
   template <int RM, int RN, class Scales>
@@ -234,11 +243,7 @@ struct Block32Tiles {
     const Block* w[RN];
     for (int j = 0; j < RN; ++j) w[j] = Blocks(panel, j);
     Accumulators<RM, RN> acc;
-    for (auto& chain : acc) {
-      for (auto& row : chain) {
-        for (auto& a : row) a = _mm256_setzero_ps();
-      }
-    }
+    SetZero<RM, RN>(acc);
     int64_t b = 0;
     for (; b + kC <= x.num_blocks; b += kC) {
       for (int c = 0; c < kC; ++c) Step<RM, RN>(x, w, scales, b + c, acc[c]);
@@ -319,11 +324,7 @@ struct Block32Tiles {
     float* current = buffers[0];
     float* next = buffers[1];
     Accumulators<RM, RN> acc;
-    for (auto& chain : acc) {
-      for (auto& row : chain) {
-        for (auto& a : row) a = _mm256_setzero_ps();
-      }
-    }
+    SetZero<RM, RN>(acc);
     if (num_groups > 0) fill(current, 0);
     for (int64_t g = 0; g < num_groups; ++g) {
       const int64_t b0 = g * kGroup;
