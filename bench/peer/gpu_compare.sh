@@ -4,7 +4,7 @@
 #
 #   bench/peer/gpu_compare.sh [--models 9b-q8_0,9b-bf16,35b-a3b-q8_0] [--tests] [--model-tests]
 #                             [--profile-prefill] [--launch-ab] [--ncu] [--ncu-batches 1,256]
-#                             [--ncu-prefill] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench]
+#                             [--ncu-prefill] [--ncu-prefill-len N] [--ncu-stalls] [--prefix-cache] [--no-kernel-bench]
 #                             [--kernel-bench-only TEXT] [--no-peer]
 #                             [--no-bench] [--structured MODEL:TOKENIZER_DIR] [--mtp]
 #                             [--sanitize GTEST_FILTER] [--test-filter F] [--model-test-filter F]
@@ -34,7 +34,7 @@
 #      for one launch each of the int8 kernels of vt_gpu_bench (the pipelined tiles at
 #      16 rows, the GEMV at 1 row; Q8_0 24576 x 4096), summarized in the log.
 #      With --ncu-prefill: per-kernel device times (Nsight Compute) of one eager 2048-token
-#      prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
+#      (--ncu-prefill-len N: N-token) prefill of the 9B shape in bf16 (gpu_decode_bench --mode profile); with
 #      --profile-prefill that prefill and 2048-context decode timed under every
 #      forced PagedAttention / GDN variant (gpu_decode_bench --variants).
 #   4. For each model: random_gguf writes the GGUF (shape and weight format from the
@@ -83,6 +83,7 @@ ncu_batches=1,16
 profile_prefill=0
 ncu_profiles=0
 ncu_prefill=0
+ncu_prefill_len=2048
 ncu_stalls=0
 prefix_cache=0
 kernel_bench=1
@@ -109,6 +110,7 @@ while [ $# -gt 0 ]; do
     --profile-prefill) profile_prefill=1; shift ;;
     --ncu) ncu_profiles=1; shift ;;
     --ncu-prefill) ncu_prefill=1; shift ;;
+    --ncu-prefill-len) ncu_prefill_len=$2; shift 2 ;;
     --ncu-stalls) ncu_stalls=1; shift ;;
     --prefix-cache) prefix_cache=1; shift ;;
     --no-peer) with_peer=0; shift ;;
@@ -230,7 +232,7 @@ if [ $launch_ab = 1 ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 150 ]
   sed -n '/^summary/,$p' "$out/launch_ab.log" | head -30
 fi
 
-if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt $([ -n "$kernel_bench_only" ] && echo 120 || echo 300) ]; then
+if [ $kernel_bench = 1 ] && [ -x "$bin/vt_gpu_bench" ] && [ "$(left)" -gt $([ -n "$kernel_bench_only" ] && echo 60 || echo 300) ]; then
   stage "kernels against the copy bandwidth (vt_gpu_bench${kernel_bench_only:+ --only $kernel_bench_only})"
   timeout 150 "$bin/vt_gpu_bench" ${kernel_bench_only:+--only "$kernel_bench_only"} >"$out/vt_gpu_bench.log" 2>&1
   echo "rc $?"
@@ -254,9 +256,9 @@ if [ $ncu_stalls = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/vt_gpu_bench" ] && [ "
   done
 fi
 if [ $ncu_prefill = 1 ] && [ -n "$ncu_bin" ] && [ -x "$bin/gpu_decode_bench" ] && [ "$(left)" -gt 200 ]; then
-  stage "kernel times of one 2048-token 9B bf16 prefill (Nsight Compute)"
+  stage "kernel times of one $ncu_prefill_len-token 9B bf16 prefill (Nsight Compute)"
   timeout $(( $(left) - 20 )) "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len 2048 --mode profile \
+    --csv "$bin/gpu_decode_bench" --device cuda:0 --shape 9b --prompt-len "$ncu_prefill_len" --mode profile \
     >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
   echo "rc $?"
   python3 "$repo/tools/gpu/kernel_times.py" "$out/ncu_prefill.csv" --prefill | tee "$out/prefill_kernels.txt" | head -30
