@@ -209,9 +209,15 @@ struct MoeRouterArgs {
 // (any MatMul weight dtype; views into a merged gate|up matrix work), shared_gate_logits
 // [T, 1] float (rows may be strided: a column of the router's output). Passing it here
 // rather than as separate ops lets a backend run it inside the routed experts' launches.
+// Expert parallelism: w_* may hold a slice of the model's experts, global ids
+// [expert_begin, expert_begin + E) of num_experts (0: E, the whole set); ids in
+// [0, num_experts) outside the slice contribute nothing (another rank holds them),
+// ids outside [0, num_experts) are errors. CPU only; the GPU kernels refuse a slice.
 struct MoeExpertsArgs {
   Tensor x, w_gate, w_up, w_down, topk_weights, topk_ids, out;
   Tensor shared_w_gate, shared_w_up, shared_w_down, shared_gate_logits;
+  int64_t expert_begin = 0;
+  int64_t num_experts = 0;
 };
 
 // x [rows..., V] float; out same shape f32.

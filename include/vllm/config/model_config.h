@@ -93,11 +93,16 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   int64_t shared_expert_intermediate_size = 0;
   bool norm_topk_prob = true;  // renormalise the top-k router weights
+  // Expert parallelism (a rank's shard, distributed/tensor_parallel.h): the rank holds
+  // the experts [expert_begin, expert_begin + local_experts) of num_experts; 0: all.
+  int64_t local_experts = 0;
+  int64_t expert_begin = 0;
 
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
 
   bool is_moe() const { return family == ModelFamily::kQwen3_5Moe; }
+  int64_t num_local_experts() const { return local_experts > 0 ? local_experts : num_experts; }
   bool has_linear_attention() const;
   int64_t num_layers_of(LayerType type) const;
   int64_t linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }

@@ -10,6 +10,11 @@
 //     experts' gate / up (intermediate rows of every expert), shared expert gate / up
 //   row-parallel (input columns split; copied): o_proj, GDN out_proj, down_proj,
 //     experts' down, shared expert down (their outputs are partial sums)
+//   expert parallel (expert_parallel, vLLM's --enable-expert-parallel): rank r holds
+//     the whole experts [r E/N, (r+1) E/N) (views) instead of every expert's width
+//     share; the router still scores all E, a token's pairs on other ranks' experts
+//     add nothing here (the expert slice of vt::MoeExpertsArgs), and the sum after the FFN adds
+//     every rank's experts. The shared expert stays split by width.
 //   replicated: norms, the router, the shared-expert gate; the embedding and the LM
 //     head are split by vocabulary rows in DecoderModel (VocabShardOf): embeddings
 //     summed over ranks, logits gathered.
@@ -34,9 +39,10 @@ struct TensorParallelShard {
 };
 
 // Throws vt::Error naming the config field that the group size does not divide.
-ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size);
+// expert_parallel on a model without experts, or over one rank, is refused by name.
+ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size, bool expert_parallel = false);
 TensorParallelShard ShardForTensorParallel(const ModelConfig& config, const WeightStore& weights, int rank,
-                                           int world_size);
+                                           int world_size, bool expert_parallel = false);
 
 // The LM head rows of a rank: [begin, end) of the vocabulary, every rank padded to
 // `padded` = ceil(vocab / world_size) rows so the gathered logits are equal blocks.

@@ -71,6 +71,9 @@ struct EngineConfig {
   // starts (executor/multiproc_executor.h). CPU only (Gloo); num_threads is then per
   // rank (0: the hardware threads divided among the ranks).
   int64_t tensor_parallel_size = 1;
+  // MoE models with tensor_parallel_size N > 1: each rank holds E / N whole experts
+  // instead of every expert's 1/N width (vLLM's --enable-expert-parallel).
+  bool enable_expert_parallel = false;
   // Across hosts (torchrun's --nnodes, --master-addr, --master-port): this engine is
   // node 0 of `nnodes`, holding ranks [0, tensor_parallel_size / nnodes); rank 0
   // serves the ranks' rendezvous on master_port and every rank reaches it at

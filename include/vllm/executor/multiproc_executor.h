@@ -42,6 +42,7 @@ struct WorkerModelInit {
   GdnValueHeadOrder gdn_value_head_order = GdnValueHeadOrder::kAuto;
   vt::DType activation_dtype = vt::DType::kF32;
   int num_threads = 0;  // CPU threads of the rank (0: its share of the hardware threads)
+  bool enable_expert_parallel = false;
 };
 
 struct WorkerCacheInit {

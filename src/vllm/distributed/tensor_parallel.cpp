@@ -79,8 +79,9 @@ std::vector<Run> ValueHeads(const ModelConfig& c, int rank, int world_size) {
 
 class Sharder {
  public:
-  Sharder(const ModelConfig& c, const WeightStore& in, int rank, int world)
-      : c_(c), in_(in), rank_(rank), world_(world) {}
+  // `local` is the rank's ShardModelConfig (its expert slice with expert parallelism).
+  Sharder(const ModelConfig& c, const ModelConfig& local, const WeightStore& in, int rank, int world)
+      : c_(c), local_(local), in_(in), rank_(rank), world_(world) {}
 
   void Split(const std::string& name, int dim, const std::vector<Run>& runs) {
     out_.Add(name, TakeRuns(name, in_.Get(name), dim, runs));
@@ -130,9 +131,16 @@ class Sharder {
       return;
     }
     Keep(p + "mlp.gate.weight");
-    Share(p + "mlp.experts.gate_proj", 1, c_.moe_intermediate_size);
-    Share(p + "mlp.experts.up_proj", 1, c_.moe_intermediate_size);
-    Share(p + "mlp.experts.down_proj", 2, c_.moe_intermediate_size);
+    if (local_.local_experts > 0) {  // expert parallelism: whole experts, a view of the checkpoint
+      const Run experts{local_.expert_begin, local_.local_experts};
+      Split(p + "mlp.experts.gate_proj", 0, {experts});
+      Split(p + "mlp.experts.up_proj", 0, {experts});
+      Split(p + "mlp.experts.down_proj", 0, {experts});
+    } else {
+      Share(p + "mlp.experts.gate_proj", 1, c_.moe_intermediate_size);
+      Share(p + "mlp.experts.up_proj", 1, c_.moe_intermediate_size);
+      Share(p + "mlp.experts.down_proj", 2, c_.moe_intermediate_size);
+    }
     if (c_.shared_expert_intermediate_size > 0) {
       Share(p + "mlp.shared_expert.gate_proj.weight", 0, c_.shared_expert_intermediate_size);
       Share(p + "mlp.shared_expert.up_proj.weight", 0, c_.shared_expert_intermediate_size);
@@ -145,6 +153,7 @@ class Sharder {
 
  private:
   const ModelConfig& c_;
+  const ModelConfig& local_;
   const WeightStore& in_;
   int rank_, world_;
   WeightStore out_;
@@ -152,10 +161,16 @@ class Sharder {
 
 }  // namespace
 
-ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size) {
+ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size, bool expert_parallel) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw vt::Error("tensor parallel: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(world_size) +
                     ")");
+  }
+  if (expert_parallel && !config.is_moe()) {
+    throw vt::Error("--enable-expert-parallel: the model has no experts (architecture " + config.architecture + ")");
+  }
+  if (expert_parallel && world_size == 1) {
+    throw vt::Error("--enable-expert-parallel splits the experts over the ranks of --tensor-parallel-size, which is 1");
   }
   ModelConfig c = config;
   if (world_size == 1) return c;
@@ -171,9 +186,15 @@ ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size
     c.linear_num_value_heads /= world_size;
   }
   if (c.is_moe()) {
-    RequireDivisible("moe_intermediate_size", c.moe_intermediate_size, world_size);
+    if (expert_parallel) {  // whole experts per rank; the shared expert stays split by width
+      RequireDivisible("num_experts", c.num_experts, world_size);
+      c.local_experts = c.num_experts / world_size;
+      c.expert_begin = rank * c.local_experts;
+    } else {
+      RequireDivisible("moe_intermediate_size", c.moe_intermediate_size, world_size);
+      c.moe_intermediate_size /= world_size;
+    }
     RequireDivisible("shared_expert_intermediate_size", c.shared_expert_intermediate_size, world_size);
-    c.moe_intermediate_size /= world_size;
     c.shared_expert_intermediate_size /= world_size;
   } else {
     RequireDivisible("intermediate_size", c.intermediate_size, world_size);
@@ -183,13 +204,13 @@ ModelConfig ShardModelConfig(const ModelConfig& config, int rank, int world_size
 }
 
 TensorParallelShard ShardForTensorParallel(const ModelConfig& config, const WeightStore& weights, int rank,
-                                           int world_size) {
-  TensorParallelShard shard{ShardModelConfig(config, rank, world_size), WeightStore()};
+                                           int world_size, bool expert_parallel) {
+  TensorParallelShard shard{ShardModelConfig(config, rank, world_size, expert_parallel), WeightStore()};
   if (world_size == 1) {
     for (const auto& [name, tensor] : weights.all()) shard.weights.Add(name, tensor);
     return shard;
   }
-  Sharder s(config, weights, rank, world_size);
+  Sharder s(config, shard.config, weights, rank, world_size);
   s.Keep("embed_tokens.weight");
   s.Keep("norm.weight");
   if (!config.tie_word_embeddings) s.Keep("lm_head.weight");  // both split by DecoderModel (VocabShardOf)

@@ -112,9 +112,14 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
     throw std::invalid_argument("--nnodes " + std::to_string(config.nnodes) +
                                 " spreads the ranks of --tensor-parallel-size, which is 1");
   }
+  if (config.enable_expert_parallel && config.tensor_parallel_size == 1) {
+    throw std::invalid_argument("--enable-expert-parallel splits the experts over the ranks of "
+                                "--tensor-parallel-size, which is 1");
+  }
   if (config.tensor_parallel_size != 1) {
     StartTensorParallelWorkers(options.activation_dtype);
     options.tensor_parallel = &executor_->group();
+    options.enable_expert_parallel = config.enable_expert_parallel;
   }
   model_ = ModelRegistry::Create(loaded_, options);
   if (config.speculative_config) BuildProposer(options);
@@ -156,7 +161,9 @@ void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
     throw std::invalid_argument("--tensor-parallel-size " + std::to_string(tp) +
                                 ": this vllm-cpp was built without Gloo (Debian's libgloo-dev)");
   }
-  ShardModelConfig(loaded_.config, 0, static_cast<int>(tp));  // a size that does not divide: named before any worker starts
+  // A size that does not divide, or experts to split in a model without them: named
+  // before any worker starts.
+  ShardModelConfig(loaded_.config, 0, static_cast<int>(tp), config_.enable_expert_parallel);
   const MultiNode nodes{.nnodes = static_cast<int>(config_.nnodes),
                         .master_addr = config_.master_addr,
                         .master_port = static_cast<int>(config_.master_port)};
@@ -171,14 +178,16 @@ void LLMEngine::StartTensorParallelWorkers(vt::DType activation_dtype) {
   executor_->SendModel({.model = config_.model,
                         .gdn_value_head_order = config_.load_options.gdn_value_head_order,
                         .activation_dtype = activation_dtype,
-                        .num_threads = threads});
+                        .num_threads = threads,
+                        .enable_expert_parallel = config_.enable_expert_parallel});
   Log("tensor parallel: " + std::to_string(tp) + " ranks (rank 0 here, " + std::to_string(ranks_here - 1) +
       " worker processes" +
       (config_.nnodes > 1 ? ", " + std::to_string(tp - ranks_here) + " ranks on " + std::to_string(config_.nnodes - 1) +
                                 " other nodes meeting at " + config_.master_addr + ":" +
                                 std::to_string(config_.master_port)
                           : std::string()) +
-      "), " + std::to_string(threads) + " CPU threads each, Gloo collectives");
+      "), " + std::to_string(threads) + " CPU threads each, Gloo collectives" +
+      (config_.enable_expert_parallel ? ", experts split whole between the ranks (expert parallel)" : ""));
 }
 
 void LLMEngine::BuildProposer(const ModelOptions& options) {

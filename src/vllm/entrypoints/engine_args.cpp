@@ -47,6 +47,9 @@ void AddEngineArgs(CliArgs& cli) {
                 "ranks the model is split over (CPU: worker processes on this host, Gloo collectives; --threads "
                 "is then per rank)",
                 "1");
+  cli.AddFlag("enable-expert-parallel",
+              "MoE models with --tensor-parallel-size N: each rank holds 1/N of the experts, whole, instead of "
+              "1/N of every expert's width");
   cli.AddOption("gdn-value-head-order", "GGUF value-head order of Gated DeltaNet layers: auto, tiled, grouped", "auto");
 }
 
@@ -84,6 +87,7 @@ EngineConfig EngineConfigFromArgs(const CliArgs& cli, const std::string& model) 
   c.seed = static_cast<uint64_t>(cli.GetInt("seed"));
   c.num_threads = static_cast<int>(cli.GetInt("threads"));
   c.tensor_parallel_size = cli.GetInt("tensor-parallel-size");
+  c.enable_expert_parallel = cli.GetFlag("enable-expert-parallel");
   c.load_options.gdn_value_head_order = ParseGdnValueHeadOrder(cli.GetString("gdn-value-head-order"));
   if (c.max_num_seqs < 1 || c.max_num_batched_tokens < 1) {
     throw CliError("--max-num-seqs and --max-num-batched-tokens must be >= 1");

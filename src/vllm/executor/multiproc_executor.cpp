@@ -182,7 +182,8 @@ void MultiprocExecutor::SendModel(const WorkerModelInit& init) {
        JsonBytes({{"model", init.model},
                   {"gdn_value_head_order", static_cast<int>(init.gdn_value_head_order)},
                   {"activation_dtype", static_cast<int>(init.activation_dtype)},
-                  {"num_threads", init.num_threads}}));
+                  {"num_threads", init.num_threads},
+                  {"enable_expert_parallel", init.enable_expert_parallel}}));
 }
 
 void MultiprocExecutor::SendCaches(const WorkerCacheInit& init) {
@@ -234,7 +235,8 @@ int RunTensorParallelWorker(int rank, int world_size, const Rendezvous& rendezvo
           model = ModelRegistry::Create(
               loaded, ModelOptions{.device = vt::kCpu,
                                    .activation_dtype = static_cast<vt::DType>(j.at("activation_dtype").get<int>()),
-                                   .tensor_parallel = group.get()});
+                                   .tensor_parallel = group.get(),
+                                   .enable_expert_parallel = j.at("enable_expert_parallel").get<bool>()});
           break;
         }
         case MessageKind::kCaches: {

@@ -42,10 +42,11 @@ void AddFeedForward(const ModelConfig& c, const std::string& p, int64_t layer, s
     return;
   }
   const int64_t E = c.num_experts, Ie = c.moe_intermediate_size, Is = c.shared_expert_intermediate_size;
+  const int64_t El = c.num_local_experts();  // the router scores all E; a rank may hold El of them
   out.push_back({p + "mlp.gate.weight", {E, H}, WeightKind::kRouter, layer});
-  out.push_back({p + "mlp.experts.gate_proj", {E, Ie, H}, WeightKind::kExperts, layer});
-  out.push_back({p + "mlp.experts.up_proj", {E, Ie, H}, WeightKind::kExperts, layer});
-  out.push_back({p + "mlp.experts.down_proj", {E, H, Ie}, WeightKind::kExperts, layer});
+  out.push_back({p + "mlp.experts.gate_proj", {El, Ie, H}, WeightKind::kExperts, layer});
+  out.push_back({p + "mlp.experts.up_proj", {El, Ie, H}, WeightKind::kExperts, layer});
+  out.push_back({p + "mlp.experts.down_proj", {El, H, Ie}, WeightKind::kExperts, layer});
   out.push_back({p + "mlp.shared_expert.gate_proj.weight", {Is, H}, WeightKind::kMatrix, layer});
   out.push_back({p + "mlp.shared_expert.up_proj.weight", {Is, H}, WeightKind::kMatrix, layer});
   out.push_back({p + "mlp.shared_expert.down_proj.weight", {H, Is}, WeightKind::kMatrix, layer});

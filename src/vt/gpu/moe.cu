@@ -467,6 +467,12 @@ void RunPerPairExperts(const MoeExpertsArgs& a, gpuStream_t stream) {
 }
 
 void MoeExpertsGpu(const MoeExpertsArgs& a) {
+  if (a.num_experts != 0 && a.num_experts != a.w_gate.size(0)) {
+    // Tensor and expert parallelism run on the CPU backend only (docs/distributed.md).
+    throw Error("vt::MoeExperts on " + a.x.device().ToString() + ": a slice of the experts (expert_begin " +
+                std::to_string(a.expert_begin) + ", " + std::to_string(a.w_gate.size(0)) + " of num_experts " +
+                std::to_string(a.num_experts) + ": expert parallelism) is not supported on GPUs");
+  }
   gpuStream_t stream = PrepareDevice(a.x.device());
   const std::string variant = MoeVariant();
   const bool shared = a.shared_w_gate.defined();

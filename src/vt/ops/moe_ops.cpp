@@ -60,6 +60,14 @@ void MoeExperts(const MoeExpertsArgs& args) {
   check.SameShape(args.out, "out", args.x, "x");
   check.LastDimContiguous(args.out, "out");
   check.NoOverlap(args.out, "out", args.x, "x", false);
+  if (args.num_experts != 0 && (args.expert_begin < 0 || args.expert_begin + experts > args.num_experts)) {
+    check.Fail("the local experts [" + std::to_string(args.expert_begin) + ", " +
+               std::to_string(args.expert_begin + experts) + ") of w_gate are not within num_experts " +
+               std::to_string(args.num_experts));
+  }
+  if (args.num_experts == 0 && args.expert_begin != 0) {
+    check.Fail("expert_begin " + std::to_string(args.expert_begin) + " needs num_experts (the model's expert count)");
+  }
   if (args.shared_w_gate.defined() || args.shared_w_up.defined() || args.shared_w_down.defined() ||
       args.shared_gate_logits.defined()) {
     // All four or none; the constructor names an undefined one and a device mismatch.

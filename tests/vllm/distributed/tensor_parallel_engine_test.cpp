@@ -24,8 +24,9 @@ namespace {
 
 std::string ModelDir(const std::string& name) { return std::string(VT_TEST_DATA_DIR) + "/models/" + name; }
 
-EngineConfig Config(const std::string& model, int64_t tp) {
+EngineConfig Config(const std::string& model, int64_t tp, bool expert_parallel = false) {
   EngineConfig c;
+  c.enable_expert_parallel = expert_parallel;
   c.model = ModelDir(model) + "/hf";
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 24;  // prompts are chunked and share steps with decodes
@@ -43,8 +44,8 @@ EngineConfig Config(const std::string& model, int64_t tp) {
 std::map<std::string, RequestOutput> RunAll(LLMEngine& engine) { return testing::RunToCompletion(engine); }
 
 // Three greedy requests and two seeded sampled ones with logprobs, all at once.
-std::map<std::string, RequestOutput> Generate(const std::string& model, int64_t tp) {
-  LLMEngine engine(Config(model, tp));
+std::map<std::string, RequestOutput> Generate(const std::string& model, int64_t tp, bool expert_parallel = false) {
+  LLMEngine engine(Config(model, tp, expert_parallel));
   const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 2, 30, 7, 7, 3, 11, 4, 19, 60, 2, 8, 41, 3, 3, 9, 12, 5},
                                                      {3, 8},
                                                      {25},
@@ -68,10 +69,8 @@ std::map<std::string, RequestOutput> Generate(const std::string& model, int64_t 
 
 class TensorParallelEngineTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(TensorParallelEngineTest, TwoProcessesGiveTheTokensOfOne) {
-  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
-  const auto one = Generate(GetParam(), 1);
-  const auto two = Generate(GetParam(), 2);
+void ExpectSameOutputs(const std::map<std::string, RequestOutput>& one,
+                       const std::map<std::string, RequestOutput>& two) {
   ASSERT_EQ(one.size(), 5u);
   ASSERT_EQ(two.size(), 5u);
   for (const auto& [id, ref] : one) {
@@ -82,6 +81,29 @@ TEST_P(TensorParallelEngineTest, TwoProcessesGiveTheTokensOfOne) {
       ASSERT_FALSE(ref.logprobs[t].empty());
       EXPECT_EQ(got.logprobs[t][0].first, ref.logprobs[t][0].first) << id << " token " << t;
       EXPECT_NEAR(got.logprobs[t][0].second, ref.logprobs[t][0].second, 1e-4) << id << " token " << t;
+    }
+  }
+}
+
+TEST_P(TensorParallelEngineTest, TwoProcessesGiveTheTokensOfOne) {
+  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
+  ExpectSameOutputs(Generate(GetParam(), 1), Generate(GetParam(), 2));
+}
+
+// --enable-expert-parallel reaches the worker process (its rank holds experts 4..7
+// whole): the same tokens and logprobs as one process.
+TEST(TensorParallelEngineExpertParallelTest, TwoProcessesWithWholeExpertsGiveTheTokensOfOne) {
+  if (!GlooAvailable()) GTEST_SKIP() << "built without Gloo";
+  ExpectSameOutputs(Generate("qwen35_moe", 1), Generate("qwen35_moe", 2, true));
+}
+
+TEST(TensorParallelEngineExpertParallelTest, ExpertParallelWithoutRanksOrExpertsIsRefusedNamingTheFlag) {
+  for (const auto& [model, tp] : {std::pair<std::string, int64_t>{"qwen35_moe", 1}, {"qwen3", 2}}) {
+    try {
+      LLMEngine engine(Config(model, tp, true));
+      ADD_FAILURE() << "--enable-expert-parallel was accepted for " << model << " at --tensor-parallel-size " << tp;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("--enable-expert-parallel"), std::string::npos) << e.what();
     }
   }
 }

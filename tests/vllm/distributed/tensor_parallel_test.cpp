@@ -38,13 +38,15 @@ testing::GenerateResult RunAll(const Model& model, const std::vector<std::vector
   return testing::GenerateGreedy(model, prompts, 16, options);
 }
 
-// Rank 0's run of `loaded` over a group of world_size.
+// Rank 0's run of `loaded` over a group of world_size (experts split whole between the
+// ranks with expert_parallel).
 testing::GenerateResult RunTensorParallel(const LoadedModel& loaded, int world_size,
-                                          const std::vector<std::vector<int32_t>>& prompts, bool prompt_logits = true) {
+                                          const std::vector<std::vector<int32_t>>& prompts, bool prompt_logits = true,
+                                          bool expert_parallel = false) {
   testing::GenerateResult rank0;
   testing::RunRanks(world_size, [&](int rank, Communicator& group) {
-    const std::unique_ptr<Model> model =
-        ModelRegistry::Create(loaded, ModelOptions{.device = vt::kCpu, .tensor_parallel = &group});
+    const std::unique_ptr<Model> model = ModelRegistry::Create(
+        loaded, ModelOptions{.device = vt::kCpu, .tensor_parallel = &group, .enable_expert_parallel = expert_parallel});
     testing::GenerateResult run = RunAll(*model, prompts, prompt_logits);
     if (rank == 0) rank0 = std::move(run);
   });
@@ -67,6 +69,7 @@ void ExpectSameRun(const testing::GenerateResult& got, const testing::GenerateRe
 struct Case {
   std::string variant;
   int world_size;
+  bool expert_parallel = false;
 };
 
 class TensorParallelReferenceTest : public ::testing::TestWithParam<Case> {};
@@ -79,7 +82,8 @@ TEST_P(TensorParallelReferenceTest, GreedyTokensAndLogitsEqualOneRankAndHf) {
   for (const testing::ReferencePrompt& p : ref.prompts) prompts.push_back(p.prompt_ids);
   const std::unique_ptr<Model> one = ModelRegistry::Create(loaded, ModelOptions{});
   const testing::GenerateResult single = RunAll(*one, prompts);
-  const testing::GenerateResult sharded = RunTensorParallel(loaded, GetParam().world_size, prompts);
+  const testing::GenerateResult sharded =
+      RunTensorParallel(loaded, GetParam().world_size, prompts, true, GetParam().expert_parallel);
   ExpectSameRun(sharded, single);
   const testing::RunErrors hf = testing::CompareRun(ref, {0, 1, 2, 3, 4}, sharded);
   EXPECT_LE(hf.prompt.max_rel, kRelTol) << "against HF: " << hf.prompt.ToString();
@@ -87,10 +91,12 @@ TEST_P(TensorParallelReferenceTest, GreedyTokensAndLogitsEqualOneRankAndHf) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TensorParallelReferenceTest,
                          ::testing::Values(Case{"qwen35_dense_untied", 2}, Case{"qwen35_dense_untied", 4},
-                                           Case{"qwen35_moe", 2}, Case{"qwen35_moe", 4}, Case{"qwen3", 2},
-                                           Case{"qwen3", 4}, Case{"qwen35_causallm", 2}),
+                                           Case{"qwen35_moe", 2}, Case{"qwen35_moe", 4}, Case{"qwen35_moe", 2, true},
+                                           Case{"qwen35_moe", 4, true}, Case{"qwen3", 2}, Case{"qwen3", 4},
+                                           Case{"qwen35_causallm", 2}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.variant + "_tp" + std::to_string(info.param.world_size);
+                           return info.param.variant + "_tp" + std::to_string(info.param.world_size) +
+                                  (info.param.expert_parallel ? "_ep" : "");
                          });
 
 // A Q8_0 GGUF: column runs of whole 32-value blocks, value heads in the tiled order
@@ -110,7 +116,10 @@ TEST(TensorParallelGgufTest, Q8_0MoeWithTiledValueHeadsEqualsOneRank) {
   for (int32_t i = 0; i < 30; ++i) first.push_back((i * 7 + 3) % 32);
   const std::vector<std::vector<int32_t>> prompts = {first, {3, 8}, {25}};
   const std::unique_ptr<Model> one = ModelRegistry::Create(loaded, ModelOptions{});
-  ExpectSameRun(RunTensorParallel(loaded, 2, prompts, false), RunAll(*one, prompts, false), false);
+  const testing::GenerateResult single = RunAll(*one, prompts, false);
+  ExpectSameRun(RunTensorParallel(loaded, 2, prompts, false), single, false);
+  // The same ranks holding whole Q8_0 experts (views of the file's expert rows).
+  ExpectSameRun(RunTensorParallel(loaded, 2, prompts, false, true), single, false);
 }
 
 TEST(TensorParallelShardTest, AGroupSizeThatDoesNotDivideTheHeadsIsNamed) {
@@ -144,6 +153,38 @@ TEST(TensorParallelShardTest, ARankHoldsItsShareOfEveryHeadAndWidth) {
   const std::string k = "layers.3.self_attn.k_proj.weight";
   ASSERT_EQ(loaded.config.layer_types.at(3), LayerType::kFullAttention);
   EXPECT_EQ(shard.weights.Get(k).ToFloatVector(), loaded.weights.Get(k).Slice(0, 32, 64).ToFloatVector());
+}
+
+// Expert parallelism: rank 1 of 4 holds experts 2 and 3 of 8 whole (views of the
+// checkpoint's rows), the router scores all 8, the shared expert is split by width.
+TEST(TensorParallelShardTest, AnExpertParallelRankHoldsWholeExperts) {
+  const testing::ReferenceModel ref = testing::LoadReferenceVariant("qwen35_moe");
+  const LoadedModel loaded = LoadModel(ref.hf_folder);
+  ASSERT_EQ(loaded.config.num_experts, 8);
+  const TensorParallelShard shard = ShardForTensorParallel(loaded.config, loaded.weights, 1, 4, true);
+  const ModelConfig& c = shard.config;
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.local_experts, 2);
+  EXPECT_EQ(c.expert_begin, 2);
+  EXPECT_EQ(c.moe_intermediate_size, loaded.config.moe_intermediate_size);
+  EXPECT_EQ(c.shared_expert_intermediate_size, loaded.config.shared_expert_intermediate_size / 4);
+  EXPECT_NO_THROW(CheckWeightsMatchSpecs(ModelWeightSpecs(c), c, shard.weights));
+  const std::string p = "layers.0.mlp.";
+  EXPECT_EQ(shard.weights.Get(p + "gate.weight").size(0), 8);
+  for (const char* name : {"experts.gate_proj", "experts.up_proj", "experts.down_proj"}) {
+    EXPECT_EQ(shard.weights.Get(p + name).ToFloatVector(), loaded.weights.Get(p + name).Slice(0, 2, 4).ToFloatVector())
+        << name;
+  }
+  ModelConfig six = loaded.config;  // every other width divides by 4
+  six.num_experts = 6;
+  try {
+    ShardModelConfig(six, 0, 4, true);
+    ADD_FAILURE() << "6 experts over 4 ranks were accepted";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_experts (6) is not divisible by --tensor-parallel-size 4"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TensorParallelShardTest, VocabularyRowsArePaddedToEqualBlocks) {

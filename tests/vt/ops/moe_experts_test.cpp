@@ -445,6 +445,89 @@ TEST(MoeExpertsTest, OutOfRangeExpertIdThrows) {
   });
 }
 
+// Expert parallelism: w_* hold a slice [expert_begin, expert_begin + E) of the
+// model's num_experts; a token's pairs routed outside the slice add nothing, so the
+// slices' outputs sum to the whole set's (the all-reduce after the FFN does that
+// sum). Uneven slices, Q8_0 and f32 weights, decode and prefill sizes; on GPUs a
+// slice is refused by name (tensor and expert parallelism run on the CPU).
+TEST(MoeExpertsTest, ExpertSlicesSumToTheWholeSet) {
+  std::mt19937 rng(11);
+  for (DType w_dtype : {DType::kF32, DType::kQ8_0}) {
+    const Experts experts = RandomExpertSet(w_dtype, true, rng);
+    for (int64_t tokens : {1, 23}) {
+      SCOPED_TRACE(std::string(DTypeName(w_dtype)) + " T=" + std::to_string(tokens));
+      const Tensor x = testing::RandomTensor({tokens, kHidden}, DType::kF32, kCpu, rng);
+      const Routing routing = RandomRouting(tokens, 3, {0, 1, 2, 3, 4, 5, 6, 7}, rng);
+      const std::vector<double> ref = Reference(x, experts.w_gate, experts.w_up, experts.w_down, routing, nullptr);
+      testing::ForEachDeviceAndIsa([&](Device device) {
+        auto on = [&](const Tensor& t) { return OnDevice(t, device); };
+        std::vector<float> sum(static_cast<size_t>(tokens * kHidden), 0.0f);
+        for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 8}}) {
+          const Tensor out = Tensor::Zeros({tokens, kHidden}, DType::kF32, device);
+          const MoeExpertsArgs args{.x = on(x),
+                                    .w_gate = on(experts.w_gate.Slice(0, begin, end)),
+                                    .w_up = on(experts.w_up.Slice(0, begin, end)),
+                                    .w_down = on(experts.w_down.Slice(0, begin, end)),
+                                    .topk_weights = on(routing.weights),
+                                    .topk_ids = on(routing.ids),
+                                    .out = out,
+                                    .expert_begin = begin,
+                                    .num_experts = kExperts};
+          if (device.type != DeviceType::kCPU) {
+            try {
+              MoeExperts(args);
+              ADD_FAILURE() << "a slice of the experts was accepted on " << device.ToString();
+            } catch (const Error& e) {
+              EXPECT_NE(std::string(e.what()).find("expert parallelism"), std::string::npos) << e.what();
+            }
+            return;
+          }
+          MoeExperts(args);
+          const std::vector<float> part = out.ToFloatVector();
+          for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+        }
+        if (device.type == DeviceType::kCPU) {
+          EXPECT_TRUE(testing::AllClose(ref, Tensor::FromVector(sum, {tokens, kHidden}),
+                                        Tolerance(DType::kF32, w_dtype)));
+        }
+      });
+    }
+  }
+}
+
+// A slice outside num_experts, an expert_begin without num_experts, and an id past
+// num_experts (inside the slice's range or not) are refused naming what is wrong.
+TEST(MoeExpertsTest, BadExpertSlicesAndIdsPastTheModelsExpertsAreRefused) {
+  std::mt19937 rng(12);
+  const Experts experts = RandomExpertSet(DType::kF32, false, rng);
+  const Tensor x = Tensor::Zeros({1, kHidden}, DType::kF32);
+  const Tensor weights = Tensor::FromVector(std::vector<float>{0.5f, 0.5f}, {1, 2});
+  auto run = [&](std::vector<int32_t> ids, int64_t begin, int64_t num_experts) {
+    MoeExperts({.x = x,
+                .w_gate = experts.w_gate.Slice(0, 0, 4),
+                .w_up = experts.w_up.Slice(0, 0, 4),
+                .w_down = experts.w_down.Slice(0, 0, 4),
+                .topk_weights = weights,
+                .topk_ids = Tensor::FromVector(ids, {1, 2}),
+                .out = Tensor::Zeros({1, kHidden}, DType::kF32),
+                .expert_begin = begin,
+                .num_experts = num_experts});
+  };
+  auto expect_error = [&](const char* what_contains, auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted; expected an error with '" << what_contains << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what_contains), std::string::npos) << e.what();
+    }
+  };
+  expect_error("local experts [6, 10) of w_gate are not within num_experts 8", [&] { run({0, 1}, 6, 8); });
+  expect_error("expert_begin 4 needs num_experts", [&] { run({0, 1}, 4, 0); });
+  expect_error("topk_ids[0, 1] = 8", [&] { run({0, 8}, 4, 8); });
+  expect_error("topk_ids[0, 0] = -1", [&] { run({-1, 5}, 4, 8); });
+  EXPECT_NO_THROW(run({0, 7}, 4, 8));  // expert 0 is another rank's: skipped
+}
+
 TEST(MoeExpertsTest, Q8_KExpertsAreRejectedByName) {
   std::mt19937 rng(4);
   const Experts experts = RandomExpertSet(DType::kQ8_K, true, rng);

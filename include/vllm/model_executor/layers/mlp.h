@@ -54,8 +54,10 @@ struct MoeWeights {
 class SparseMoe {
  public:
   // placement is the shared expert's (GatedMlp); the other weights must already be
-  // on placement.device.
-  SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize, const ProjectionPlacement& placement);
+  // on placement.device. Expert parallelism: the experts_* hold the router's experts
+  // [expert_begin, expert_begin + their count) only; the others are other ranks'.
+  SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize, const ProjectionPlacement& placement,
+            int64_t expert_begin = 0);
   void Forward(const vt::Tensor& x, const vt::Tensor& out) const;
 
  private:
@@ -66,6 +68,8 @@ class SparseMoe {
   std::optional<GatedMlp> shared_;
   int64_t top_k_;
   bool renormalize_;
+  int64_t expert_begin_;
+  int64_t num_experts_;  // the router's E; w_.experts_* may hold a slice of them
 };
 
 }  // namespace vllm

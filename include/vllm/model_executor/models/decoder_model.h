@@ -39,6 +39,9 @@ struct ModelOptions {
   // each block's output is summed over the group, and the LM head computes this
   // rank's vocabulary rows and gathers everyone's. Null or a group of one: no TP.
   Communicator* tensor_parallel = nullptr;
+  // With tensor_parallel: each rank holds whole experts, E / N of them, instead of
+  // every expert's width share (vLLM's --enable-expert-parallel; MoE models only).
+  bool enable_expert_parallel = false;
 };
 
 class DecoderModel final : public Model {

@@ -32,12 +32,15 @@ void GatedMlp::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
 }
 
 SparseMoe::SparseMoe(MoeWeights weights, int64_t num_experts_per_tok, bool renormalize,
-                     const ProjectionPlacement& placement)
-    : w_(std::move(weights)), top_k_(num_experts_per_tok), renormalize_(renormalize) {
+                     const ProjectionPlacement& placement, int64_t expert_begin)
+    : w_(std::move(weights)), top_k_(num_experts_per_tok), renormalize_(renormalize), expert_begin_(expert_begin) {
   const int64_t E = w_.router.defined() ? w_.router.size(0) : 0;
-  if (E < 1 || w_.experts_gate.ndim() != 3 || w_.experts_gate.size(0) != E || top_k_ < 1 || top_k_ > E) {
+  num_experts_ = E;
+  if (E < 1 || w_.experts_gate.ndim() != 3 || expert_begin_ < 0 || expert_begin_ + w_.experts_gate.size(0) > E ||
+      top_k_ < 1 || top_k_ > E) {
     throw vt::Error("SparseMoe: router " + w_.router.Describe() + " and experts " + w_.experts_gate.Describe() +
-                    " disagree, or top-k " + std::to_string(top_k_) + " is out of range");
+                    " from expert " + std::to_string(expert_begin_) + " disagree, or top-k " + std::to_string(top_k_) +
+                    " is out of range");
   }
   std::vector<ProjectionPart> router_parts = {{"gate", std::move(w_.router)}};
   if (w_.shared_expert) {
@@ -65,6 +68,10 @@ void SparseMoe::Forward(const vt::Tensor& x, const vt::Tensor& out) const {
                              .topk_weights = weights,
                              .topk_ids = ids,
                              .out = out};
+  if (w_.experts_gate.size(0) != num_experts_) {  // expert parallelism: this rank's slice
+    experts.expert_begin = expert_begin_;
+    experts.num_experts = num_experts_;
+  }
   if (shared_) {
     experts.shared_w_gate = shared_->gate_proj();
     experts.shared_w_up = shared_->up_proj();

@@ -99,7 +99,7 @@ void DecoderModel::BuildFeedForward(const WeightStore& weights, const std::strin
                                    W("mlp.shared_expert.down_proj.weight")};
       w.shared_expert_gate = W("mlp.shared_expert_gate.weight");
     }
-    moe.emplace(std::move(w), config_.num_experts_per_tok, config_.norm_topk_prob, placement);
+    moe.emplace(std::move(w), config_.num_experts_per_tok, config_.norm_topk_prob, placement, config_.expert_begin);
   } else {
     mlp.emplace(MlpWeights{P("mlp.gate_proj.weight"), P("mlp.up_proj.weight"), W("mlp.down_proj.weight")}, placement);
   }

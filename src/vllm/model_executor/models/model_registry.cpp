@@ -60,13 +60,17 @@ std::unique_ptr<Model> ModelRegistry::Create(const LoadedModel& loaded, const Mo
   // Every supported family is the same decoder stack with different data (decoder_model.h).
   try {
     const Communicator* group = options.tensor_parallel;
+    if (options.enable_expert_parallel && (group == nullptr || group->world_size() == 1)) {
+      throw vt::Error("--enable-expert-parallel splits the experts over the ranks of --tensor-parallel-size, which is 1");
+    }
     if (group != nullptr && group->world_size() > 1) {
       if (options.device.type != vt::DeviceType::kCPU) {
         throw vt::Error("tensor parallelism runs on the CPU backend only (Gloo); NCCL for " +
                         options.device.ToString() + " is not built");
       }
       const TensorParallelShard shard =
-          ShardForTensorParallel(loaded.config, loaded.weights, group->rank(), group->world_size());
+          ShardForTensorParallel(loaded.config, loaded.weights, group->rank(), group->world_size(),
+                                 options.enable_expert_parallel);
       return std::make_unique<DecoderModel>(shard.config, shard.weights, options);
     }
     return std::make_unique<DecoderModel>(loaded.config, loaded.weights, options);

@@ -5,8 +5,10 @@
 // [E, I, H] and w_down [E, H, I] in any dtype MatMul takes, each expert's matrix
 // with contiguous rows and a free expert stride (views into a fused gate_up
 // [E, 2I, H] work); topk_weights [T, k] f32 and topk_ids [T, k] i32, contiguous;
-// out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E). An
-// optional shared expert is one more expert that every token visits with weight
+// out [T, H] of x's dtype, overwritten. Every id is checked to be in [0, E), or with
+// an expert slice (expert parallelism: w_* hold global experts [expert_begin,
+// expert_begin + E) of num_experts) in [0, num_experts), ids outside the slice being
+// skipped. An optional shared expert is one more expert that every token visits with weight
 // sigmoid(shared_gate_logits[t]); it joins the routed experts' parallel regions.
 //
 // The T * k (token, slot) pairs are grouped by expert with a counting sort, then
@@ -35,23 +37,28 @@ struct ExpertRoutes {
   std::vector<int64_t> pairs;
 };
 
+// Pairs routed to experts outside the local slice are left out (expert parallelism).
 ExpertRoutes GroupByExpert(const MoeExpertsArgs& a) {
-  const int64_t num_experts = a.w_gate.size(0), num_pairs = a.topk_ids.numel();
+  const int64_t local_experts = a.w_gate.size(0), num_pairs = a.topk_ids.numel();
+  const int64_t all_experts = a.num_experts != 0 ? a.num_experts : local_experts;
   const auto* ids = a.topk_ids.data_ptr<int32_t>();
-  ExpertRoutes routes{std::vector<int64_t>(static_cast<size_t>(num_experts + 1), 0),
-                      std::vector<int64_t>(static_cast<size_t>(num_pairs))};
+  ExpertRoutes routes{std::vector<int64_t>(static_cast<size_t>(local_experts + 1), 0), {}};
+  auto local = [&](int64_t p) { return ids[p] - a.expert_begin; };  // the id in w_gate, when in [0, local_experts)
   for (int64_t p = 0; p < num_pairs; ++p) {
-    if (ids[p] < 0 || ids[p] >= num_experts) {
+    if (ids[p] < 0 || ids[p] >= all_experts) {
       const int64_t k = a.topk_ids.size(1);
       throw Error("vt::MoeExperts on cpu: topk_ids[" + std::to_string(p / k) + ", " + std::to_string(p % k) +
                   "] = " + std::to_string(ids[p]) + " is not an expert of w_gate " + a.w_gate.Describe() + " (" +
-                  std::to_string(num_experts) + " experts)");
+                  std::to_string(all_experts) + " experts)");
     }
-    ++routes.offsets[ids[p] + 1];
+    if (local(p) >= 0 && local(p) < local_experts) ++routes.offsets[local(p) + 1];
   }
-  for (int64_t e = 0; e < num_experts; ++e) routes.offsets[e + 1] += routes.offsets[e];
+  for (int64_t e = 0; e < local_experts; ++e) routes.offsets[e + 1] += routes.offsets[e];
+  routes.pairs.resize(static_cast<size_t>(routes.offsets[local_experts]));
   std::vector<int64_t> next(routes.offsets.begin(), routes.offsets.end() - 1);
-  for (int64_t p = 0; p < num_pairs; ++p) routes.pairs[next[ids[p]]++] = p;
+  for (int64_t p = 0; p < num_pairs; ++p) {
+    if (local(p) >= 0 && local(p) < local_experts) routes.pairs[next[local(p)]++] = p;
+  }
   return routes;
 }
 
