@@ -283,4 +283,16 @@ struct SampleArgs {
   Tensor allowed;
 };
 
+// vLLM's apply_penalties. x [R, V] f32 (strided rows), updated in place; token_ids
+// [R, L] i32: row r's prompt tokens, then its output tokens, padded with -1 (at any
+// position); output_begin [R] i32: positions >= output_begin[r] of the row are
+// outputs; params [R, 3] f32: repetition_penalty (> 0; 1 is none), frequency_penalty,
+// presence_penalty. For each distinct token t of row r, n its count among the row's
+// outputs: x = x > 0 ? x / repetition : x * repetition, then x -= frequency * n +
+// presence * (n > 0) (in double, rounded once). An id outside [-1, V) is an error
+// (on a GPU reported at the device's next wait, gpu_runtime.h; the id is skipped).
+struct PenaltiesArgs {
+  Tensor x, token_ids, output_begin, params;
+};
+
 }  // namespace vt

@@ -16,6 +16,7 @@
 // other tokens there than here.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -82,14 +83,20 @@ class Sampler {
   // nothing else: greedy, no logprobs, no penalties, min_tokens reached, no grammar
   // (IsGreedyUnderGrammarOnly: the runner's masked device argmax).
   static bool IsPlainGreedy(const Request& request);
+  // Repetition, frequency or presence penalty set.
+  static bool HasPenalties(const Request& request);
   // Plain greedy but for a grammar (structured outputs): its token is the argmax over
   // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
   static bool IsGreedyUnderGrammarOnly(const Request& request);
   // Whether vt::Sample draws this request's token the way Sample would (the same
-  // filters, other random numbers): no logprobs, no penalties, min_tokens reached, no
-  // logits processors; a grammar's bitmask goes with it. The runner samples such
-  // requests on a GPU (ModelRunner::ExecuteWithDeviceSampler).
+  // filters, other random numbers): no logprobs, min_tokens reached, no logits
+  // processors; a grammar's bitmask goes with it, and penalties are vt::Penalties on
+  // the logits first (DevicePenalties). The runner samples such requests on a GPU
+  // (ModelRunner::ExecuteWithDeviceSampler, ExecuteGraph).
   static bool SamplesOnDevice(const Request& request);
+  // The request's row of vt::Penalties' params: repetition, frequency, presence; its
+  // token_ids row is request.all_token_ids(), outputs from num_prompt_tokens().
+  static std::array<float, 3> DevicePenalties(const Request& request);
   // The request's row of vt::Sample's params: temperature 0 when greedy, its filters,
   // its seed (or one drawn once from the sampler's generator, kept per request) and
   // its position (the output tokens so far), so that its tokens depend on nothing

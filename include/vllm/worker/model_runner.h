@@ -187,9 +187,13 @@ class ModelRunner {
   // The graph's logits are sampled by vt::Sample, the grammar's rows as its bitmask.
   std::optional<RunnerOutput> ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar);
   // vt::Sample of `logits` [N, V] on their device with params[n] (one a row) and the
-  // bitmask `allowed` (undefined: none); the token of every row.
+  // bitmask `allowed` (undefined: none); the token of every row. penalized[n], where
+  // not null, is the request whose penalties vt::Penalties applies to row n first
+  // (in place: the logits are this step's own).
   std::vector<int64_t> DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
-                                    const vt::Tensor& allowed);
+                                    const vt::Tensor& allowed, const std::vector<const Request*>& penalized);
+  // vt::Penalties on the rows of `penalized` (see DrawOnDevice); nothing when all are null.
+  void PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
   // as its bitmask), no drafts, no prompt logprobs.
   static bool SamplesOnDeviceOnly(const InputBatch& batch);
@@ -220,6 +224,7 @@ class ModelRunner {
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
   std::unique_ptr<vt::HostUpload> grammar_upload_, sample_params_upload_;  // made on first use
+  std::unique_ptr<vt::HostUpload> penalty_ids_upload_, penalty_params_upload_;
   std::optional<SpeculativeDecoding> speculative_;
   DraftPolicy draft_policy_;  // when speculative_ has no disable_by_batch_size
   // Node-based: a step's InputBatch points at these entries.

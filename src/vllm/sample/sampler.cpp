@@ -172,15 +172,25 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 
 bool Sampler::SamplesOnDevice(const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  return !p.logprobs && !HasPenalties(p) && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+  return !p.logprobs && !MasksStopTokens(r) && !p.HasLogitsProcessors();
 }
 
+bool Sampler::HasPenalties(const Request& r) { return vllm::HasPenalties(r.sampling_params); }
+
 bool Sampler::IsPlainGreedy(const Request& r) {
-  return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r);
+  return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
+         !HasPenalties(r);
 }
 
 bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
-  return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r);
+  return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
+         !HasPenalties(r);
+}
+
+std::array<float, 3> Sampler::DevicePenalties(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  return {static_cast<float>(p.repetition_penalty), static_cast<float>(p.frequency_penalty),
+          static_cast<float>(p.presence_penalty)};
 }
 
 vt::SampleRow Sampler::DeviceSampleRow(const Request& r) {

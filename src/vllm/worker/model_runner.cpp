@@ -379,6 +379,7 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   const int64_t N = logits.size(0);
   // Rows no request samples from on the device stay greedy (their ids are dropped).
   std::vector<vt::SampleRow> params(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f});
+  std::vector<const Request*> penalized(static_cast<size_t>(N), nullptr);
   std::vector<bool> on_device(batch.requests.size(), false);
   bool host_work = false;
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -390,10 +391,14 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
       continue;
     }
     on_device[b] = true;
-    params[step.rows[b].first_row + step.rows[b].num_rows - 1] = sampler_.DeviceSampleRow(s.request());
+    const int64_t row = step.rows[b].first_row + step.rows[b].num_rows - 1;
+    params[row] = sampler_.DeviceSampleRow(s.request());
+    if (Sampler::HasPenalties(s.request())) penalized[row] = &s.request();
   }
   std::vector<int64_t> tokens;
-  if (N > 0) tokens = DrawOnDevice(logits, params, GrammarRowsOnDevice(batch, step.rows, &grammar, logits));
+  if (N > 0) {
+    tokens = DrawOnDevice(logits, params, GrammarRowsOnDevice(batch, step.rows, &grammar, logits), penalized);
+  }
   RunnerOutput result;
   step.batch = std::move(batch);
   if (host_work) {
@@ -411,9 +416,47 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   return result;
 }
 
+void ModelRunner::PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized) {
+  size_t length = 0;
+  for (const Request* r : penalized) {
+    if (r != nullptr) length = std::max(length, r->all_token_ids().size());
+  }
+  if (length == 0) return;
+  vt::reach::Hit("ModelRunner::PenaltiesOnDevice");
+  const size_t N = penalized.size();
+  // One i32 upload: token_ids [N, length] (-1: padding, every row of a request
+  // without penalties), then output_begin [N]; the params [N, 3] f32 apart.
+  std::span<int32_t> ids = UploadFor(penalty_ids_upload_, logits.device()).Stage<int32_t>(N * length + N);
+  std::span<float> params = UploadFor(penalty_params_upload_, logits.device()).Stage<float>(N * 3);
+  std::fill(ids.begin(), ids.end(), -1);
+  std::fill(params.begin(), params.end(), 0.0f);
+  for (size_t n = 0; n < N; ++n) {
+    ids[N * length + n] = 0;
+    if (penalized[n] == nullptr) {
+      params[3 * n] = 1.0f;  // no repetition penalty on a row of -1s anyway
+      continue;
+    }
+    const std::vector<int32_t>& tokens = penalized[n]->all_token_ids();
+    std::copy(tokens.begin(), tokens.end(), ids.begin() + static_cast<std::ptrdiff_t>(n * length));
+    ids[N * length + n] = static_cast<int32_t>(penalized[n]->num_prompt_tokens());
+    const std::array<float, 3> p = Sampler::DevicePenalties(*penalized[n]);
+    std::copy(p.begin(), p.end(), params.begin() + static_cast<std::ptrdiff_t>(3 * n));
+  }
+  const auto rows = static_cast<int64_t>(N), width = static_cast<int64_t>(length);
+  const vt::Tensor packed = vt::Tensor::Empty({rows * width + rows}, vt::DType::kI32, logits.device());
+  penalty_ids_upload_->Upload(packed);
+  const vt::Tensor penalty_params = vt::Tensor::Empty({rows, 3}, vt::DType::kF32, logits.device());
+  penalty_params_upload_->Upload(penalty_params);
+  vt::Penalties({.x = logits,
+                 .token_ids = packed.Slice(0, 0, rows * width).View({rows, width}),
+                 .output_begin = packed.Slice(0, rows * width, rows * width + rows),
+                 .params = penalty_params});
+}
+
 std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
-                                               const vt::Tensor& allowed) {
+                                               const vt::Tensor& allowed, const std::vector<const Request*>& penalized) {
   const int64_t N = logits.size(0);
+  PenalizeOnDevice(logits, penalized);
   const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
   vt::HostUpload& upload = UploadFor(sample_params_upload_, logits.device());
   std::ranges::copy(params, upload.Stage<vt::SampleRow>(params.size()).begin());  // the rows are Sample's words
@@ -428,13 +471,17 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
   if (!logits) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
   std::vector<vt::SampleRow> params;
-  for (const BatchRequest& s : batch.requests) params.push_back(sampler_.DeviceSampleRow(s.request()));
+  std::vector<const Request*> penalized;
+  for (const BatchRequest& s : batch.requests) {
+    params.push_back(sampler_.DeviceSampleRow(s.request()));
+    penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
+  }
   // The grammar's rows of this batch's requests (all ones for the others), if any:
   // filled by the host while the graph runs.
   const vt::Tensor allowed = GrammarRows(
       batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); }, logits->device());
   if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
-  const std::vector<int64_t> tokens = DrawOnDevice(*logits, params, allowed);
+  const std::vector<int64_t> tokens = DrawOnDevice(*logits, params, allowed, penalized);
   num_tokens_computed_ += batch.size();
   SaveStateSnapshots(batch);
   RunnerOutput result;

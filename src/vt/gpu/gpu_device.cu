@@ -125,6 +125,12 @@ class GpuCapturedGraph final : public CapturedGraph {
 // "vt::GatherRows on cuda:0: ids[2] = 5 is out of range for a table of 5 rows".
 std::string DescribeBadIndex(const BadIndexRecord& r, const std::string& device) {
   const std::string where = " (found by the kernel; reported at the device's next wait for its queue)";
+  if (static_cast<CheckedIndexOp>(r.op) == CheckedIndexOp::kPenalties) {
+    const int64_t columns = r.columns > 0 ? r.columns : 1;
+    return "vt::Penalties on " + device + ": token_ids[" + std::to_string(r.position / columns) + ", " +
+           std::to_string(r.position % columns) + "] = " + std::to_string(r.value) + " is not a token of x (" +
+           std::to_string(r.bound) + " entries, or -1, padding)" + where;
+  }
   if (static_cast<CheckedIndexOp>(r.op) == CheckedIndexOp::kMoeExperts) {
     const int64_t columns = r.columns > 0 ? r.columns : 1;
     return "vt::MoeExperts on " + device + ": topk_ids[" + std::to_string(r.position / columns) + ", " +

@@ -10,6 +10,10 @@
 // ties going to the lower index, over chunks of a row in parallel (see ArgmaxGpu).
 // Sample (see SampleGpu): a block per row finds the row's keep threshold by radix
 // selection, then the chunks of the row race with their Gumbel noise as Argmax's do.
+// Penalties: a block per row over its token list only (never the vocabulary), with
+// a zeroed count per (row, vocabulary entry) in device memory: atomics count the
+// outputs and mark what was seen, then the first thread to take a token's count
+// (atomicExch to 0) adjusts that token, once.
 #include "gpu_common.cuh"
 #include "vt/ops.h"
 #include "vt/sample_noise.h"
@@ -378,10 +382,71 @@ void SampleGpu(const SampleArgs& a) {
   CheckLaunch("Sample");
 }
 
+struct PenaltiesParams {
+  float* x;
+  int64_t x_row_stride, vocab, length;
+  const int32_t* ids;
+  const int32_t* output_begin;
+  const float* params;
+  uint32_t* counts;  // [rows, vocab], zero
+  BadIndexRecord* bad_index;
+};
+
+__global__ void __launch_bounds__(kRowThreads) PenaltyRows(PenaltiesParams p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
+  constexpr uint32_t kSeen = 1u << 31;  // the low bits count outputs
+  const int64_t row = blockIdx.x;
+  const int32_t* ids = p.ids + row * p.length;
+  uint32_t* counts = p.counts + row * p.vocab;
+  const int64_t begin = p.output_begin[row];
+  for (int64_t i = threadIdx.x; i < p.length; i += blockDim.x) {
+    const int32_t t = ids[i];
+    if (t == -1) continue;
+    if (t < -1 || t >= p.vocab) {
+      RecordBadIndex(p.bad_index, CheckedIndexOp::kPenalties, row * p.length + i, t, p.vocab, p.length);
+      continue;
+    }
+    atomicOr(&counts[t], kSeen);
+    if (i >= begin) atomicAdd(&counts[t], 1u);
+  }
+  __syncthreads();
+  const double repetition = p.params[3 * row], frequency = p.params[3 * row + 1], presence = p.params[3 * row + 2];
+  float* x = p.x + row * p.x_row_stride;
+  for (int64_t i = threadIdx.x; i < p.length; i += blockDim.x) {
+    const int32_t t = ids[i];
+    if (t < 0 || t >= p.vocab) continue;
+    const uint32_t c = atomicExch(&counts[t], 0u);
+    if (c == 0) continue;  // another position of the same token took it
+    const uint32_t n = c & ~kSeen;
+    double v = x[t];
+    v = v > 0 ? v / repetition : v * repetition;
+    if (n > 0) v -= frequency * n + presence;
+    x[t] = static_cast<float>(v);
+  }
+}
+
+void PenaltiesGpu(const PenaltiesArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const int64_t rows = a.x.size(0), vocab = a.x.size(1);
+  const Tensor counts = Tensor::Zeros({rows, vocab}, DType::kI32, a.x.device());
+  const PenaltiesParams p{a.x.data_ptr<float>(),
+                          a.x.stride(0),
+                          vocab,
+                          a.token_ids.size(1),
+                          static_cast<const int32_t*>(a.token_ids.data()),
+                          static_cast<const int32_t*>(a.output_begin.data()),
+                          a.params.data_ptr<float>(),
+                          static_cast<uint32_t*>(counts.data()),
+                          BadIndexRecordFor(a.x.device())};
+  LaunchKernel(PenaltyRows, GridFor(rows, 1, "Penalties"), kRowThreads, 0, stream, p);
+  CheckLaunch("Penalties");
+}
+
 }  // namespace
 
 VT_REGISTER_KERNEL(LogSoftmax, VT_GPU_DEVICE, LogSoftmaxGpu);
 VT_REGISTER_KERNEL(Argmax, VT_GPU_DEVICE, ArgmaxGpu);
+VT_REGISTER_KERNEL(Penalties, VT_GPU_DEVICE, PenaltiesGpu);
 VT_REGISTER_KERNEL(Sample, VT_GPU_DEVICE, SampleGpu);
 
 }  // namespace vt::gpu

@@ -1,4 +1,4 @@
-// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax, Sample.
+// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax, Sample, Penalties.
 #include <string>
 
 #include "check.h"
@@ -62,6 +62,29 @@ void Sample(const SampleArgs& args) {
   check.Contiguous(args.params, "params");
   if (args.x.size(0) == 0) return;
   Dispatch<OpId::kSample>(check.device().type, args);
+}
+
+void Penalties(const PenaltiesArgs& args) {
+  OpCheck check("Penalties", {{"x", &args.x},
+                              {"token_ids", &args.token_ids},
+                              {"output_begin", &args.output_begin},
+                              {"params", &args.params}});
+  check.Rank(args.x, "x", 2);
+  check.DType(args.x, "x", {DType::kF32});
+  check.LastDimContiguous(args.x, "x");
+  const int64_t rows = args.x.size(0);
+  check.Rank(args.token_ids, "token_ids", 2);
+  check.DType(args.token_ids, "token_ids", {DType::kI32});
+  check.Size(args.token_ids, "token_ids", 0, rows, "rows of x");
+  check.Contiguous(args.token_ids, "token_ids");
+  check.DType(args.output_begin, "output_begin", {DType::kI32});
+  check.Shape(args.output_begin, "output_begin", {rows});
+  check.Contiguous(args.output_begin, "output_begin");
+  check.DType(args.params, "params", {DType::kF32});
+  check.Shape(args.params, "params", {rows, 3});
+  check.Contiguous(args.params, "params");
+  if (rows == 0 || args.token_ids.size(1) == 0) return;
+  Dispatch<OpId::kPenalties>(check.device().type, args);
 }
 
 }  // namespace vt

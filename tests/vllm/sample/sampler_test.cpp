@@ -1,9 +1,14 @@
 // Sampler: greedy, filters, penalties, seeds, logprobs conventions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <random>
+#include <vector>
 
 #include "vllm/sample/sampler.h"
+#include "vt/ops.h"
 
 namespace vllm {
 namespace {
@@ -327,15 +332,57 @@ TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
   SamplingParams logprobs = p;
   logprobs.logprobs = 2;
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(logprobs)));
-  SamplingParams penalty = p;
+  SamplingParams penalty = p;  // vt::Penalties takes it on the device, before vt::Sample
   penalty.presence_penalty = 0.5;
-  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(penalty)));
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(penalty)));
+  EXPECT_TRUE(Sampler::HasPenalties(MakeRequest(penalty)));
+  penalty.temperature = 0;  // greedy, but not the raw logits' argmax
+  EXPECT_FALSE(Sampler::IsPlainGreedy(MakeRequest(penalty)));
   SamplingParams bias = p;
   bias.logit_bias = {{1, 2.0f}};
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(bias)));
   SamplingParams min_tokens = p;
   min_tokens.min_tokens = 3;
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(min_tokens, {0}, {1})));
+}
+
+// The device path's penalties (vt::Penalties on the row ModelRunner builds: the
+// request's whole history, outputs from num_prompt_tokens, DevicePenalties) pick the
+// greedy token the host Sampler picks, over random logits and histories where the
+// penalties decide the argmax (small vocabulary, repeated tokens, both signs).
+TEST(SamplerTest, DevicePenaltiesGiveTheHostsGreedyToken) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> logit(-3.0f, 3.0f), penalty(-2.0f, 2.0f);
+  std::uniform_int_distribution<int32_t> token(0, 15);
+  const float repetition[] = {1.0f, 0.8f, 1.5f};
+  Sampler sampler(0);
+  int changed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SamplingParams p = Greedy();
+    p.repetition_penalty = repetition[trial % 3];
+    p.frequency_penalty = trial % 2 ? penalty(rng) : 0.0;
+    p.presence_penalty = trial % 5 ? penalty(rng) : 0.0;
+    if (!Sampler::HasPenalties(MakeRequest(p))) p.presence_penalty = 0.5;
+    std::vector<int32_t> prompt(1 + trial % 7);
+    for (int32_t& t : prompt) t = token(rng);
+    Request r = MakeRequest(p, prompt);
+    for (int i = 0; i < trial % 9; ++i) r.AppendOutputToken(token(rng));
+    std::vector<float> logits(16);
+    for (float& v : logits) v = logit(rng);
+    const int32_t host = sampler.Sample(logits.data(), 16, r).token_id;
+    const vt::Tensor x = vt::Tensor::FromVector(logits, {1, 16});
+    const std::array<float, 3> params = Sampler::DevicePenalties(r);
+    const std::vector<int32_t> output_begin = {static_cast<int32_t>(r.num_prompt_tokens())};
+    vt::Penalties({.x = x,
+                   .token_ids = vt::Tensor::FromVector(r.all_token_ids(), {1, r.num_tokens()}),
+                   .output_begin = vt::Tensor::FromVector(output_begin, {1}),
+                   .params = vt::Tensor::FromVector(std::vector<float>(params.begin(), params.end()), {1, 3})});
+    const vt::Tensor id = vt::Tensor::Empty({1}, vt::DType::kI32);
+    vt::Argmax({.x = x, .out = id});
+    EXPECT_EQ(id.ToIntVector()[0], host) << "trial " << trial;
+    changed += host != std::max_element(logits.begin(), logits.end()) - logits.begin();
+  }
+  EXPECT_GT(changed, 30) << "the penalties rarely decided the token: the test is weak";
 }
 
 }  // namespace

@@ -249,11 +249,13 @@ std::vector<std::vector<int32_t>> ReadIds(const std::string& name, const std::st
 // Every prompt at once (batches of 5, 4, ... as they finish: padded to 8, 4, ...),
 // f32 activations, greedy or (`sampled`) at temperature 0.8 with top-k 20, top-p 0.9
 // and a seed per request; returns each request's tokens. `captures_at_start`: the
-// graphs captured by the engine's construction.
+// graphs captured by the engine's construction. `penalized`: repetition, frequency
+// and presence penalties on every request.
 std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device device, bool eager,
                                              const std::vector<std::vector<int32_t>>& prompts, bool sampled = false,
                                              size_t* captures_at_start = nullptr,
-                                             std::optional<int64_t> max_capture_size = std::nullopt) {
+                                             std::optional<int64_t> max_capture_size = std::nullopt,
+                                             bool penalized = false) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -274,6 +276,11 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
       p.top_k = 20;
       p.top_p = 0.9;
       p.seed = 1000 + i;
+    }
+    if (penalized) {
+      p.repetition_penalty = 1.3;
+      p.frequency_penalty = 0.4;
+      p.presence_penalty = 0.3;
     }
     p.max_tokens = 8 + 2 * static_cast<int64_t>(i);  // requests finish at different steps
     p.ignore_eos = true;
@@ -362,6 +369,33 @@ TEST_P(DecodeGraphEngineTest, SampledTokensEqualTheEagerEngine) {
     }
     EXPECT_GT(differ_from_greedy, 0u) << "sampling at temperature 0.8 gave the greedy tokens for every prompt";
   }
+}
+
+// Penalties run on the device (vt::Penalties before vt::Sample), in graph steps and
+// eager ones: the greedy tokens of the CPU engine, whose host Sampler applies them,
+// and not those of unpenalized decoding.
+TEST_P(DecodeGraphEngineTest, PenalizedTokensEqualTheCpuEngine) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  const auto cpu = RunPrompts(GetParam(), vt::kCpu, true, prompts, false, nullptr, std::nullopt, true);
+  for (vt::Device device : gpus) {
+    SCOPED_TRACE(device.ToString());
+    for (bool eager : {true, false}) {
+      vt::reach::Reset();
+      const auto got = RunPrompts(GetParam(), device, eager, prompts, false, nullptr, std::nullopt, true);
+      EXPECT_GT(vt::reach::Count("ModelRunner::PenaltiesOnDevice"), 0u);
+      EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), 0u);
+      if (!eager) {
+        EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+      }
+      for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], cpu[i]) << "prompt " << i << " eager " << eager;
+    }
+  }
+  const auto plain = RunPrompts(GetParam(), vt::kCpu, true, prompts);
+  size_t differ = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) differ += plain[i] != cpu[i];
+  EXPECT_GT(differ, 0u) << "the penalties changed no prompt's tokens: the test is weak";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DecodeGraphEngineTest, ::testing::Values("qwen35_dense_untied", "qwen3"));

@@ -1,4 +1,4 @@
-// CPU kernels for the sampling helpers LogSoftmax and Argmax.
+// CPU kernels for the sampling helpers LogSoftmax, Argmax and Penalties.
 //
 // LogSoftmax: x [rows..., V] (any float dtype, strided rows), out same shape f32;
 // out = x - max - log(sum(exp(x - max))), all in f32, the sum over several partial
@@ -8,6 +8,10 @@
 // Argmax: x [R, V] float (strided rows), out [R] i32: the first index of the row's
 // largest value; a NaN counts as larger than any number (as torch.argmax), so the
 // first NaN wins if there is one. With `allowed`, only the indices it sets compete.
+//
+// Penalties (op_args.h): per row, a count per vocabulary entry (one buffer of V ints
+// reused by the rows: a step's rows hold at most a few thousand tokens each, so the
+// row loop is serial), each listed token adjusted once, its count then cleared.
 //
 // Rows are split across threads; non-f32 rows are converted to f32 first. The
 // exponentials and the argmax search run in the row functions of the active
@@ -152,9 +156,47 @@ void ArgmaxCpu(const ArgmaxArgs& a) {
   });
 }
 
+void PenaltiesCpu(const PenaltiesArgs& a) {
+  const int64_t rows = a.x.size(0), vocab = a.x.size(1), length = a.token_ids.size(1);
+  const int32_t* ids = a.token_ids.data_ptr<int32_t>();
+  const int32_t* output_begin = a.output_begin.data_ptr<int32_t>();
+  const float* params = a.params.data_ptr<float>();
+  // counts[t]: bit 31 marks t as seen in the row, the low bits count its outputs.
+  constexpr uint32_t kSeen = 1u << 31;
+  for (int64_t i = 0; i < rows * length; ++i) {  // every id checked before x changes
+    if (ids[i] < -1 || ids[i] >= vocab) {
+      throw Error("vt::Penalties on cpu: token_ids[" + std::to_string(i / length) + ", " + std::to_string(i % length) +
+                  "] = " + std::to_string(ids[i]) + " is not a token of x " + a.x.Describe() + " (or -1, padding)");
+    }
+  }
+  std::vector<uint32_t> counts(static_cast<size_t>(vocab), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* row_ids = ids + r * length;
+    for (int64_t i = 0; i < length; ++i) {
+      const int32_t t = row_ids[i];
+      if (t == -1) continue;
+      counts[t] |= kSeen;
+      if (i >= output_begin[r]) ++counts[t];
+    }
+    const double repetition = params[3 * r], frequency = params[3 * r + 1], presence = params[3 * r + 2];
+    float* x = a.x.data_ptr<float>() + r * a.x.stride(0);
+    for (int64_t i = 0; i < length; ++i) {
+      const int32_t t = row_ids[i];
+      if (t < 0 || counts[t] == 0) continue;  // padding, or a token adjusted already
+      const uint32_t n = counts[t] & ~kSeen;
+      counts[t] = 0;
+      double v = x[t];
+      v = v > 0 ? v / repetition : v * repetition;
+      if (n > 0) v -= frequency * n + presence;
+      x[t] = static_cast<float>(v);
+    }
+  }
+}
+
 }  // namespace
 
 VT_REGISTER_KERNEL(LogSoftmax, kCPU, LogSoftmaxCpu);
 VT_REGISTER_KERNEL(Argmax, kCPU, ArgmaxCpu);
+VT_REGISTER_KERNEL(Penalties, kCPU, PenaltiesCpu);
 
 }  // namespace vt::cpu
