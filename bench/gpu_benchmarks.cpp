@@ -182,10 +182,11 @@ Row MoeExpertsRow(Device device, int64_t tokens, DType w_dtype, std::mt19937& rn
 // Decode attention: `batch` sequences of `context` tokens, Nq 16, Nkv 4, D 256, bf16,
 // under the default kernel choice (the GQA-group kernel for these shapes) or a
 // forced `variant` ("rows": the row kernels, for comparison). Bytes count each K/V
-// row once: the group kernel reads it once per GQA group of 4 query heads, the row
+// row once: the group kernel reads it once per GQA group of 16 / kv_heads query heads, the row
 // kernels once per query head.
-Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng, const char* variant = "") {
-  const int64_t heads = 16, kv_heads = 4, head_dim = 256, block_size = 16;
+Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt19937& rng, const char* variant = "",
+                      int64_t kv_heads = 4) {
+  const int64_t heads = 16, head_dim = 256, block_size = 16;
   const int64_t blocks_per_seq = (context + block_size - 1) / block_size, blocks = batch * blocks_per_seq;
   const Tensor k_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
   const Tensor v_cache = Random({blocks, block_size, kv_heads, head_dim}, DType::kBF16, device, rng);
@@ -203,7 +204,8 @@ Row PagedAttentionRow(Device device, int64_t batch, int64_t context, std::mt1993
   const double seconds = SecondsPerCall(device, 20, [&](int) { PagedAttention(args); });
   tuning::SetVariant("gpu.paged_attention", "");
   const double bytes = 2.0 * batch * context * kv_heads * head_dim * 2;
-  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 bf16" +
+  return {"PagedAttention decode B=" + std::to_string(batch) + " ctx=" + std::to_string(context) + " D=256 Nkv=" +
+              std::to_string(kv_heads) + " bf16" +
               (*variant != 0 ? std::string(" ") + variant : std::string()),
           seconds, bytes, 0};
 }
@@ -396,6 +398,9 @@ int Run(int argc, char** argv) {
       VT_BENCH_ROW(MoeExpertsRow(device, 2048, DType::kQ6_K, rng)),
       VT_BENCH_ROW(PagedAttentionRow(device, 1, 8192, rng)),
       VT_BENCH_ROW(PagedAttentionRow(device, 1, 2048, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 1, 512, rng)),
+      VT_BENCH_ROW(PagedAttentionRow(device, 1, 512, rng, "", 2)),  // the 35B-A3B shape: groups of 8
+      VT_BENCH_ROW(PagedAttentionRow(device, 1, 2048, rng, "", 2)),
       VT_BENCH_ROW(PagedAttentionRow(device, 64, 2048, rng)),
       VT_BENCH_ROW(PagedAttentionRow(device, 64, 2048, rng, "rows")),
       VT_BENCH_ROW(GdnRecurrentRow(device, 1, rng)),
