@@ -11,7 +11,7 @@
 //                  the 256 MiB reference read's bandwidth).
 //   BM_MatMulGemm  prefill: M = 128, 256, 512 tokens (Q4_0 as well); reported as GFLOP/s
 //                  (2 M N K).
-//   BM_MatMulIsa   Q8_0 / Q4_K mlp_gate_up at 1 and 128 tokens under each x86 variant.
+//   BM_MatMulIsa   Q8_0 / Q4_K mlp_gate_up at 1, 8, 32 and 128 tokens under each x86 variant.
 //
 // Run: build-*/bin/vt_bench --benchmark_filter=MatMul (each benchmark repeats 5 times
 // and reports the median; the machine is shared, so compare medians, not single runs).
@@ -138,29 +138,35 @@ void BM_MatMulGemm(benchmark::State& state, LayerShape shape, DType dtype) {
                   [&] { MatMul({.x = x, .w = w, .out = out}); });
 }
 
-// The block-weight integer tiles under each x86 variant this CPU has, alternating in
-// one process (BM_MatMulIsa/<dtype>/<shape>/<variant>/tokens:M): AVX2 with maddubs,
+// The block-weight kernels under each x86 variant this CPU has, alternating in one
+// process (BM_MatMulIsa/<dtype>/<shape>/<variant>/tokens:M): AVX2 with maddubs,
 // AVX2 with AVX-VNNI allowed (which the K-quant GEMV declines: matmul.cpp's
-// ChooseVariant), AVX-512 with VNNI. A variant the CPU lacks is skipped.
+// ChooseVariant), AVX-512 with VNNI, AVX-512 with AMX allowed (the GEMM path from
+// kAmxMinRows). A variant the CPU lacks is skipped.
 struct IsaCase {
   const char* name;
   cpu::Isa limit;
   bool avx_vnni;
+  bool amx;
 };
-constexpr IsaCase kIsaCases[] = {
-    {"avx2", cpu::Isa::kAvx2, false}, {"avx2_vnni", cpu::Isa::kAvx2, true}, {"avx512", cpu::Isa::kAvx512, true}};
+constexpr IsaCase kIsaCases[] = {{"avx2", cpu::Isa::kAvx2, false, false},
+                                 {"avx2_vnni", cpu::Isa::kAvx2, true, false},
+                                 {"avx512", cpu::Isa::kAvx512, true, false},
+                                 {"avx512_amx", cpu::Isa::kAvx512, true, true}};
 
 void BM_MatMulIsa(benchmark::State& state, LayerShape shape, DType dtype, IsaCase isa) {
   cpu::SetAvxVnniAllowed(true);
+  cpu::SetAmxAllowed(true);
   const bool available = static_cast<int>(cpu::DetectedIsa()) >= static_cast<int>(isa.limit) &&
                          (!isa.avx_vnni || isa.limit != cpu::Isa::kAvx2 || cpu::HasAvxVnni()) &&
-                         (isa.limit != cpu::Isa::kAvx512 || cpu::HasAvx512Vnni());
+                         (isa.limit != cpu::Isa::kAvx512 || cpu::HasAvx512Vnni()) && (!isa.amx || cpu::HasAmxBf16());
   if (!available) {
     state.SkipWithError((std::string(isa.name) + " is not available on this CPU").c_str());
     return;
   }
   cpu::SetIsaLimit(isa.limit);
   cpu::SetAvxVnniAllowed(isa.avx_vnni);
+  cpu::SetAmxAllowed(isa.amx);
   const int64_t m = state.range(0);
   if (m == 1) {
     BM_MatMulGemv(state, shape, dtype);
@@ -168,6 +174,7 @@ void BM_MatMulIsa(benchmark::State& state, LayerShape shape, DType dtype, IsaCas
     BM_MatMulGemm(state, shape, dtype);
   }
   cpu::SetAvxVnniAllowed(true);
+  cpu::SetAmxAllowed(true);
   cpu::SetIsaLimit(cpu::Isa::kAvx512);
 }
 
@@ -204,6 +211,8 @@ void Repeated(benchmark::internal::Benchmark* b) { b->UseManualTime()->Repetitio
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMulIsa, kDecodeShapes[6], dtype, isa)
           ->ArgName("tokens")
           ->Arg(1)
+          ->Arg(8)
+          ->Arg(32)
           ->Arg(128)
           ->Apply(Repeated);
     }

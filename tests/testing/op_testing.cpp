@@ -29,6 +29,8 @@ void ForEachCpuIsa(const std::function<void()>& body) {
   const bool avx_vnni = cpu::HasAvxVnni();
   cpu::SetNeonDotprodAllowed(true);
   const bool neon_dotprod = cpu::HasNeonDotprod();
+  cpu::SetAmxAllowed(true);
+  const bool amx = cpu::HasAmxBf16();
   for (int level = 0; level <= static_cast<int>(detected); ++level) {
     auto isa = static_cast<cpu::Isa>(level);
     cpu::SetIsaLimit(isa);
@@ -42,6 +44,16 @@ void ForEachCpuIsa(const std::function<void()>& body) {
       cpu::SetNeonDotprodAllowed(true);
       continue;
     }
+    // AVX-512 twice where the CPU has AMX: without the tiles, then with them.
+    if (isa == cpu::Isa::kAvx512 && amx) {
+      for (const bool tiles : {false, true}) {
+        SCOPED_TRACE(std::string("cpu isa avx512") + (tiles ? " + amx" : ""));
+        cpu::SetAmxAllowed(tiles);
+        body();
+      }
+      cpu::SetAmxAllowed(true);
+      continue;
+    }
     // AVX2 twice where the CPU has AVX-VNNI: the maddubs tiles, then the VNNI ones.
     for (const bool vnni : isa == cpu::Isa::kAvx2 && avx_vnni ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
       SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa) + (isa == cpu::Isa::kAvx2 && avx_vnni && vnni ? " + avx-vnni" : ""));
@@ -50,6 +62,7 @@ void ForEachCpuIsa(const std::function<void()>& body) {
     }
   }
   cpu::SetAvxVnniAllowed(true);
+  cpu::SetAmxAllowed(true);
   cpu::SetIsaLimit(cpu::Isa::kAvx512);
 }
 

@@ -26,7 +26,8 @@ std::vector<Device> TestDevices();
 std::vector<Device> GpuTestDevices();
 
 // Runs `body` once per CPU instruction-set level available here (portable, avx2,
-// avx512), restoring the limit afterwards; SCOPED_TRACE names the level.
+// avx512; avx2 with and without AVX-VNNI, avx512 with and without AMX where the CPU
+// has them), restoring the limit afterwards; SCOPED_TRACE names the level.
 void ForEachCpuIsa(const std::function<void()>& body);
 
 // Runs `body(device)` for each test device; on the CPU once per ISA level.

@@ -6,6 +6,10 @@
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace vt::cpu {
 namespace {
@@ -13,6 +17,7 @@ namespace {
 std::atomic<int> g_limit{static_cast<int>(Isa::kAvx512)};
 std::atomic<bool> g_avx_vnni_allowed{true};
 std::atomic<bool> g_neon_dotprod_allowed{true};
+std::atomic<bool> g_amx_allowed{true};
 
 #if defined(__x86_64__)
 // CPUID leaf 7 subleaf 1, EAX: bit 4 AVX-VNNI, bit 5 AVX512_BF16 (GCC 12's
@@ -24,6 +29,25 @@ unsigned CpuidLeaf7Sub1Eax() {
     return a;
   }();
   return eax;
+}
+
+// CPUID leaf 7 subleaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE.
+bool CpuReportsAmxBf16() {
+  unsigned a, b, c, d;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  return ((d >> 22) & 1u) && ((d >> 24) & 1u);
+}
+
+// Linux hands out the 8 KiB tile data state only on request (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, kernel 5.16+); the grant covers every
+// thread of the process.
+bool OsGrantsTileData() {
+#if defined(__linux__)
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 #endif
 
@@ -100,5 +124,16 @@ bool HasNeonDotprod() {
 }
 
 void SetNeonDotprodAllowed(bool allowed) { g_neon_dotprod_allowed.store(allowed, std::memory_order_relaxed); }
+
+bool HasAmxBf16() {
+#if defined(__x86_64__)
+  static const bool usable = HasAvx512Bf16() && CpuReportsAmxBf16() && OsGrantsTileData();
+  return usable && g_amx_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void SetAmxAllowed(bool allowed) { g_amx_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace vt::cpu

@@ -35,4 +35,13 @@ void SetAvxVnniAllowed(bool allowed);
 bool HasNeonDotprod();
 void SetNeonDotprodAllowed(bool allowed);
 
+// AMX with bf16 tiles (Intel Xeon from Sapphire Rapids): the CPU reports AMX-TILE and
+// AMX-BF16 and Linux granted this process the tile data state (arch_prctl
+// ARCH_REQ_XCOMP_PERM, asked once; without it a tile instruction faults), AVX-512 with
+// BF16 is there for the code around the tiles, and tests have not turned it off
+// (SetAmxAllowed: they run the AVX-512 kernels without it too). The block-weight
+// MatMul's GEMM path uses it at ActiveIsa() == kAvx512.
+bool HasAmxBf16();
+void SetAmxAllowed(bool allowed);
+
 }  // namespace vt::cpu

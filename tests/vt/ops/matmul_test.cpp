@@ -22,9 +22,9 @@ constexpr int64_t kRowCounts[] = {1, 2, 3, 7, 64, 129, 300};
 // templates 1/2/4/8, its limit kQuantGemvMaxRows = 8, which is the skinny limit too;
 // the pipelined int8 tiles from kQuantGemvBeforeTilesRows + 1 = 3 rows where K is a
 // multiple of 256;
-// the int8 tensor-core tiles up to kQuantMmaMaxRows = 16), and rows well inside the
-// dense route.
-constexpr int64_t kBlockRowCounts[] = {1, 2, 3, 5, 8, 9, 16, 17, 64, 300};
+// the int8 tensor-core tiles up to kQuantMmaMaxRows = 16), the CPU's AMX GEMM from
+// kAmxMinRows = 16 (15 below it), and rows well inside the dense route.
+constexpr int64_t kBlockRowCounts[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 64, 300};
 
 // Random weights [N, K] of `dtype` on the CPU, quantized row by row for block types.
 // With `pad_blocks` > 0 the rows are strided: a view into [N, K + pad] storage.
@@ -116,6 +116,24 @@ TEST(MatMulTest, BlockWeightsLongRowsAndManyColumns) {
   }
 }
 
+// The AMX GEMM of block weights (CPU with AMX-BF16) around its boundaries: M just
+// below kAmxMinRows (AVX-512 tiles) and then one, two and three 16-row blocks of x
+// (pairs of blocks share the weight tiles, an odd last one runs alone); N in one or
+// two 16-row tiles of a 32-row panel, whole panels and a partial last one; K of odd
+// numbers of 32-value tile steps. Where the CPU lacks AMX this runs the other paths.
+TEST(MatMulTest, AmxTilesAcrossRowBlocksAndPanels) {
+  std::mt19937 rng(9);
+  for (DType w_dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    const bool block32 = Info(w_dtype).block_elems == 32;
+    for (int64_t m : {15, 16, 17, 31, 32, 33, 48, 49}) {
+      for (int64_t n : {1, 16, 17, 32, 75}) {
+        const int64_t k = block32 ? (m % 2 ? 3 * 32 : 7 * 32) : (m % 2 ? 256 : 3 * 256);
+        CheckMatMul(m % 3 ? DType::kF32 : DType::kBF16, w_dtype, m, n, k, rng, DType::kF32);
+      }
+    }
+  }
+}
+
 // Fewer weight rows than any register tile, and a single output column.
 TEST(MatMulTest, TinyN) {
   std::mt19937 rng(4);
@@ -191,7 +209,8 @@ TEST(MatMulTest, Q8_KWeightsAreRejectedByName) {
 }
 
 // The ISA variant a CPU call should take: AVX-512 paths need VNNI (block types) or
-// BF16 (bf16 weights); without them the AVX2 variant runs, for block types with
+// BF16 (bf16 weights), and block types take AMX tiles from kAmxMinRows (16) rows
+// where the CPU has AMX-BF16; without them the AVX2 variant runs, for block types with
 // AVX-VNNI where the CPU has it (and ForEachCpuIsa allows it), but not in the
 // K-quant GEMV (M = 1 here); on aarch64 with the dot-product extension Q8_0 and Q4_0
 // take the sdot kernel.
@@ -203,6 +222,7 @@ std::string ExpectedCpuVariant(DType w_dtype, int64_t m) {
     const bool has = IsQuantized(w_dtype)      ? cpu::HasAvx512Vnni()
                      : w_dtype == DType::kBF16 ? cpu::HasAvx512Bf16()
                                                : true;
+    if (has && IsQuantized(w_dtype) && m >= 16 && cpu::HasAmxBf16()) return "avx512_amx";
     return has ? "avx512" : avx2;
   }
   if (isa == cpu::Isa::kPortable && (w_dtype == DType::kQ8_0 || w_dtype == DType::kQ4_0) && cpu::HasNeonDotprod()) {

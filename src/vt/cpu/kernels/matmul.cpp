@@ -13,6 +13,8 @@
 //             vpdpbusd / vpdpwssd (one instruction where maddubs + madd + add are three),
 //             except the K-quant GEMV (see ChooseVariant).
 //   avx512    the same at 16 lanes, vdpbf16ps for bf16 weights, VNNI for blocks.
+//   avx512_amx block weights' GEMM path (M >= kAmxMinRows) on a CPU with AMX-BF16:
+//             bf16 tiles over panels dequantized to bf16 (matmul_amx.cpp).
 // Paths: gemv when M <= kGemvMaxRows (decode: memory-bound, each weight row is
 // streamed once, in address order, against every row of x in registers), gemm
 // above (prefill: each cached panel of weight rows is reused by all tiles of x).
@@ -31,7 +33,7 @@
 namespace vt::cpu::matmul {
 namespace {
 
-enum class Variant { kPortable, kAvx2, kAvx2Vnni, kAvx512, kNeonDotprod };
+enum class Variant { kPortable, kAvx2, kAvx2Vnni, kAvx512, kAvx512Amx, kNeonDotprod };
 
 const char* VariantName(Variant v) {
   switch (v) {
@@ -39,6 +41,7 @@ const char* VariantName(Variant v) {
     case Variant::kAvx2: return "avx2";
     case Variant::kAvx2Vnni: return "avx2_vnni";
     case Variant::kAvx512: return "avx512";
+    case Variant::kAvx512Amx: return "avx512_amx";
     case Variant::kNeonDotprod: return "neon_dotprod";
   }
   return "unknown";
@@ -59,6 +62,7 @@ Variant ChooseVariant(DType w_dtype, int64_t m) {
     case Isa::kAvx512:
       if (IsQuantized(w_dtype) && !HasAvx512Vnni()) return avx2;
       if (w_dtype == DType::kBF16 && !HasAvx512Bf16()) return avx2;
+      if (IsQuantized(w_dtype) && m >= kAmxMinRows && HasAmxBf16()) return Variant::kAvx512Amx;
       return Variant::kAvx512;
     case Isa::kAvx2: return avx2;
     case Isa::kPortable: break;
@@ -71,6 +75,7 @@ Variant ChooseVariant(DType w_dtype, int64_t m) {
 XFormat InputFormat(Variant variant, DType w_dtype, DType x_dtype, int64_t m) {
   if (variant == Variant::kPortable) return XFormat::kF32;
   if (variant == Variant::kNeonDotprod) return XFormat::kQ8x32;
+  if (variant == Variant::kAvx512Amx) return XFormat::kBf16Tiles;
   if (IsQuantized(w_dtype) && variant == Variant::kAvx512 && HasAvx512Bf16() && m >= kBf16PanelMinRows) {
     return XFormat::kBf16;
   }
@@ -97,14 +102,16 @@ PreparedMatMul PrepareMatMul(const MatMulArgs& a) {
                                       .out = a.out.data(),
                                       .out_stride = a.out.stride(0),
                                       .out_dtype = a.out.dtype()},
-                          .rows = variant == Variant::kAvx512     ? &MatMulRowsAvx512
+                          .rows = variant == Variant::kAvx512Amx  ? &MatMulRowsAvx512Amx
+                                  : variant == Variant::kAvx512   ? &MatMulRowsAvx512
                                   : variant == Variant::kAvx2Vnni ? &MatMulRowsAvx2Vnni
                                   : variant == Variant::kAvx2     ? &MatMulRowsAvx2
-                                                                  : &MatMulRowsPortable};
+                                                                  : &MatMulRowsPortable,
+                          .rows_per_item = variant == Variant::kAvx512Amx ? kAmxPanelRows : kRowsPerWorkItem};
 #if defined(__aarch64__)
   if (variant == Variant::kNeonDotprod) prepared.rows = &MatMulRowsNeonDotprod;
 #endif
-  const XRowOps x_ops = variant == Variant::kAvx512                                   ? Avx512XRowOps()
+  const XRowOps x_ops = variant == Variant::kAvx512 || variant == Variant::kAvx512Amx ? Avx512XRowOps()
                         : variant == Variant::kAvx2 || variant == Variant::kAvx2Vnni ? Avx2XRowOps()
                                                                                      : PortableXRowOps();
   PrepareX(a.x.data(), a.x.dtype(), a.x.stride(0), m, k, InputFormat(variant, w_dtype, a.x.dtype(), m), x_ops, &prepared.problem.x);

@@ -26,7 +26,11 @@ inline constexpr int64_t kGemvMaxRows = 4;
 //              to bf16 (x rounded to bf16 there: the weights' rounding is coarser)
 //   kQ8x32:    per 32 values int8 q, f32 d and int32 sum(q): Q4_0 / Q8_0 weights
 //   kQ8x256:   per 256 values int8 q, f32 d and int16 sums of 16 q: K-quant weights
-enum class XFormat { kF32, kBf16, kQ8x32, kQ8x256 };
+//   kBf16Tiles: bf16 x laid out as AMX B tiles (the AMX GEMM of block weights): per
+//              16 rows (the last block padded with zero rows) and per 32 values of K
+//              (zero-padded), the rows' value pairs as [16 pairs][16 rows][2], so
+//              [ceil(M / 16)][ceil(K / 32)][16][16][2] bf16 in all, in `bf16`
+enum class XFormat { kF32, kBf16, kQ8x32, kQ8x256, kBf16Tiles };
 
 struct PreparedX {
   PreparedX() = default;
@@ -37,7 +41,7 @@ struct PreparedX {
   XFormat format = XFormat::kF32;
   const float* f32 = nullptr;  // kF32: [M, f32_stride], x itself when it is f32 with unit stride
   int64_t f32_stride = 0;
-  const uint16_t* bf16 = nullptr;  // kBf16: [M, K]
+  const uint16_t* bf16 = nullptr;  // kBf16: [M, K]; kBf16Tiles: see XFormat
   const int8_t* q = nullptr;       // kQ8x32 / kQ8x256: [M, K]
   const float* d = nullptr;        // [M, K / block]
   const int32_t* sums = nullptr;   // kQ8x32: [M, K / 32]
@@ -93,6 +97,10 @@ void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end);
 // aarch64 with the dot-product extension: Q8_0 and Q4_0 weights, x as kQ8x32
 // (matmul_neon.cpp, built for aarch64 only).
 void MatMulRowsNeonDotprod(const Problem& p, int64_t n_begin, int64_t n_end);
+// AVX-512 with AMX-BF16: the GEMM path of block weights, x as kBf16Tiles
+// (matmul_amx.cpp). n_begin and n_end may fall anywhere, but ranges of whole
+// kAmxPanelRows fill its tiles.
+void MatMulRowsAvx512Amx(const Problem& p, int64_t n_begin, int64_t n_end);
 
 // From this many rows of x, block weights on AVX-512 with BF16 take the bf16 GEMM:
 // each weight panel is dequantized once (about 0.2 ns per value) and then feeds
@@ -101,19 +109,30 @@ void MatMulRowsNeonDotprod(const Problem& p, int64_t n_begin, int64_t n_end);
 // cost more than it saves.
 inline constexpr int64_t kBf16PanelMinRows = 32;
 
-// Weight rows per work item, so parallel chunks start on a register-tile boundary.
+// From this many rows of x, block weights take the AMX GEMM where the CPU has
+// AMX-BF16 (HasAmxBf16): panels of kAmxPanelRows weight rows dequantized to bf16 once,
+// against x in AMX tile layout. vt_bench BM_MatMulIsa, mlp_gate_up, 2 threads, Xeon
+// with AMX: at 32 rows 3.3-3.4x the AVX-512 int8 tiles (q8_0, q4_k); at 8 rows q8_0
+// 391 us against 429, but q4_k 452 against 317 (dequantizing its panels costs more
+// than the tiles save), so not below 16.
+inline constexpr int64_t kAmxMinRows = 16;
+inline constexpr int64_t kAmxPanelRows = 32;
+
+// Weight rows per work item, so parallel chunks start on a register-tile boundary
+// (the AMX GEMM: on a panel boundary, kAmxPanelRows).
 inline constexpr int64_t kRowsPerWorkItem = 8;
 
 // A MatMul ready to run: x prepared for the chosen variant, and that variant's row
-// function. Work items are kRowsPerWorkItem weight rows each; disjoint items may run
+// function. Work items are rows_per_item weight rows each; disjoint items may run
 // on any threads.
 struct PreparedMatMul {
   Problem problem;
   void (*rows)(const Problem& p, int64_t n_begin, int64_t n_end);
+  int64_t rows_per_item = kRowsPerWorkItem;
 
-  int64_t num_items() const { return (problem.n + kRowsPerWorkItem - 1) / kRowsPerWorkItem; }
+  int64_t num_items() const { return (problem.n + rows_per_item - 1) / rows_per_item; }
   void RunItems(int64_t begin, int64_t end) const {
-    rows(problem, begin * kRowsPerWorkItem, std::min(problem.n, end * kRowsPerWorkItem));
+    rows(problem, begin * rows_per_item, std::min(problem.n, end * rows_per_item));
   }
 };
 

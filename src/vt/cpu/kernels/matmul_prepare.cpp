@@ -1,5 +1,5 @@
 // MatMul's activations in the input format of the chosen variant (matmul_kernels.h):
-// f32 rows, bf16 hi/lo pairs, or 8-bit blocks with their scales and sums. Done once
+// f32 rows, bf16 rows or AMX tiles, or 8-bit blocks with their scales and sums. Done once
 // per call, in parallel over rows, before the weights are streamed.
 #include <algorithm>
 #include <cmath>
@@ -51,10 +51,33 @@ void RoundRowToBf16(const float* x, int64_t k, uint16_t* out) {
   for (int64_t i = 0; i < k; ++i) out[i] = F32ToBf16(x[i]);
 }
 
-void AllocateStorage(XFormat format, size_t size, PreparedX* out) {
+// kBf16Tiles: rows rounded up to 16, K to 32 (matmul_kernels.h).
+int64_t TileRows(int64_t m) { return (m + 15) / 16 * 16; }
+int64_t TileK(int64_t k) { return (k + 31) / 32 * 32; }
+
+// Row r of x as bf16 (ops.bf16) into its place in the kBf16Tiles layout of `tiles`:
+// value 32 s + 2 p + t of row r at [r / 16][s][p][r % 16][t]. The padding stays zero.
+void ScatterRowToTiles(const float* row, int64_t r, int64_t k, const XRowOps& ops, uint16_t* tiles) {
+  thread_local std::vector<uint16_t> bf16;
+  const int64_t k_padded = TileK(k), num_steps = k_padded / 32;
+  bf16.assign(static_cast<size_t>(k_padded), 0);
+  ops.bf16(row, k, bf16.data());
+  uint16_t* block = tiles + (r / 16) * num_steps * 512 + (r % 16) * 2;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    for (int64_t pair = 0; pair < 16; ++pair) {
+      uint16_t* dst = block + s * 512 + pair * 32;
+      dst[0] = bf16[static_cast<size_t>(32 * s + 2 * pair)];
+      dst[1] = bf16[static_cast<size_t>(32 * s + 2 * pair + 1)];
+    }
+  }
+}
+
+void AllocateStorage(XFormat format, int64_t m, int64_t k, PreparedX* out) {
+  const auto size = static_cast<size_t>(m * k);
   switch (format) {
     case XFormat::kF32: out->f32_storage.resize(size); break;
     case XFormat::kBf16: out->bf16_storage.resize(size); break;
+    case XFormat::kBf16Tiles: out->bf16_storage.assign(static_cast<size_t>(TileRows(m) * TileK(k)), 0); break;
     case XFormat::kQ8x32:
       out->q_storage.resize(size);
       out->d_storage.resize(size / 32);
@@ -73,6 +96,7 @@ void PrepareRow(const float* row, int64_t r, int64_t k, XFormat format, const XR
   switch (format) {
     case XFormat::kF32: std::copy(row, row + k, out->f32_storage.data() + r * k); break;
     case XFormat::kBf16: ops.bf16(row, k, out->bf16_storage.data() + r * k); break;
+    case XFormat::kBf16Tiles: ScatterRowToTiles(row, r, k, ops, out->bf16_storage.data()); break;
     case XFormat::kQ8x32:
       ops.q8x32(row, k, out->q_storage.data() + r * k, out->d_storage.data() + r * (k / 32),
                 out->sums_storage.data() + r * (k / 32));
@@ -96,8 +120,7 @@ void PrepareX(const void* x, DType x_dtype, int64_t x_stride, int64_t m, int64_t
     out->f32_stride = x_stride;
     return;
   }
-  const auto size = static_cast<size_t>(m * k);
-  AllocateStorage(format, size, out);
+  AllocateStorage(format, m, k, out);
   const auto* base = static_cast<const char*>(x);
   const int64_t row_bytes = BytesFor(x_dtype, x_stride);
   ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {

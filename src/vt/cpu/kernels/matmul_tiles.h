@@ -66,12 +66,18 @@ void RunPanel(const Problem& p, int64_t n0, int64_t cols, const WeightPanel& pan
   }
 }
 
-// The GEMV path asks for the next weight row's cache lines before it walks this one.
-// The hardware prefetcher alone left the block-format GEMVs at 0.5 of the DRAM read
-// bandwidth on a 2-core Intel Xeon (AVX-512): the next row prefetched took the 0.8B
-// decode shapes' Q8_0 and Q4_K GEMVs 15-33% faster (vt_bench BM_MatMulGemv, medians);
-// f32 unchanged. Two and three rows ahead gained less.
-inline constexpr int64_t kGemvPrefetchRows = 1;
+// The GEMV path asks for the cache lines of the weight row kGemvPrefetchRows ahead
+// before it walks this one, into L2 (prefetcht2). The hardware prefetcher alone left
+// the block-format GEMVs at 0.5 of the DRAM read bandwidth on a 2-core Intel Xeon
+// (AVX-512): the next row prefetched into L1 took the 0.8B decode shapes' Q8_0 and
+// Q4_K GEMVs 15-33% faster (vt_bench BM_MatMulGemv, medians); f32 unchanged. On a
+// later Xeon with AMX (2026-12-07) those L1 prefetches stalled the loop (58% of the
+// decode's samples on the instruction after prefetcht0: the line fill buffers were
+// full); into L2 and two rows ahead, the Q8_0 GEMVs of 4 decode shapes went from
+// 0.54-0.58 of the DRAM read to 0.59-0.62 and Q4_K from 0.40-0.51 to 0.52-0.56 (two
+// alternating runs of old and new library, vt_bench BM_MatMulGemv medians; one row
+// ahead into L2 gained about half as much, four rows no more than two).
+inline constexpr int64_t kGemvPrefetchRows = 2;
 
 // out[0..M, n_begin..n_end) with weights read in place.
 template <class Kernel, int kMaxRows, int RN>
@@ -80,7 +86,7 @@ void RunTiles(const Problem& p, int64_t n_begin, int64_t n_end) {
     if constexpr (RN == 1) {
       if (n0 + kGemvPrefetchRows < n_end) {
         const char* ahead = p.WeightRow(n0 + kGemvPrefetchRows);
-        for (int64_t b = 0; b < p.w_row_bytes; b += 64) __builtin_prefetch(ahead + b, 0, 3);
+        for (int64_t b = 0; b < p.w_row_bytes; b += 64) __builtin_prefetch(ahead + b, 0, 1);
       }
     }
     RunPanel<Kernel, kMaxRows, RN>(p, n0, std::min<int64_t>(RN, n_end - n0), {p.WeightRow(n0), p.w_row_bytes});

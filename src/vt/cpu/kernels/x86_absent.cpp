@@ -1,5 +1,5 @@
 // The x86 kernel entry points on other CPUs (aarch64): the *_avx2 / *_avxvnni /
-// *_avx512 translation units are not built there (src/vt/CMakeLists.txt), but the
+// *_avx512 / *_amx translation units are not built there (src/vt/CMakeLists.txt), but the
 // dispatchers name their entry points. DetectedIsa() is kPortable on these CPUs, so
 // none is ever chosen; reaching one is an internal error, reported as such.
 #include <string>
@@ -46,6 +46,7 @@ XRowOps Avx512XRowOps() { X86Absent("matmul::Avx512XRowOps"); }
 void MatMulRowsAvx2(const Problem&, int64_t, int64_t) { X86Absent("matmul::MatMulRowsAvx2"); }
 void MatMulRowsAvx2Vnni(const Problem&, int64_t, int64_t) { X86Absent("matmul::MatMulRowsAvx2Vnni"); }
 void MatMulRowsAvx512(const Problem&, int64_t, int64_t) { X86Absent("matmul::MatMulRowsAvx512"); }
+void MatMulRowsAvx512Amx(const Problem&, int64_t, int64_t) { X86Absent("matmul::MatMulRowsAvx512Amx"); }
 }  // namespace matmul
 
 }  // namespace vt::cpu
