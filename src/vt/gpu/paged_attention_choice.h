@@ -89,7 +89,14 @@ inline constexpr int64_t kGroupsMaxGroup = 8;  // query heads per kv head the gr
 // each warp with 4 keys' K and V loads in flight (about 4 KB), keep ~128 KB in
 // flight per multiprocessor.
 inline constexpr int64_t kGroupsBlocksPerMultiprocessor = 8;
-inline constexpr int64_t kGroupsMinPartition = 64;  // keys; 16 per warp (4 steps), below that the combine dominates
+// Partitions of 16 keys: one step of a 128-thread block at D 256 with kGroup <= 4 (4
+// keys per warp), two with kGroup 8. A block's time at short context is its chain of
+// dependent steps (block table, then K and V, then the shuffled dot products), not
+// bandwidth: 64-key partitions (4 and 8 steps) took ~20 us whatever the context up to
+// 2048 on the H200, for about 0.5 us of data. The combine reads the extra partitions'
+// (D + 2) floats from L2.
+inline constexpr int64_t kGroupsMinPartition = 16;
+inline constexpr int64_t kGroupsPartitionMultiple = 16;
 inline constexpr int64_t kGroupsMaxPartitions = 512;
 
 inline bool SupportsShape(PagedAttentionKernel kernel, const PagedAttentionShape& s, const PagedAttentionPlan& plan) {
@@ -131,7 +138,7 @@ inline PagedAttentionPlan ChooseRowsPlan(const PagedAttentionShape& s) {
 }
 
 // The group kernel's plan: as many partitions (of >= kGroupsMinPartition keys, a
-// multiple of 64) as it takes for (rows x kv heads x partitions) to reach
+// multiple of kGroupsPartitionMultiple) as it takes for (rows x kv heads x partitions) to reach
 // kGroupsBlocksPerMultiprocessor blocks per multiprocessor. Whether the shape is
 // supported is SupportsShape's answer.
 inline PagedAttentionPlan ChooseGroupsPlan(const PagedAttentionShape& s) {
@@ -140,7 +147,8 @@ inline PagedAttentionPlan ChooseGroupsPlan(const PagedAttentionShape& s) {
   int64_t wanted = work >= target ? 1 : (target + work - 1) / work;
   if (wanted > kGroupsMaxPartitions) wanted = kGroupsMaxPartitions;
   const int64_t len = s.max_seq_len > 1 ? s.max_seq_len : 1;
-  int64_t partition = ((len + wanted - 1) / wanted + 63) / 64 * 64;
+  int64_t partition = ((len + wanted - 1) / wanted + kGroupsPartitionMultiple - 1) / kGroupsPartitionMultiple *
+                      kGroupsPartitionMultiple;
   if (partition < kGroupsMinPartition) partition = kGroupsMinPartition;
   return {PagedAttentionKernel::kGroupsSplitKv, partition, (len + partition - 1) / partition};
 }
