@@ -97,6 +97,15 @@ class Sampler {
   // The request's row of vt::Penalties' params: repetition, frequency, presence; its
   // token_ids row is request.all_token_ids(), outputs from num_prompt_tokens().
   static std::array<float, 3> DevicePenalties(const Request& request);
+  // vt::Penalties' inputs for N logits rows, row n penalized by `penalized[n]` (null:
+  // not at all): `ids` holds token_ids [N, length] (-1 padding) then output_begin [N],
+  // `params` [N, 3]; length 0 when no row is penalized (nothing to run).
+  struct PenaltyRows {
+    int64_t rows = 0, length = 0;
+    std::vector<int32_t> ids;
+    std::vector<float> params;
+  };
+  static PenaltyRows DevicePenaltyRows(const std::vector<const Request*>& penalized);
   // The request's row of vt::Sample's params: temperature 0 when greedy, its filters,
   // its seed (or one drawn once from the sampler's generator, kept per request) and
   // its position (the output tokens so far), so that its tokens depend on nothing

@@ -193,6 +193,29 @@ std::array<float, 3> Sampler::DevicePenalties(const Request& r) {
           static_cast<float>(p.presence_penalty)};
 }
 
+Sampler::PenaltyRows Sampler::DevicePenaltyRows(const std::vector<const Request*>& penalized) {
+  PenaltyRows out;
+  out.rows = static_cast<int64_t>(penalized.size());
+  for (const Request* r : penalized) {
+    if (r != nullptr) out.length = std::max(out.length, r->num_tokens());
+  }
+  if (out.length == 0) return out;
+  const auto N = static_cast<size_t>(out.rows), L = static_cast<size_t>(out.length);
+  out.ids.assign(N * L + N, -1);
+  out.params.assign(N * 3, 0.0f);
+  for (size_t n = 0; n < N; ++n) {
+    out.ids[N * L + n] = 0;
+    out.params[3 * n] = 1.0f;  // a row of -1s: nothing to adjust anyway
+    if (penalized[n] == nullptr) continue;
+    const std::vector<int32_t>& tokens = penalized[n]->all_token_ids();
+    std::copy(tokens.begin(), tokens.end(), out.ids.begin() + static_cast<std::ptrdiff_t>(n * L));
+    out.ids[N * L + n] = static_cast<int32_t>(penalized[n]->num_prompt_tokens());
+    const std::array<float, 3> p = DevicePenalties(*penalized[n]);
+    std::copy(p.begin(), p.end(), out.params.begin() + static_cast<std::ptrdiff_t>(3 * n));
+  }
+  return out;
+}
+
 vt::SampleRow Sampler::DeviceSampleRow(const Request& r) {
   const SamplingParams& p = r.sampling_params;
   vt::SampleRow row;

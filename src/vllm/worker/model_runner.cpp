@@ -417,40 +417,21 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
 }
 
 void ModelRunner::PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized) {
-  size_t length = 0;
-  for (const Request* r : penalized) {
-    if (r != nullptr) length = std::max(length, r->all_token_ids().size());
-  }
-  if (length == 0) return;
+  const Sampler::PenaltyRows p = Sampler::DevicePenaltyRows(penalized);
+  if (p.length == 0) return;
   vt::reach::Hit("ModelRunner::PenaltiesOnDevice");
-  const size_t N = penalized.size();
-  // One i32 upload: token_ids [N, length] (-1: padding, every row of a request
-  // without penalties), then output_begin [N]; the params [N, 3] f32 apart.
-  std::span<int32_t> ids = UploadFor(penalty_ids_upload_, logits.device()).Stage<int32_t>(N * length + N);
-  std::span<float> params = UploadFor(penalty_params_upload_, logits.device()).Stage<float>(N * 3);
-  std::fill(ids.begin(), ids.end(), -1);
-  std::fill(params.begin(), params.end(), 0.0f);
-  for (size_t n = 0; n < N; ++n) {
-    ids[N * length + n] = 0;
-    if (penalized[n] == nullptr) {
-      params[3 * n] = 1.0f;  // no repetition penalty on a row of -1s anyway
-      continue;
-    }
-    const std::vector<int32_t>& tokens = penalized[n]->all_token_ids();
-    std::copy(tokens.begin(), tokens.end(), ids.begin() + static_cast<std::ptrdiff_t>(n * length));
-    ids[N * length + n] = static_cast<int32_t>(penalized[n]->num_prompt_tokens());
-    const std::array<float, 3> p = Sampler::DevicePenalties(*penalized[n]);
-    std::copy(p.begin(), p.end(), params.begin() + static_cast<std::ptrdiff_t>(3 * n));
-  }
-  const auto rows = static_cast<int64_t>(N), width = static_cast<int64_t>(length);
-  const vt::Tensor packed = vt::Tensor::Empty({rows * width + rows}, vt::DType::kI32, logits.device());
-  penalty_ids_upload_->Upload(packed);
-  const vt::Tensor penalty_params = vt::Tensor::Empty({rows, 3}, vt::DType::kF32, logits.device());
-  penalty_params_upload_->Upload(penalty_params);
+  const int64_t N = p.rows, L = p.length;
+  std::ranges::copy(p.ids, UploadFor(penalty_ids_upload_, logits.device()).Stage<int32_t>(p.ids.size()).begin());
+  std::ranges::copy(p.params,
+                    UploadFor(penalty_params_upload_, logits.device()).Stage<float>(p.params.size()).begin());
+  const vt::Tensor ids = vt::Tensor::Empty({N * L + N}, vt::DType::kI32, logits.device());
+  penalty_ids_upload_->Upload(ids);
+  const vt::Tensor params = vt::Tensor::Empty({N, 3}, vt::DType::kF32, logits.device());
+  penalty_params_upload_->Upload(params);
   vt::Penalties({.x = logits,
-                 .token_ids = packed.Slice(0, 0, rows * width).View({rows, width}),
-                 .output_begin = packed.Slice(0, rows * width, rows * width + rows),
-                 .params = penalty_params});
+                 .token_ids = ids.Slice(0, 0, N * L).View({N, L}),
+                 .output_begin = ids.Slice(0, N * L, N * L + N),
+                 .params = params});
 }
 
 std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,

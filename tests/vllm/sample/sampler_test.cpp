@@ -346,10 +346,11 @@ TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(min_tokens, {0}, {1})));
 }
 
-// The device path's penalties (vt::Penalties on the row ModelRunner builds: the
-// request's whole history, outputs from num_prompt_tokens, DevicePenalties) pick the
-// greedy token the host Sampler picks, over random logits and histories where the
-// penalties decide the argmax (small vocabulary, repeated tokens, both signs).
+// The device path's penalties (vt::Penalties on the rows ModelRunner uploads,
+// Sampler::DevicePenaltyRows: the request's whole history, outputs from
+// num_prompt_tokens) pick the greedy token the host Sampler picks, over random logits
+// and histories where the penalties decide the argmax (small vocabulary, repeated
+// tokens, both signs); unpenalized rows of the same step keep their argmax.
 TEST(SamplerTest, DevicePenaltiesGiveTheHostsGreedyToken) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> logit(-3.0f, 3.0f), penalty(-2.0f, 2.0f);
@@ -370,17 +371,23 @@ TEST(SamplerTest, DevicePenaltiesGiveTheHostsGreedyToken) {
     std::vector<float> logits(16);
     for (float& v : logits) v = logit(rng);
     const int32_t host = sampler.Sample(logits.data(), 16, r).token_id;
-    const vt::Tensor x = vt::Tensor::FromVector(logits, {1, 16});
-    const std::array<float, 3> params = Sampler::DevicePenalties(r);
-    const std::vector<int32_t> output_begin = {static_cast<int32_t>(r.num_prompt_tokens())};
+    // Row 1 of three, as ModelRunner packs a step: the rows around it are not penalized.
+    std::vector<float> three(logits);
+    three.insert(three.end(), logits.begin(), logits.end());
+    three.insert(three.end(), logits.begin(), logits.end());
+    const vt::Tensor x = vt::Tensor::FromVector(three, {3, 16});
+    const Sampler::PenaltyRows rows = Sampler::DevicePenaltyRows({nullptr, &r, nullptr});
+    ASSERT_EQ(rows.length, r.num_tokens());
+    const vt::Tensor ids = vt::Tensor::FromVector(rows.ids, {3 * rows.length + 3});
     vt::Penalties({.x = x,
-                   .token_ids = vt::Tensor::FromVector(r.all_token_ids(), {1, r.num_tokens()}),
-                   .output_begin = vt::Tensor::FromVector(output_begin, {1}),
-                   .params = vt::Tensor::FromVector(std::vector<float>(params.begin(), params.end()), {1, 3})});
-    const vt::Tensor id = vt::Tensor::Empty({1}, vt::DType::kI32);
+                   .token_ids = ids.Slice(0, 0, 3 * rows.length).View({3, rows.length}),
+                   .output_begin = ids.Slice(0, 3 * rows.length, 3 * rows.length + 3),
+                   .params = vt::Tensor::FromVector(rows.params, {3, 3})});
+    const vt::Tensor id = vt::Tensor::Empty({3}, vt::DType::kI32);
     vt::Argmax({.x = x, .out = id});
-    EXPECT_EQ(id.ToIntVector()[0], host) << "trial " << trial;
-    changed += host != std::max_element(logits.begin(), logits.end()) - logits.begin();
+    const auto raw_argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    EXPECT_EQ(id.ToIntVector(), (std::vector<int64_t>{raw_argmax, host, raw_argmax})) << "trial " << trial;
+    changed += host != raw_argmax;
   }
   EXPECT_GT(changed, 30) << "the penalties rarely decided the token: the test is weak";
 }
