@@ -23,6 +23,22 @@ std::vector<Device> GpuTestDevices() {
   return gpus;
 }
 
+namespace {
+
+// `body` at `isa_name` twice, with an optional extension off then on (`allow` switches
+// it); SCOPED_TRACE names both. Leaves the extension allowed.
+void WithExtensionOffThenOn(const std::string& isa_name, const char* extension, void (*allow)(bool),
+                            const std::function<void()>& body) {
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE("cpu isa " + isa_name + (on ? std::string(" + ") + extension : std::string()));
+    allow(on);
+    body();
+  }
+  allow(true);
+}
+
+}  // namespace
+
 void ForEachCpuIsa(const std::function<void()>& body) {
   const cpu::Isa detected = cpu::DetectedIsa();
   cpu::SetAvxVnniAllowed(true);
@@ -34,35 +50,20 @@ void ForEachCpuIsa(const std::function<void()>& body) {
   for (int level = 0; level <= static_cast<int>(detected); ++level) {
     auto isa = static_cast<cpu::Isa>(level);
     cpu::SetIsaLimit(isa);
-    // aarch64 with sdot: the portable kernels, then the Q8_0 / Q4_0 MatMul on sdot.
+    // aarch64 with sdot: the portable kernels, then the Q8_0 / Q4_0 MatMul on sdot;
+    // AVX2 with AVX-VNNI: the maddubs tiles, then the VNNI ones; AVX-512 with AMX:
+    // without the tiles, then with them.
     if (isa == cpu::Isa::kPortable && neon_dotprod) {
-      for (const bool dotprod : {false, true}) {
-        SCOPED_TRACE(std::string("cpu isa portable") + (dotprod ? " + neon dotprod" : ""));
-        cpu::SetNeonDotprodAllowed(dotprod);
-        body();
-      }
-      cpu::SetNeonDotprodAllowed(true);
-      continue;
-    }
-    // AVX-512 twice where the CPU has AMX: without the tiles, then with them.
-    if (isa == cpu::Isa::kAvx512 && amx) {
-      for (const bool tiles : {false, true}) {
-        SCOPED_TRACE(std::string("cpu isa avx512") + (tiles ? " + amx" : ""));
-        cpu::SetAmxAllowed(tiles);
-        body();
-      }
-      cpu::SetAmxAllowed(true);
-      continue;
-    }
-    // AVX2 twice where the CPU has AVX-VNNI: the maddubs tiles, then the VNNI ones.
-    for (const bool vnni : isa == cpu::Isa::kAvx2 && avx_vnni ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
-      SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa) + (isa == cpu::Isa::kAvx2 && avx_vnni && vnni ? " + avx-vnni" : ""));
-      cpu::SetAvxVnniAllowed(vnni);
+      WithExtensionOffThenOn("portable", "neon dotprod", cpu::SetNeonDotprodAllowed, body);
+    } else if (isa == cpu::Isa::kAvx2 && avx_vnni) {
+      WithExtensionOffThenOn("avx2", "avx-vnni", cpu::SetAvxVnniAllowed, body);
+    } else if (isa == cpu::Isa::kAvx512 && amx) {
+      WithExtensionOffThenOn("avx512", "amx", cpu::SetAmxAllowed, body);
+    } else {
+      SCOPED_TRACE(std::string("cpu isa ") + cpu::IsaName(isa));
       body();
     }
   }
-  cpu::SetAvxVnniAllowed(true);
-  cpu::SetAmxAllowed(true);
   cpu::SetIsaLimit(cpu::Isa::kAvx512);
 }
 

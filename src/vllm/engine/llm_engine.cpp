@@ -112,14 +112,10 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
     throw std::invalid_argument("--nnodes " + std::to_string(config.nnodes) +
                                 " spreads the ranks of --tensor-parallel-size, which is 1");
   }
-  if (config.enable_expert_parallel && config.tensor_parallel_size == 1) {
-    throw std::invalid_argument("--enable-expert-parallel splits the experts over the ranks of "
-                                "--tensor-parallel-size, which is 1");
-  }
+  options.enable_expert_parallel = config.enable_expert_parallel;  // refused by Create without ranks
   if (config.tensor_parallel_size != 1) {
     StartTensorParallelWorkers(options.activation_dtype);
     options.tensor_parallel = &executor_->group();
-    options.enable_expert_parallel = config.enable_expert_parallel;
   }
   model_ = ModelRegistry::Create(loaded_, options);
   if (config.speculative_config) BuildProposer(options);

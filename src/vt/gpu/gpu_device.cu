@@ -125,20 +125,22 @@ class GpuCapturedGraph final : public CapturedGraph {
 // "vt::GatherRows on cuda:0: ids[2] = 5 is out of range for a table of 5 rows".
 std::string DescribeBadIndex(const BadIndexRecord& r, const std::string& device) {
   const std::string where = " (found by the kernel; reported at the device's next wait for its queue)";
-  if (static_cast<CheckedIndexOp>(r.op) == CheckedIndexOp::kPenalties) {
-    const int64_t columns = r.columns > 0 ? r.columns : 1;
-    return "vt::Penalties on " + device + ": token_ids[" + std::to_string(r.position / columns) + ", " +
-           std::to_string(r.position % columns) + "] = " + std::to_string(r.value) + " is not a token of x (" +
-           std::to_string(r.bound) + " entries, or -1, padding)" + where;
+  const int64_t columns = r.columns > 0 ? r.columns : 1;
+  // "[row, column] = value" of a 2-D index tensor.
+  std::string at = "[";  // appended, not "[" + ...: g++ 12 -O3 warns (-Wrestrict) on that form here
+  at += std::to_string(r.position / columns) + ", " + std::to_string(r.position % columns) + "] = " +
+        std::to_string(r.value);
+  switch (static_cast<CheckedIndexOp>(r.op)) {
+    case CheckedIndexOp::kPenalties:
+      return "vt::Penalties on " + device + ": token_ids" + at + " is not a token of x (" + std::to_string(r.bound) +
+             " entries, or -1, padding)" + where;
+    case CheckedIndexOp::kMoeExperts:
+      return "vt::MoeExperts on " + device + ": topk_ids" + at + " is not an expert of w_gate (" +
+             std::to_string(r.bound) + " experts)" + where;
+    default:
+      return "vt::GatherRows on " + device + ": ids[" + std::to_string(r.position) + "] = " +
+             std::to_string(r.value) + " is out of range for a table of " + std::to_string(r.bound) + " rows" + where;
   }
-  if (static_cast<CheckedIndexOp>(r.op) == CheckedIndexOp::kMoeExperts) {
-    const int64_t columns = r.columns > 0 ? r.columns : 1;
-    return "vt::MoeExperts on " + device + ": topk_ids[" + std::to_string(r.position / columns) + ", " +
-           std::to_string(r.position % columns) + "] = " + std::to_string(r.value) + " is not an expert of w_gate (" +
-           std::to_string(r.bound) + " experts)" + where;
-  }
-  return "vt::GatherRows on " + device + ": ids[" + std::to_string(r.position) + "] = " + std::to_string(r.value) +
-         " is out of range for a table of " + std::to_string(r.bound) + " rows" + where;
 }
 
 // A recorded event: the host waits for it alone, not for the whole queue.
