@@ -295,4 +295,19 @@ struct PenaltiesArgs {
   Tensor x, token_ids, output_begin, params;
 };
 
+// vLLM's gather_logprobs for a sampled step: log_softmax(x) at the sampled token and
+// at the row's k largest entries. x [R, V] float (last dim contiguous): the logits
+// the step sampled from, before temperature and penalties (vLLM's raw logprobs);
+// token [R] i32: each row's sampled id; allowed (optional) as Argmax's: an index it
+// does not set counts as -inf, as in the host sampler's masked row (a grammar's).
+// ids [R, 1 + k] i32 and values [R, 1 + k] f32, contiguous: column 0 holds the token
+// and its logprob, columns 1..k the k largest logprobs, largest first, ties to the
+// lower index, so the top entries equal the host's vllm::TopLogprobs. 0 <= k <=
+// min(V, kMaxTopLogprobs). A token outside [0, V) is an error (on a GPU reported at
+// the device's next wait, gpu_runtime.h; its column 0 then holds -1 and NaN).
+inline constexpr int64_t kMaxTopLogprobs = 20;  // vLLM's default max_logprobs
+struct TopLogprobsArgs {
+  Tensor x, token, allowed, ids, values;
+};
+
 }  // namespace vt

@@ -89,11 +89,17 @@ class Sampler {
   // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
   static bool IsGreedyUnderGrammarOnly(const Request& request);
   // Whether vt::Sample draws this request's token the way Sample would (the same
-  // filters, other random numbers): no logprobs, min_tokens reached, no logits
-  // processors; a grammar's bitmask goes with it, and penalties are vt::Penalties on
-  // the logits first (DevicePenalties). The runner samples such requests on a GPU
-  // (ModelRunner::ExecuteWithDeviceSampler, ExecuteGraph).
+  // filters, other random numbers): min_tokens reached, no logits processors, logprobs
+  // of at most vt::kMaxTopLogprobs entries (vt::TopLogprobs); a grammar's bitmask goes
+  // with it, and penalties are vt::Penalties on the logits first (DevicePenalties).
+  // The runner samples such requests on a GPU (ModelRunner::ExecuteWithDeviceSampler,
+  // ExecuteGraph).
   static bool SamplesOnDevice(const Request& request);
+  // The request's k of vt::TopLogprobs (its logprobs), -1 when it asks for none.
+  static int DeviceLogprobs(const Request& request);
+  // A row of vt::TopLogprobs' output (column 0 the sampled token, then the row's top
+  // entries) as Sample gives logprobs: the top k, then the token when not among them.
+  static TokenLogprobs LogprobsFromDeviceRow(const int64_t* ids, const float* values, int k);
   // The request's row of vt::Penalties' params: repetition, frequency, presence; its
   // token_ids row is request.all_token_ids(), outputs from num_prompt_tokens().
   static std::array<float, 3> DevicePenalties(const Request& request);

@@ -186,12 +186,29 @@ class ModelRunner {
   // nullopt when the batch's graph could not be captured (the step then runs eagerly).
   // The graph's logits are sampled by vt::Sample, the grammar's rows as its bitmask.
   std::optional<RunnerOutput> ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar);
-  // vt::Sample of `logits` [N, V] on their device with params[n] (one a row) and the
-  // bitmask `allowed` (undefined: none); the token of every row. penalized[n], where
-  // not null, is the request whose penalties vt::Penalties applies to row n first
-  // (in place: the logits are this step's own).
-  std::vector<int64_t> DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
-                                    const vt::Tensor& allowed, const std::vector<const Request*>& penalized);
+  // The rows of one vt::Sample: params[n] for row n; penalized[n], where not null, the
+  // request whose penalties vt::Penalties applies to row n first; logprobs[n] the k
+  // of row n's vt::TopLogprobs (-1: none). Empty penalized / logprobs: none at all.
+  struct DeviceDrawRows {
+    std::vector<vt::SampleRow> params;
+    std::vector<const Request*> penalized;
+    std::vector<int> logprobs;
+  };
+  // What a draw brings back: every row's token and, when a row asked for logprobs,
+  // vt::TopLogprobs' ids and values [N, columns] (column 0 the token).
+  struct DeviceDraws {
+    std::vector<int64_t> tokens;
+    int64_t columns = 0;
+    std::vector<int64_t> logprob_ids;
+    std::vector<float> logprob_values;
+    // Row n's logprobs as the host sampler gives them, k of them (Sampler::LogprobsFromDeviceRow).
+    TokenLogprobs Logprobs(int64_t row, int k) const;
+  };
+  // vt::Sample of `logits` [N, V] on their device with the bitmask `allowed`
+  // (undefined: none); penalties first (in place: the logits are this step's own),
+  // the logprobs from the logits as they were before the penalties (vLLM's raw
+  // logprobs) and the bitmask.
+  DeviceDraws DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows, const vt::Tensor& allowed);
   // vt::Penalties on the rows of `penalized` (see DrawOnDevice); nothing when all are null.
   void PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar

@@ -172,19 +172,32 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 
 bool Sampler::SamplesOnDevice(const Request& r) {
   const SamplingParams& p = r.sampling_params;
-  return !p.logprobs && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+  const bool logprobs_fit = !p.logprobs || (*p.logprobs >= 0 && *p.logprobs <= vt::kMaxTopLogprobs);
+  return logprobs_fit && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+}
+
+int Sampler::DeviceLogprobs(const Request& r) {
+  return r.sampling_params.logprobs ? *r.sampling_params.logprobs : -1;
+}
+
+TokenLogprobs Sampler::LogprobsFromDeviceRow(const int64_t* ids, const float* values, int k) {
+  TokenLogprobs out;
+  for (int j = 1; j <= k; ++j) out.emplace_back(static_cast<int32_t>(ids[j]), values[j]);
+  const bool has_sampled = std::any_of(out.begin(), out.end(), [&](const auto& e) { return e.first == ids[0]; });
+  if (!has_sampled) out.emplace_back(static_cast<int32_t>(ids[0]), values[0]);
+  return out;
 }
 
 bool Sampler::HasPenalties(const Request& r) { return vllm::HasPenalties(r.sampling_params); }
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r);
+         !HasPenalties(r) && !r.sampling_params.logprobs;
 }
 
 bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
   return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r);
+         !HasPenalties(r) && !r.sampling_params.logprobs;
 }
 
 std::array<float, 3> Sampler::DevicePenalties(const Request& r) {

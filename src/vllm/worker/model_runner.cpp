@@ -378,8 +378,9 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   const vt::Tensor logits = Forward(batch, step.rows);  // [N, V]
   const int64_t N = logits.size(0);
   // Rows no request samples from on the device stay greedy (their ids are dropped).
-  std::vector<vt::SampleRow> params(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f});
-  std::vector<const Request*> penalized(static_cast<size_t>(N), nullptr);
+  DeviceDrawRows draw{.params = std::vector<vt::SampleRow>(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f}),
+                      .penalized = std::vector<const Request*>(static_cast<size_t>(N), nullptr),
+                      .logprobs = std::vector<int>(static_cast<size_t>(N), -1)};
   std::vector<bool> on_device(batch.requests.size(), false);
   bool host_work = false;
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -392,13 +393,12 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
     }
     on_device[b] = true;
     const int64_t row = step.rows[b].first_row + step.rows[b].num_rows - 1;
-    params[row] = sampler_.DeviceSampleRow(s.request());
-    if (Sampler::HasPenalties(s.request())) penalized[row] = &s.request();
+    draw.params[row] = sampler_.DeviceSampleRow(s.request());
+    if (Sampler::HasPenalties(s.request())) draw.penalized[row] = &s.request();
+    draw.logprobs[row] = Sampler::DeviceLogprobs(s.request());
   }
-  std::vector<int64_t> tokens;
-  if (N > 0) {
-    tokens = DrawOnDevice(logits, params, GrammarRowsOnDevice(batch, step.rows, &grammar, logits), penalized);
-  }
+  DeviceDraws drawn;
+  if (N > 0) drawn = DrawOnDevice(logits, draw, GrammarRowsOnDevice(batch, step.rows, &grammar, logits));
   RunnerOutput result;
   step.batch = std::move(batch);
   if (host_work) {
@@ -409,9 +409,10 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   }
   for (size_t b = 0; b < step.batch.requests.size(); ++b) {
     if (!on_device[b]) continue;
-    const LogitsRows& plan = step.rows[b];
-    result.sampled[step.batch.requests[b].req_id()].token_id =
-        static_cast<int32_t>(tokens[plan.first_row + plan.num_rows - 1]);
+    const int64_t row = step.rows[b].first_row + step.rows[b].num_rows - 1;
+    SampleResult& sampled = result.sampled[step.batch.requests[b].req_id()];
+    sampled.token_id = static_cast<int32_t>(drawn.tokens[row]);
+    if (draw.logprobs[row] >= 0) sampled.logprobs = drawn.Logprobs(row, draw.logprobs[row]);
   }
   return result;
 }
@@ -434,40 +435,64 @@ void ModelRunner::PenalizeOnDevice(const vt::Tensor& logits, const std::vector<c
                  .params = params});
 }
 
-std::vector<int64_t> ModelRunner::DrawOnDevice(const vt::Tensor& logits, const std::vector<vt::SampleRow>& params,
-                                               const vt::Tensor& allowed, const std::vector<const Request*>& penalized) {
-  const int64_t N = logits.size(0);
-  PenalizeOnDevice(logits, penalized);
+TokenLogprobs ModelRunner::DeviceDraws::Logprobs(int64_t row, int k) const {
+  return Sampler::LogprobsFromDeviceRow(logprob_ids.data() + row * columns, logprob_values.data() + row * columns, k);
+}
+
+ModelRunner::DeviceDraws ModelRunner::DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows,
+                                                   const vt::Tensor& allowed) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const int max_logprobs = rows.logprobs.empty() ? -1 : std::ranges::max(rows.logprobs);
+  vt::Tensor raw = logits;  // the logits the logprobs are taken from
+  const bool penalized = std::ranges::any_of(rows.penalized, [](const Request* r) { return r != nullptr; });
+  if (max_logprobs >= 0 && penalized) {
+    raw = vt::Tensor::Empty(logits.shape(), vt::DType::kF32, logits.device());
+    vt::Copy({.src = logits, .dst = raw});
+  }
+  PenalizeOnDevice(logits, rows.penalized);
   const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
   vt::HostUpload& upload = UploadFor(sample_params_upload_, logits.device());
-  std::ranges::copy(params, upload.Stage<vt::SampleRow>(params.size()).begin());  // the rows are Sample's words
-  const vt::Tensor rows = vt::Tensor::Empty({N, vt::kSampleRowWords}, vt::DType::kI32, logits.device());
-  upload.Upload(rows);
-  vt::Sample({.x = logits, .params = rows, .out = ids, .allowed = allowed});
-  return ids.ToIntVector();
+  std::ranges::copy(rows.params, upload.Stage<vt::SampleRow>(rows.params.size()).begin());  // Sample's words
+  const vt::Tensor params = vt::Tensor::Empty({N, vt::kSampleRowWords}, vt::DType::kI32, logits.device());
+  upload.Upload(params);
+  vt::Sample({.x = logits, .params = params, .out = ids, .allowed = allowed});
+  DeviceDraws out;
+  if (max_logprobs >= 0) {
+    vt::reach::Hit("ModelRunner::LogprobsOnDevice");
+    out.columns = 1 + std::min<int64_t>(max_logprobs, V);
+    const vt::Tensor top_ids = vt::Tensor::Empty({N, out.columns}, vt::DType::kI32, logits.device());
+    const vt::Tensor top_values = vt::Tensor::Empty({N, out.columns}, vt::DType::kF32, logits.device());
+    vt::TopLogprobs({.x = raw, .token = ids, .allowed = allowed, .ids = top_ids, .values = top_values});
+    out.logprob_ids = top_ids.ToIntVector();
+    out.logprob_values = top_values.ToFloatVector();
+  }
+  out.tokens = ids.ToIntVector();
+  return out;
 }
 
 std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, const GrammarBitmask& grammar) {
   const std::optional<vt::Tensor> logits = decode_graphs_->Run(batch);  // [B, V], queued
   if (!logits) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
-  std::vector<vt::SampleRow> params;
-  std::vector<const Request*> penalized;
+  DeviceDrawRows draw;
   for (const BatchRequest& s : batch.requests) {
-    params.push_back(sampler_.DeviceSampleRow(s.request()));
-    penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
+    draw.params.push_back(sampler_.DeviceSampleRow(s.request()));
+    draw.penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
+    draw.logprobs.push_back(Sampler::DeviceLogprobs(s.request()));
   }
   // The grammar's rows of this batch's requests (all ones for the others), if any:
   // filled by the host while the graph runs.
   const vt::Tensor allowed = GrammarRows(
       batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); }, logits->device());
   if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
-  const std::vector<int64_t> tokens = DrawOnDevice(*logits, params, allowed, penalized);
+  const DeviceDraws drawn = DrawOnDevice(*logits, draw, allowed);
   num_tokens_computed_ += batch.size();
   SaveStateSnapshots(batch);
   RunnerOutput result;
   for (size_t b = 0; b < batch.requests.size(); ++b) {
-    result.sampled[batch.requests[b].req_id()].token_id = static_cast<int32_t>(tokens[b]);
+    SampleResult& sampled = result.sampled[batch.requests[b].req_id()];
+    sampled.token_id = static_cast<int32_t>(drawn.tokens[b]);
+    if (draw.logprobs[b] >= 0) sampled.logprobs = drawn.Logprobs(static_cast<int64_t>(b), draw.logprobs[b]);
   }
   return result;
 }

@@ -137,6 +137,9 @@ std::string DescribeBadIndex(const BadIndexRecord& r, const std::string& device)
     case CheckedIndexOp::kMoeExperts:
       return "vt::MoeExperts on " + device + ": topk_ids" + at + " is not an expert of w_gate (" +
              std::to_string(r.bound) + " experts)" + where;
+    case CheckedIndexOp::kTopLogprobs:
+      return "vt::TopLogprobs on " + device + ": token[" + std::to_string(r.position) + "] = " +
+             std::to_string(r.value) + " is not an index of x (" + std::to_string(r.bound) + " columns)" + where;
     default:
       return "vt::GatherRows on " + device + ": ids[" + std::to_string(r.position) + "] = " +
              std::to_string(r.value) + " is out of range for a table of " + std::to_string(r.bound) + " rows" + where;

@@ -45,7 +45,7 @@ size_t MaxSharedBytesPerBlock(Device device);
 // (Synchronize, a copy to or from the host) and throws a vt::Error naming the op,
 // the position and the value there. The kernel skips the bad index (GatherRows
 // writes a NaN row, MoeExperts leaves the expert out).
-enum class CheckedIndexOp : int32_t { kNone = 0, kGatherRows = 1, kMoeExperts = 2, kPenalties = 3 };
+enum class CheckedIndexOp : int32_t { kNone = 0, kGatherRows = 1, kMoeExperts = 2, kPenalties = 3, kTopLogprobs = 4 };
 
 struct BadIndexRecord {
   int32_t found;     // 0 until a kernel records a bad index (later ones are dropped)

@@ -1,4 +1,4 @@
-// GPU kernels of the sampling helpers: LogSoftmax, Argmax, Sample.
+// GPU kernels of the sampling helpers: LogSoftmax, Argmax, Sample, Penalties, TopLogprobs.
 //
 // Shapes (op_args.h): LogSoftmax x [rows..., V] float (strided rows) -> out f32 of
 // the same shape (out may be x itself when x is f32). Argmax x [R, V] float ->
@@ -14,6 +14,11 @@
 // a zeroed count per (row, vocabulary entry) in device memory: atomics count the
 // outputs and mark what was seen, then the first thread to take a token's count
 // (atomicExch to 0) adjusts that token, once.
+// TopLogprobs: a block per row reads the row once. Each thread keeps an online
+// (max, sum of exponentials) and its own k best (value, index) pairs, sorted, in
+// shared memory; its indices come in increasing order, so a later equal value never
+// displaces an earlier one. The block then merges the threads' lists in k rounds of
+// BlockBest over their heads (largest value, then lower index: the host's order).
 #include "gpu_common.cuh"
 #include "vt/ops.h"
 #include "vt/sample_noise.h"
@@ -442,11 +447,113 @@ void PenaltiesGpu(const PenaltiesArgs& a) {
   CheckLaunch("Penalties");
 }
 
+constexpr int kTopLogprobsThreads = 256;  // lists of kMaxTopLogprobs pairs: 40 KB of shared memory
+
+template <typename T>
+struct TopLogprobsParams {
+  const T* x;
+  int64_t row_stride, width;
+  const int32_t* token;     // [R]
+  const uint32_t* allowed;  // [R, allowed_words] bitmask, or null: every index
+  int64_t allowed_words;
+  int32_t* ids;   // [R, 1 + k]
+  float* values;  // [R, 1 + k]
+  int k;
+  BadIndexRecord* bad_index;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kTopLogprobsThreads) TopLogprobsRows(TopLogprobsParams<T> p) {
+  WaitForPriorKernels();  // gpu_launch.cuh
+  constexpr int kThreads = kTopLogprobsThreads;
+  __shared__ float list_values[kMaxTopLogprobs * kThreads];  // thread t's j-th best at [j * kThreads + t]
+  __shared__ int32_t list_indices[kMaxTopLogprobs * kThreads];
+  __shared__ float scratch[kMaxWarpsPerBlock];
+  __shared__ int64_t winner;
+  const int64_t row = blockIdx.x;
+  const int k = p.k;
+  const T* x = p.x + row * p.row_stride;
+  const uint32_t* allowed = p.allowed ? p.allowed + row * p.allowed_words : nullptr;
+  float* mine = list_values + threadIdx.x;
+  int32_t* mine_at = list_indices + threadIdx.x;
+  int count = 0;
+  float local_max = -INFINITY, local_sum = 0.0f;  // sum of exp(v - local_max)
+  for (int64_t i = threadIdx.x; i < p.width; i += kThreads) {
+    const float v = IsAllowed(allowed, i) ? ToFloat(x[i]) : -INFINITY;
+    if (v > local_max) {
+      local_sum = local_sum * expf(local_max - v) + 1.0f;
+      local_max = v;
+    } else if (v != -INFINITY) {
+      local_sum += expf(v - local_max);
+    }
+    if (k > 0 && (count < k || v > mine[(k - 1) * kThreads])) {
+      int j = count < k ? count++ : k - 1;
+      for (; j > 0 && v > mine[(j - 1) * kThreads]; --j) {
+        mine[j * kThreads] = mine[(j - 1) * kThreads];
+        mine_at[j * kThreads] = mine_at[(j - 1) * kThreads];
+      }
+      mine[j * kThreads] = v;
+      mine_at[j * kThreads] = static_cast<int32_t>(i);
+    }
+  }
+  const float row_max = BlockMax(local_max, scratch);
+  const float scaled = local_max == -INFINITY ? 0.0f : local_sum * expf(local_max - row_max);
+  const float log_norm = row_max + logf(BlockSum(scaled, scratch));
+  int32_t* ids = p.ids + row * (k + 1);
+  float* values = p.values + row * (k + 1);
+  if (threadIdx.x == 0) {
+    const int32_t t = p.token[row];
+    if (t < 0 || t >= p.width) {
+      RecordBadIndex(p.bad_index, CheckedIndexOp::kTopLogprobs, row, t, p.width, 1);
+      ids[0] = -1;
+      values[0] = NAN;
+    } else {
+      ids[0] = t;
+      values[0] = (IsAllowed(allowed, t) ? ToFloat(x[t]) : -INFINITY) - log_norm;
+    }
+  }
+  int head = 0;
+  for (int j = 0; j < k; ++j) {
+    float best = head < count ? mine[head * kThreads] : -INFINITY;
+    int64_t best_index = head < count ? mine_at[head * kThreads] : -1;
+    BlockBest(best, best_index);  // thread 0
+    if (threadIdx.x == 0) {
+      winner = best_index;
+      ids[1 + j] = static_cast<int32_t>(best_index);
+      values[1 + j] = best - log_norm;
+    }
+    __syncthreads();
+    if (head < count && mine_at[head * kThreads] == winner) ++head;
+    __syncthreads();  // winner and BlockBest's shared slots are written again next round
+  }
+}
+
+void TopLogprobsGpu(const TopLogprobsArgs& a) {
+  gpuStream_t stream = PrepareDevice(a.x.device());
+  const int64_t rows = a.x.size(0);
+  DispatchFloat(a.x.dtype(), "TopLogprobs", [&](auto tag) {
+    using T = decltype(tag);
+    const TopLogprobsParams<T> p{static_cast<const T*>(a.x.data()),
+                                 a.x.stride(0),
+                                 a.x.size(1),
+                                 static_cast<const int32_t*>(a.token.data()),
+                                 a.allowed.defined() ? static_cast<const uint32_t*>(a.allowed.data()) : nullptr,
+                                 a.allowed.defined() ? a.allowed.size(1) : 0,
+                                 static_cast<int32_t*>(a.ids.data()),
+                                 a.values.data_ptr<float>(),
+                                 static_cast<int>(a.ids.size(1) - 1),
+                                 BadIndexRecordFor(a.x.device())};
+    LaunchKernel(TopLogprobsRows<T>, GridFor(rows, 1, "TopLogprobs"), kTopLogprobsThreads, 0, stream, p);
+  });
+  CheckLaunch("TopLogprobs");
+}
+
 }  // namespace
 
 VT_REGISTER_KERNEL(LogSoftmax, VT_GPU_DEVICE, LogSoftmaxGpu);
 VT_REGISTER_KERNEL(Argmax, VT_GPU_DEVICE, ArgmaxGpu);
 VT_REGISTER_KERNEL(Penalties, VT_GPU_DEVICE, PenaltiesGpu);
 VT_REGISTER_KERNEL(Sample, VT_GPU_DEVICE, SampleGpu);
+VT_REGISTER_KERNEL(TopLogprobs, VT_GPU_DEVICE, TopLogprobsGpu);
 
 }  // namespace vt::gpu

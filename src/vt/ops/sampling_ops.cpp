@@ -1,4 +1,6 @@
-// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax, Sample, Penalties.
+// Validation and dispatch of the sampling helpers: LogSoftmax, Argmax, Sample, Penalties,
+// TopLogprobs.
+#include <algorithm>
 #include <string>
 
 #include "check.h"
@@ -24,16 +26,18 @@ void LogSoftmax(const LogSoftmaxArgs& args) {
 
 namespace {
 
-// x [R, V] float with a non-empty last dim, out [R] i32, and the optional bitmask
-// `allowed` [R, >= ceil(V / 32)] i32: what Argmax and Sample share.
-void CheckRowsOfLogits(const char* op, const OpCheck& check, const Tensor& x, const Tensor& out, const Tensor& allowed) {
+// x [R, V] float with a non-empty last dim, an [R] i32 `out` (named out_name), and the
+// optional bitmask `allowed` [R, >= ceil(V / 32)] i32: what Argmax, Sample and
+// TopLogprobs share.
+void CheckRowsOfLogits(const char* op, const OpCheck& check, const Tensor& x, const Tensor& out, const Tensor& allowed,
+                       const char* out_name = "out") {
   check.Rank(x, "x", 2);
   check.FloatDType(x, "x");
   check.LastDimContiguous(x, "x");
   if (!(x.size(1) > 0)) check.Fail("x's last dim must not be empty, got " + x.Describe());
-  check.DType(out, "out", {DType::kI32});
-  check.Shape(out, "out", {x.size(0)});
-  check.Contiguous(out, "out");
+  check.DType(out, out_name, {DType::kI32});
+  check.Shape(out, out_name, {x.size(0)});
+  check.Contiguous(out, out_name);
   if (!allowed.defined()) return;
   const OpCheck mask(op, {{"x", &x}, {"allowed", &allowed}});  // same device
   mask.DType(allowed, "allowed", {DType::kI32});
@@ -85,6 +89,26 @@ void Penalties(const PenaltiesArgs& args) {
   check.Contiguous(args.params, "params");
   if (rows == 0 || args.token_ids.size(1) == 0) return;
   Dispatch<OpId::kPenalties>(check.device().type, args);
+}
+
+void TopLogprobs(const TopLogprobsArgs& args) {
+  OpCheck check("TopLogprobs", {{"x", &args.x}, {"token", &args.token}, {"ids", &args.ids}, {"values", &args.values}});
+  CheckRowsOfLogits("TopLogprobs", check, args.x, args.token, args.allowed, "token");
+  const int64_t rows = args.x.size(0), vocab = args.x.size(1);
+  check.DType(args.ids, "ids", {DType::kI32});
+  check.Rank(args.ids, "ids", 2);
+  check.Size(args.ids, "ids", 0, rows, "rows of x");
+  check.Contiguous(args.ids, "ids");
+  check.DType(args.values, "values", {DType::kF32});
+  check.SameShape(args.values, "values", args.ids, "ids");
+  check.Contiguous(args.values, "values");
+  const int64_t k = args.ids.size(1) - 1;
+  if (k < 0 || k > std::min(vocab, kMaxTopLogprobs)) {
+    check.Fail("ids and values must have 1 + k columns, 0 <= k <= min(V = " + std::to_string(vocab) +
+               ", kMaxTopLogprobs = " + std::to_string(kMaxTopLogprobs) + "), got " + args.ids.Describe());
+  }
+  if (rows == 0) return;
+  Dispatch<OpId::kTopLogprobs>(check.device().type, args);
 }
 
 }  // namespace vt

@@ -392,5 +392,49 @@ TEST(SamplerTest, DevicePenaltiesGiveTheHostsGreedyToken) {
   EXPECT_GT(changed, 30) << "the penalties rarely decided the token: the test is weak";
 }
 
+// The device path's logprobs (vt::TopLogprobs, assembled by LogprobsFromDeviceRow)
+// are the host Sampler's: the same entries in the same order (the top k, then the
+// sampled token when not among them), values within f32 rounding, for k from 0 to
+// vt::kMaxTopLogprobs, greedy and sampled, ties in the logits included; requests
+// asking for more than the device gives, or the whole vocabulary, stay on the host.
+TEST(SamplerTest, DeviceLogprobsAreTheHosts) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> level(-40, 40);
+  Sampler sampler(0);
+  const int64_t vocab = 301;
+  for (int trial = 0; trial < 200; ++trial) {
+    SamplingParams p = trial % 2 ? Greedy() : SamplingParams{};
+    const int ks[] = {0, 1, 5, static_cast<int>(vt::kMaxTopLogprobs)};
+    p.logprobs = ks[trial % 4];
+    Request r = MakeRequest(p);
+    ASSERT_TRUE(Sampler::SamplesOnDevice(r));
+    ASSERT_FALSE(Sampler::IsPlainGreedy(r)) << "a greedy request with logprobs is not the argmax alone";
+    ASSERT_EQ(Sampler::DeviceLogprobs(r), *p.logprobs);
+    std::vector<float> logits(vocab);
+    for (float& v : logits) v = 0.1f * static_cast<float>(level(rng));  // 81 levels: many ties
+    const SampleResult host = sampler.Sample(logits.data(), vocab, r);
+    const int64_t columns = 1 + vt::kMaxTopLogprobs;
+    const vt::Tensor ids = vt::Tensor::Empty({1, columns}, vt::DType::kI32);
+    const vt::Tensor values = vt::Tensor::Empty({1, columns}, vt::DType::kF32);
+    vt::TopLogprobs({.x = vt::Tensor::FromVector(logits, {1, vocab}),
+                     .token = vt::Tensor::FromVector(std::vector<int32_t>{host.token_id}, {1}),
+                     .ids = ids,
+                     .values = values});
+    const std::vector<int64_t> id_row = ids.ToIntVector();
+    const std::vector<float> value_row = values.ToFloatVector();
+    const TokenLogprobs device = Sampler::LogprobsFromDeviceRow(id_row.data(), value_row.data(), *p.logprobs);
+    ASSERT_EQ(device.size(), host.logprobs.size()) << "trial " << trial;
+    for (size_t j = 0; j < device.size(); ++j) {
+      EXPECT_EQ(device[j].first, host.logprobs[j].first) << "trial " << trial << " entry " << j;
+      EXPECT_NEAR(device[j].second, host.logprobs[j].second, 1e-5) << "trial " << trial << " entry " << j;
+    }
+  }
+  SamplingParams more = Greedy();
+  more.logprobs = static_cast<int>(vt::kMaxTopLogprobs) + 1;
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(more)));
+  more.logprobs = -1;  // the whole vocabulary
+  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(more)));
+}
+
 }  // namespace
 }  // namespace vllm

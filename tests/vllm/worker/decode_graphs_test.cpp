@@ -255,7 +255,8 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
                                              const std::vector<std::vector<int32_t>>& prompts, bool sampled = false,
                                              size_t* captures_at_start = nullptr,
                                              std::optional<int64_t> max_capture_size = std::nullopt,
-                                             bool penalized = false) {
+                                             bool penalized = false, int logprobs = -1,
+                                             std::vector<std::vector<TokenLogprobs>>* logprobs_out = nullptr) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -282,18 +283,27 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
       p.frequency_penalty = 0.4;
       p.presence_penalty = 0.3;
     }
+    if (logprobs >= 0) p.logprobs = logprobs;
     p.max_tokens = 8 + 2 * static_cast<int64_t>(i);  // requests finish at different steps
     p.ignore_eos = true;
     engine.AddRequest("r" + std::to_string(i), prompts[i], p);
   }
   std::map<std::string, std::vector<int32_t>> done;
+  std::map<std::string, std::vector<TokenLogprobs>> done_logprobs;
   while (engine.HasUnfinishedRequests()) {
     for (RequestOutput& out : engine.Step()) {
-      if (out.finished) done[out.request_id] = out.token_ids;
+      if (out.finished) {
+        done[out.request_id] = out.token_ids;
+        done_logprobs[out.request_id] = out.logprobs;
+      }
     }
   }
   std::vector<std::vector<int32_t>> tokens;
   for (size_t i = 0; i < prompts.size(); ++i) tokens.push_back(done.at("r" + std::to_string(i)));
+  if (logprobs_out) {
+    logprobs_out->clear();
+    for (size_t i = 0; i < prompts.size(); ++i) logprobs_out->push_back(done_logprobs.at("r" + std::to_string(i)));
+  }
   return tokens;
 }
 
@@ -396,6 +406,48 @@ TEST_P(DecodeGraphEngineTest, PenalizedTokensEqualTheCpuEngine) {
   size_t differ = 0;
   for (size_t i = 0; i < prompts.size(); ++i) differ += plain[i] != cpu[i];
   EXPECT_GT(differ, 0u) << "the penalties changed no prompt's tokens: the test is weak";
+}
+
+// Logprobs (top 5 and the sampled token's) come from vt::TopLogprobs on the device, in
+// graph steps and eager ones, with penalties (the logprobs are of the logits before
+// them): the CPU engine's tokens and logprobs, whose host Sampler computes them.
+TEST_P(DecodeGraphEngineTest, LogprobsEqualTheCpuEngine) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  for (bool penalized : {false, true}) {
+    std::vector<std::vector<TokenLogprobs>> cpu_logprobs;
+    const auto cpu =
+        RunPrompts(GetParam(), vt::kCpu, true, prompts, false, nullptr, std::nullopt, penalized, 5, &cpu_logprobs);
+    for (vt::Device device : gpus) {
+      for (bool eager : {true, false}) {
+        SCOPED_TRACE(device.ToString() + (eager ? " eager" : " graphs") + (penalized ? " penalized" : ""));
+        vt::reach::Reset();
+        std::vector<std::vector<TokenLogprobs>> got_logprobs;
+        const auto got =
+            RunPrompts(GetParam(), device, eager, prompts, false, nullptr, std::nullopt, penalized, 5, &got_logprobs);
+        EXPECT_GT(vt::reach::Count("ModelRunner::LogprobsOnDevice"), 0u);
+        EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), 0u);
+        if (!eager) {
+          EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+        }
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          ASSERT_EQ(got[i], cpu[i]) << "prompt " << i;
+          ASSERT_EQ(got_logprobs[i].size(), cpu_logprobs[i].size()) << "prompt " << i;
+          for (size_t t = 0; t < got[i].size(); ++t) {
+            const TokenLogprobs& g = got_logprobs[i][t];
+            const TokenLogprobs& c = cpu_logprobs[i][t];
+            ASSERT_EQ(g.size(), c.size()) << "prompt " << i << " token " << t;
+            for (size_t j = 0; j < g.size(); ++j) {
+              // f32 device logits against the CPU's: the ids of near-ties may swap.
+              EXPECT_NEAR(g[j].second, c[j].second, 2e-3) << "prompt " << i << " token " << t << " entry " << j;
+            }
+            EXPECT_EQ(g.front().first, c.front().first) << "prompt " << i << " token " << t;
+          }
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DecodeGraphEngineTest, ::testing::Values("qwen35_dense_untied", "qwen3"));

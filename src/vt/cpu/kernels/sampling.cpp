@@ -1,4 +1,4 @@
-// CPU kernels for the sampling helpers LogSoftmax, Argmax and Penalties.
+// CPU kernels for the sampling helpers LogSoftmax, Argmax, Penalties and TopLogprobs.
 //
 // LogSoftmax: x [rows..., V] (any float dtype, strided rows), out same shape f32;
 // out = x - max - log(sum(exp(x - max))), all in f32, the sum over several partial
@@ -13,6 +13,10 @@
 // reused by the rows: a step's rows hold at most a few thousand tokens each, so the
 // row loop is serial), each listed token adjusted once, its count then cleared.
 //
+// TopLogprobs (op_args.h): per row, the normaliser as LogSoftmax's (over a copy with
+// -inf at the indices `allowed` clears, when given), then the k best indices by a
+// partial sort (value descending, lower index first: vllm::TopLogprobs' order).
+//
 // Rows are split across threads; non-f32 rows are converted to f32 first. The
 // exponentials and the argmax search run in the row functions of the active
 // instruction set (row_kernels.h; sampling_avx2.cpp / sampling_avx512.cpp): a libm
@@ -20,6 +24,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -193,10 +199,54 @@ void PenaltiesCpu(const PenaltiesArgs& a) {
   }
 }
 
+void TopLogprobsCpu(const TopLogprobsArgs& a) {
+  const SamplingRowKernels& rows_fn = ActiveSamplingRows("TopLogprobsCpu");
+  const int64_t rows = a.x.size(0), n = a.x.size(1), columns = a.ids.size(1);
+  const int32_t* token = a.token.data_ptr<int32_t>();
+  for (int64_t r = 0; r < rows; ++r) {  // every token checked before anything is written
+    if (token[r] < 0 || token[r] >= n) {
+      throw Error("vt::TopLogprobs on cpu: token[" + std::to_string(r) + "] = " + std::to_string(token[r]) +
+                  " is not an index of x " + a.x.Describe());
+    }
+  }
+  const auto* allowed = a.allowed.defined() ? static_cast<const uint32_t*>(a.allowed.data()) : nullptr;
+  const int64_t words = a.allowed.defined() ? a.allowed.size(1) : 0;
+  int32_t* ids = a.ids.data_ptr<int32_t>();
+  float* values = a.values.data_ptr<float>();
+  ForEachRowF32(a.x, std::max<int64_t>(1, 16384 / n), [&](int64_t r, const float* x) {
+    std::vector<float> masked;
+    if (allowed != nullptr) {
+      const uint32_t* bits = allowed + r * words;
+      masked.assign(x, x + n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (((bits[i >> 5] >> (i & 31)) & 1u) == 0) masked[i] = -std::numeric_limits<float>::infinity();
+      }
+      x = masked.data();
+    }
+    const float max_value = *std::max_element(x, x + n);
+    const float log_norm = max_value + std::log(rows_fn.sum_exp_shifted(x, n, max_value));
+    int32_t* row_ids = ids + r * columns;
+    float* row_values = values + r * columns;
+    row_ids[0] = token[r];
+    row_values[0] = x[token[r]] - log_norm;
+    const int64_t k = columns - 1;
+    if (k == 0) return;
+    std::vector<int32_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); });
+    for (int64_t j = 0; j < k; ++j) {
+      row_ids[1 + j] = order[j];
+      row_values[1 + j] = x[order[j]] - log_norm;
+    }
+  });
+}
+
 }  // namespace
 
 VT_REGISTER_KERNEL(LogSoftmax, kCPU, LogSoftmaxCpu);
 VT_REGISTER_KERNEL(Argmax, kCPU, ArgmaxCpu);
 VT_REGISTER_KERNEL(Penalties, kCPU, PenaltiesCpu);
+VT_REGISTER_KERNEL(TopLogprobs, kCPU, TopLogprobsCpu);
 
 }  // namespace vt::cpu
