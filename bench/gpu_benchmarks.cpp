@@ -11,7 +11,8 @@
 //
 // Usage: vt_gpu_bench [device] [--only TEXT]   (default: the first GPU found, cuda:0
 // or rocm:0; --only: the rows whose call in Run contains one of the comma-separated
-// texts, e.g. "GdnDecode,dequantize")
+// texts, e.g. "GdnDecode,dequantize", or '|'-separated when a text has commas, e.g.
+// "QuantMatMulRow(device, 1, |PagedAttentionRow(device, 1, ")
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -416,8 +417,10 @@ int Run(int argc, char** argv) {
 #undef VT_BENCH_ROW
   auto selected = [&](const std::string& call) {
     if (only.empty()) return true;
+    // '|' separates when present: a call's own text has commas ("QuantMatMulRow(device, 1, ").
+    const char separator = only.find('|') != std::string::npos ? '|' : ',';
     for (size_t start = 0; start <= only.size();) {
-      const size_t comma = std::min(only.find(',', start), only.size());
+      const size_t comma = std::min(only.find(separator, start), only.size());
       const std::string part = only.substr(start, comma - start);
       if (!part.empty() && call.find(part) != std::string::npos) return true;
       start = comma + 1;

@@ -11,12 +11,16 @@
 # (vt_gpu_bench only) run at once: A in /tmp/vllm_gpu_build, the build dir of
 # gpu_compare.sh, so a warm machine reuses it; B in /tmp/vllm_gpu_build_b from a copy
 # of the tree in /tmp/ab_src. Rows are run A, B, A, B, ... so that clock and thermal
-# drift fall on both. Output: $OUT/kernel_ab.log (all runs and the table).
+# drift fall on both. Output: $OUT/kernel_ab.log (all runs and the table) and
+# $OUT/kernel_ab.tar.gz (the build logs and each run's rows).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${OUT:-/tmp/kernel_ab}
-mkdir -p "$out"
+final_out=${OUT:-/tmp/kernel_ab}
+out=/tmp/kernel_ab_work  # packed into $OUT/kernel_ab.tar.gz (the device tool brings back few files)
+rm -rf "$out"
+mkdir -p "$out" "$final_out"
+trap 'tar czf "$final_out/kernel_ab.tar.gz" -C "$out" . 2>/dev/null; cp "$out/kernel_ab.log" "$final_out/" 2>/dev/null' EXIT
 only=
 alt=
 rounds=3
