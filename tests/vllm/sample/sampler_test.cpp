@@ -329,8 +329,12 @@ TEST(SamplerTest, DeviceSampleRowsCarryTheRequestsParametersSeedAndPosition) {
 TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
   SamplingParams p;
   EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(p)));
-  SamplingParams logprobs = p;
+  SamplingParams logprobs = p;  // vt::TopLogprobs takes up to vt::kMaxTopLogprobs on the device
   logprobs.logprobs = 2;
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(logprobs)));
+  logprobs.temperature = 0;  // greedy, but more than the argmax comes back
+  EXPECT_FALSE(Sampler::IsPlainGreedy(MakeRequest(logprobs)));
+  logprobs.logprobs = static_cast<int>(vt::kMaxTopLogprobs) + 1;
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(logprobs)));
   SamplingParams penalty = p;  // vt::Penalties takes it on the device, before vt::Sample
   penalty.presence_penalty = 0.5;
