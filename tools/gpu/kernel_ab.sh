@@ -8,7 +8,7 @@
 # DIR mirrors the repository: every file under it replaces the file at the same path
 # in B (e.g. DIR/src/vt/gpu/gpu_quant_dot.cuh; `git show REV:PATH > DIR/PATH` makes one
 # before the call, since the device's copy of the tree may have no .git). Both builds
-# (vt_gpu_bench only) run at once: A in /tmp/vllm_gpu_build, the build dir of
+# (vt_gpu_bench and the CUDA backend it loads) run at once: A in /tmp/vllm_gpu_build, the build dir of
 # gpu_compare.sh, so a warm machine reuses it; B in /tmp/vllm_gpu_build_b from a copy
 # of the tree in /tmp/ab_src. Rows are run A, B, A, B, ... so that clock and thermal
 # drift fall on both. Output: $OUT/kernel_ab.log (all runs and the table) and
@@ -68,9 +68,9 @@ configure_if_new() {  # BUILD SOURCE
 configure_if_new "$build_a" "$repo"
 configure_if_new "$build_b" "$src_b"
 echo "configured ($(( $(date +%s) - started )) s)"
-ninja -C "$build_a" -j"$(nproc)" vt_gpu_bench >"$out/build_a.log" 2>&1 &
+ninja -C "$build_a" -j"$(nproc)" vt_gpu_bench vt_cuda >"$out/build_a.log" 2>&1 &
 pid_a=$!
-ninja -C "$build_b" -j"$(nproc)" vt_gpu_bench >"$out/build_b.log" 2>&1
+ninja -C "$build_b" -j"$(nproc)" vt_gpu_bench vt_cuda >"$out/build_b.log" 2>&1
 rc_b=$?
 wait $pid_a
 rc_a=$?
