@@ -52,52 +52,37 @@ inline constexpr int kXQuantThreadsPerBlock = 4, kXQuantValuesPerThread = kXBloc
 
 // QuantizeXRowsTo hands each block's results to store(g, part, packed, d, s): block g,
 // its 8 values of `part` as two words of four int8 (packed), its d and s (the same in
-// all four parts); QuantizeXRows stores them as XBlocks. A thread loads the values of
-// kXQuantPasses blocks before reducing any, so that a long row (the down projection's
-// 12,288 values are 6 passes of a 256-thread block) costs about one load latency per
-// kXQuantPasses passes rather than one per pass.
-inline constexpr int kXQuantPasses = 4;
-
+// all four parts); QuantizeXRows stores them as XBlocks.
 template <typename X, typename Store>
 __device__ inline void QuantizeXRowsTo(const X* x, int64_t x_row_stride, int64_t blocks_per_row, int64_t num_blocks,
                                        int64_t thread, int64_t threads, Store&& store) {
   const int part = static_cast<int>(thread % kXQuantThreadsPerBlock);
   const int64_t quad_in_warp = (thread % kWarpSize) / kXQuantThreadsPerBlock;
-  const int64_t pass_stride = threads / kXQuantThreadsPerBlock;
-  for (int64_t g0 = thread / kXQuantThreadsPerBlock; g0 - quad_in_warp < num_blocks; g0 += kXQuantPasses * pass_stride) {
-    float v[kXQuantPasses][kXQuantValuesPerThread];
+  for (int64_t g = thread / kXQuantThreadsPerBlock; g - quad_in_warp < num_blocks; g += threads / kXQuantThreadsPerBlock) {
+    const bool live = g < num_blocks;
+    const int64_t row = live ? g / blocks_per_row : 0, block = live ? g % blocks_per_row : 0;
+    const X* src = x + row * x_row_stride + block * kXBlockValues + part * kXQuantValuesPerThread;
+    float v[kXQuantValuesPerThread];
+    float amax = 0.0f;
 #pragma unroll
-    for (int pass = 0; pass < kXQuantPasses; ++pass) {
-      const int64_t g = g0 + pass * pass_stride;
-      const bool live = g < num_blocks;
-      const int64_t row = live ? g / blocks_per_row : 0, block = live ? g % blocks_per_row : 0;
-      const X* src = x + row * x_row_stride + block * kXBlockValues + part * kXQuantValuesPerThread;
-#pragma unroll
-      for (int j = 0; j < kXQuantValuesPerThread; ++j) v[pass][j] = live ? ToFloat(src[j]) : 0.0f;
+    for (int j = 0; j < kXQuantValuesPerThread; ++j) {
+      v[j] = live ? ToFloat(src[j]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[j]));
     }
+    amax = fmaxf(amax, ShuffleXor(amax, 1));
+    amax = fmaxf(amax, ShuffleXor(amax, 2));
+    const float d = amax / 127.0f;
+    int sum = 0;
+    uint32_t packed[2] = {0, 0};
 #pragma unroll
-    for (int pass = 0; pass < kXQuantPasses; ++pass) {
-      const int64_t g = g0 + pass * pass_stride;
-      float amax = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kXQuantValuesPerThread; ++j) amax = fmaxf(amax, fabsf(v[pass][j]));
-      // Every lane of the warp reaches these shuffles: the loop condition is the warp's
-      // first block, the same for all its lanes.
-      amax = fmaxf(amax, ShuffleXor(amax, 1));
-      amax = fmaxf(amax, ShuffleXor(amax, 2));
-      const float d = amax / 127.0f;
-      int sum = 0;
-      uint32_t packed[2] = {0, 0};
-#pragma unroll
-      for (int j = 0; j < kXQuantValuesPerThread; ++j) {
-        const int q = amax > 0.0f ? __float2int_rn(v[pass][j] / d) : 0;
-        sum += q;
-        packed[j / 4] |= (static_cast<uint32_t>(q) & 0xffu) << (8 * (j % 4));
-      }
-      sum += ShuffleXor(sum, 1);
-      sum += ShuffleXor(sum, 2);
-      if (g < num_blocks) store(g, part, packed, d, d * static_cast<float>(sum));
+    for (int j = 0; j < kXQuantValuesPerThread; ++j) {
+      const int q = amax > 0.0f ? __float2int_rn(v[j] / d) : 0;
+      sum += q;
+      packed[j / 4] |= (static_cast<uint32_t>(q) & 0xffu) << (8 * (j % 4));
     }
+    sum += ShuffleXor(sum, 1);
+    sum += ShuffleXor(sum, 2);
+    if (live) store(g, part, packed, d, d * static_cast<float>(sum));
   }
 }
 

@@ -89,14 +89,21 @@ inline constexpr int64_t kGroupsMaxGroup = 8;  // query heads per kv head the gr
 // each warp with 4 keys' K and V loads in flight (about 4 KB), keep ~128 KB in
 // flight per multiprocessor.
 inline constexpr int64_t kGroupsBlocksPerMultiprocessor = 8;
-// Partitions of 16 keys: one step of a 128-thread block at D 256 with kGroup <= 4 (4
-// keys per warp), two with kGroup 8. A block's time at short context is its chain of
-// dependent steps (block table, then K and V, then the shuffled dot products), not
-// bandwidth: 64-key partitions (4 and 8 steps) took ~20 us whatever the context up to
-// 2048 on the H200, for about 0.5 us of data. The combine reads the extra partitions'
-// (D + 2) floats from L2.
+// Partitions of 16 keys at short context: one step of a 128-thread block at D 256
+// with kGroup <= 4 (4 keys per warp), two with kGroup 8. There a block's time is its
+// chain of dependent steps (block table, then K and V, then the shuffled dot
+// products), not bandwidth. At long context the partials' combine costs more than
+// the short chains save, so partitions are multiples of 64 keys there. Measured on an
+// H100 (tools/gpu/kernel_ab.sh, vt_gpu_bench, B = 1, D 256, medians of 3; 16-key
+// multiples / 64-key multiples): Nkv 4 context 512 17.0 / 21.3 us, 2048 41.5 / 24.8,
+// 8192 86.3 / 65.7; Nkv 2 (groups of 8) 512 24.2 / 35.3, 2048 39.7 / 38.8. A line
+// through each kind's points crosses near 800 keys for Nkv 4, hence the switch at 768.
 inline constexpr int64_t kGroupsMinPartition = 16;
-inline constexpr int64_t kGroupsPartitionMultiple = 16;
+inline constexpr int64_t kGroupsFinePartitionMaxContext = 768;
+// The multiple a group plan's partition size is rounded up to (and its smallest size).
+inline constexpr int64_t GroupsPartitionMultiple(int64_t max_seq_len) {
+  return max_seq_len <= kGroupsFinePartitionMaxContext ? kGroupsMinPartition : 64;
+}
 inline constexpr int64_t kGroupsMaxPartitions = 512;
 
 inline bool SupportsShape(PagedAttentionKernel kernel, const PagedAttentionShape& s, const PagedAttentionPlan& plan) {
@@ -137,8 +144,8 @@ inline PagedAttentionPlan ChooseRowsPlan(const PagedAttentionShape& s) {
   return plan;
 }
 
-// The group kernel's plan: as many partitions (of >= kGroupsMinPartition keys, a
-// multiple of kGroupsPartitionMultiple) as it takes for (rows x kv heads x partitions) to reach
+// The group kernel's plan: as many partitions (a multiple of
+// GroupsPartitionMultiple(max_seq_len) keys) as it takes for (rows x kv heads x partitions) to reach
 // kGroupsBlocksPerMultiprocessor blocks per multiprocessor. Whether the shape is
 // supported is SupportsShape's answer.
 inline PagedAttentionPlan ChooseGroupsPlan(const PagedAttentionShape& s) {
@@ -147,9 +154,9 @@ inline PagedAttentionPlan ChooseGroupsPlan(const PagedAttentionShape& s) {
   int64_t wanted = work >= target ? 1 : (target + work - 1) / work;
   if (wanted > kGroupsMaxPartitions) wanted = kGroupsMaxPartitions;
   const int64_t len = s.max_seq_len > 1 ? s.max_seq_len : 1;
-  int64_t partition = ((len + wanted - 1) / wanted + kGroupsPartitionMultiple - 1) / kGroupsPartitionMultiple *
-                      kGroupsPartitionMultiple;
-  if (partition < kGroupsMinPartition) partition = kGroupsMinPartition;
+  const int64_t multiple = GroupsPartitionMultiple(len);
+  int64_t partition = ((len + wanted - 1) / wanted + multiple - 1) / multiple * multiple;
+  if (partition < multiple) partition = multiple;
   return {PagedAttentionKernel::kGroupsSplitKv, partition, (len + partition - 1) / partition};
 }
 

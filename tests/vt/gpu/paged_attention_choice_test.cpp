@@ -116,16 +116,23 @@ TEST(PagedAttentionChoiceTest, PrefillTakesTheTensorCoreTilesWhereTheOperandsAll
 }
 
 // The group kernel aims at kGroupsBlocksPerMultiprocessor blocks per multiprocessor:
-// (rows x kv heads) short of that is made up with partitions of >= 16 keys.
+// (rows x kv heads) short of that is made up with partitions of 16 keys (a multiple
+// of 64 above kGroupsFinePartitionMaxContext).
 TEST(PagedAttentionChoiceTest, GroupPartitionsFillTheDevice) {
   PagedAttentionPlan plan = ChoosePagedAttention(Decode(1, 16, 4, 256, 8192));  // 4 blocks per partition: 264
-  EXPECT_EQ(plan.partition_size, 32);                                             // 8192 / 264 -> 32
-  EXPECT_EQ(plan.num_partitions, 256);
+  EXPECT_EQ(plan.partition_size, 64);  // 8192 / 264 -> 32, rounded up to the long contexts' 64
+  EXPECT_EQ(plan.num_partitions, 128);
+  plan = ChoosePagedAttention(Decode(1, 16, 4, 256, kGroupsFinePartitionMaxContext));  // 768 / 264 -> 16
+  EXPECT_EQ(plan.partition_size, kGroupsMinPartition);
+  EXPECT_EQ(plan.num_partitions, 48);
+  plan = ChoosePagedAttention(Decode(1, 16, 4, 256, kGroupsFinePartitionMaxContext + 1));
+  EXPECT_EQ(plan.partition_size, 64);
+  EXPECT_EQ(plan.num_partitions, 13);
   plan = ChoosePagedAttention(Decode(1, 16, 4, 256, 512));  // 512 / 264 -> the smallest partition
   EXPECT_EQ(plan.partition_size, kGroupsMinPartition);
   EXPECT_EQ(plan.num_partitions, 32);
   plan = ChoosePagedAttention(Decode(64, 16, 4, 256, 2048));  // 256 per partition: 1056 / 256 -> 5
-  EXPECT_EQ(plan.partition_size, 416);
+  EXPECT_EQ(plan.partition_size, 448);
   EXPECT_EQ(plan.num_partitions, 5);
   plan = ChoosePagedAttention(Decode(264, 16, 4, 256, 2048));  // 1056 blocks: no split
   EXPECT_EQ(plan.num_partitions, 1);
@@ -145,7 +152,7 @@ TEST(PagedAttentionChoiceTest, GroupPartitionsFillTheDevice) {
       EXPECT_LT((plan.num_partitions - 1) * plan.partition_size, len);  // no empty trailing partition
       EXPECT_LE(plan.num_partitions, kGroupsMaxPartitions);
       EXPECT_GE(plan.partition_size, kGroupsMinPartition);
-      EXPECT_EQ(plan.partition_size % kGroupsPartitionMultiple, 0);
+      EXPECT_EQ(plan.partition_size % GroupsPartitionMultiple(len), 0);
     }
   }
 }
