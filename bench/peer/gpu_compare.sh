@@ -369,6 +369,29 @@ for name in ${models//,/ }; do
       ours "$name" so_json$round 60 throughput --model "$file" --num-prompts 64 --input-len 256 --output-len 128 \
         --max-model-len 512 --print-kernels --structured-outputs "$schema"
     done
+    # The JSON requests end early, so their runs have fewer steps at batch 64 (the
+    # first ones): each constrained run against the same number of first steps of the
+    # unconstrained run of its round (equal context).
+    python3 - "$out" "$name" <<'PY'
+import json, statistics, sys
+out, name = sys.argv[1:]
+def steps(kind, round_):
+    try:
+        d = json.load(open(f"{out}/{name}.so_{kind}{round_}.json"))["results"][0]["decode_at_full_batch"]
+        return d["step_ms"]
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return None
+for round_ in (1, 2):
+    base = steps("none", round_)
+    for kind in ("regex", "json"):
+        got = steps(kind, round_)
+        if not base or not got:
+            continue
+        n = min(len(got), len(base))
+        a, b = statistics.median(base[:n]), statistics.median(got[:n])
+        print(f"round {round_} {kind}: first {n} steps at batch 64, median {b:.3f} ms against {a:.3f} "
+              f"unconstrained: cost {100 * (b / a - 1):+.1f}%")
+PY
   fi
 
   if [ $prefix_cache = 1 ] && [ "$(left)" -gt 150 ]; then

@@ -199,6 +199,9 @@ TEST(BenchThroughputTest, SweepCountsEveryTokenOfEveryRun) {
     EXPECT_EQ(decode["batch"], n);
     EXPECT_EQ(decode["steps"], 2);
     EXPECT_NEAR(decode["tokens_per_s"].get<double>(), 1e3 * n / decode["median_step_ms"].get<double>(), 1e-6);
+    ASSERT_EQ(decode["step_ms"].size(), 2u);  // each step, in order; their median is median_step_ms
+    EXPECT_NEAR(decode["median_step_ms"].get<double>(),
+                (decode["step_ms"][0].get<double>() + decode["step_ms"][1].get<double>()) / 2, 1e-9);
     // The step's phases (each median on its own) are parts of it.
     const double phases = decode["median_schedule_ms"].get<double>() + decode["median_execute_ms"].get<double>() +
                           decode["median_outputs_ms"].get<double>();

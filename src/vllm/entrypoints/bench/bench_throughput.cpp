@@ -141,7 +141,14 @@ json ResultJson(const RunResult& r) {
                   {"median_schedule_ms", 1e3 * Summarize(r.schedule_s).median},
                   {"median_execute_ms", 1e3 * Summarize(r.execute_s).median},
                   {"median_outputs_ms", 1e3 * Summarize(r.outputs_s).median},
-                  {"tokens_per_s", static_cast<double>(r.full_batch) / steps.median}};
+                  {"tokens_per_s", static_cast<double>(r.full_batch) / steps.median},
+                  // Every such step in order: constrained requests that end early leave
+                  // fewer of them, and only the first ones compare at equal context.
+                  {"step_ms", [&] {
+                     std::vector<double> ms;
+                     for (double s : r.full_batch_steps_s) ms.push_back(1e3 * s);
+                     return ms;
+                   }()}};
   }
   return {{"num_prompts", r.num_requests},
           {"decode_at_full_batch", full_batch},
