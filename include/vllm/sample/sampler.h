@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -80,8 +81,8 @@ class Sampler {
   // Sample's. result.token_id is the draft when accepted; logprobs as Sample's.
   SampleResult VerifyDraft(const float* logits, int64_t vocab, const Request& request, int32_t draft, bool& accepted);
   // Whether Sample would return the argmax of the raw logits (first on ties) and
-  // nothing else: greedy, no logprobs, no penalties, min_tokens reached, no grammar
-  // (IsGreedyUnderGrammarOnly: the runner's masked device argmax).
+  // nothing else: greedy, no logprobs, no penalties, no logits processors, min_tokens
+  // reached, no grammar (IsGreedyUnderGrammarOnly: the runner's masked device argmax).
   static bool IsPlainGreedy(const Request& request);
   // Repetition, frequency or presence penalty set.
   static bool HasPenalties(const Request& request);
@@ -89,12 +90,22 @@ class Sampler {
   // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
   static bool IsGreedyUnderGrammarOnly(const Request& request);
   // Whether vt::Sample draws this request's token the way Sample would (the same
-  // filters, other random numbers): min_tokens reached, no logits processors, logprobs
-  // of at most vt::kMaxTopLogprobs entries (vt::TopLogprobs); a grammar's bitmask goes
-  // with it, and penalties are vt::Penalties on the logits first (DevicePenalties).
-  // The runner samples such requests on a GPU (ModelRunner::ExecuteWithDeviceSampler,
-  // ExecuteGraph).
+  // filters, other random numbers): no logit_bias, logprobs of at most
+  // vt::kMaxTopLogprobs entries (vt::TopLogprobs); a grammar's bitmask goes with it,
+  // allowed_token_ids, bad words and the min_tokens mask as cleared bits of the same
+  // row (ApplyDeviceMask), and penalties are vt::Penalties on the logits first
+  // (DevicePenalties). The runner samples such requests on a GPU
+  // (ModelRunner::ExecuteWithDeviceSampler, ExecuteGraph).
   static bool SamplesOnDevice(const Request& request);
+  // Whether allowed_token_ids, a bad word or the min_tokens mask (EOS and stop tokens
+  // before min_tokens outputs) takes tokens away this step.
+  static bool HasDeviceMask(const Request& request);
+  // Clears in `words` (the request's bitmask row of a [V]-wide logits row: its
+  // grammar's, or all ones) the tokens Sample's processors set to -inf this step:
+  // those outside allowed_token_ids, the last tokens of bad words whose prefix ends
+  // the output, and EOS and stop tokens before min_tokens; bits past `vocab` too. When
+  // that leaves no token, only allowed_token_ids' mask is applied (as Sample does).
+  static void ApplyDeviceMask(const Request& request, std::span<uint32_t> words, int64_t vocab);
   // The request's k of vt::TopLogprobs (its logprobs), -1 when it asks for none.
   static int DeviceLogprobs(const Request& request);
   // A row of vt::TopLogprobs' output (column 0 the sampled token, then the row's top

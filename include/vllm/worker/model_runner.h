@@ -204,11 +204,20 @@ class ModelRunner {
     // Row n's logprobs as the host sampler gives them, k of them (Sampler::LogprobsFromDeviceRow).
     TokenLogprobs Logprobs(int64_t row, int k) const;
   };
-  // vt::Sample of `logits` [N, V] on their device with the bitmask `allowed`
-  // (undefined: none); penalties first (in place: the logits are this step's own),
-  // the logprobs from the logits as they were before the penalties (vLLM's raw
-  // logprobs) and the bitmask.
-  DeviceDraws DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows, const vt::Tensor& allowed);
+  // The bitmask rows of a draw (undefined: all ones): `sample` for vt::Sample, the
+  // grammar's rows with each request's allowed_token_ids, bad words and min_tokens
+  // masks cleared (Sampler::ApplyDeviceMask); `logprobs` for vt::TopLogprobs, the
+  // grammar's rows alone (the host sampler's logprobs see the grammar's mask, not the
+  // processors').
+  struct DrawMasks {
+    vt::Tensor sample, logprobs;
+  };
+  DrawMasks DrawMasksFor(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                         const std::function<int64_t(size_t)>& row_of, vt::Device device);
+  // vt::Sample of `logits` [N, V] on their device under masks.sample; penalties first
+  // (in place: the logits are this step's own), the logprobs from the logits as they
+  // were before the penalties (vLLM's raw logprobs) under masks.logprobs.
+  DeviceDraws DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows, const DrawMasks& masks);
   // vt::Penalties on the rows of `penalized` (see DrawOnDevice); nothing when all are null.
   void PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
@@ -224,6 +233,14 @@ class ModelRunner {
   // is queued (grammar_upload_), not waited for.
   vt::Tensor GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
                          const std::function<int64_t(size_t)>& row_of, vt::Device device);
+  // GrammarRows' rows (as wide as the grammar's or the [V] logits, whichever is wider),
+  // with request_masks also each sampling request's own masks
+  // (Sampler::ApplyDeviceMask), staged in `upload`; undefined when all are ones.
+  vt::Tensor BitmaskRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows, int64_t vocab,
+                         const std::function<int64_t(size_t)>& row_of, bool request_masks,
+                         std::unique_ptr<vt::HostUpload>& upload, vt::Device device);
+  // Request b's last logits row (-1 when it has none), for GrammarRows' row_of.
+  static std::function<int64_t(size_t)> LastRowOf(const std::vector<LogitsRows>& rows);
   // [N, words] i32 on the logits' device: all ones but the last row of each request
   // `grammar` has a bitmask row for; undefined when there is none.
   vt::Tensor GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
@@ -241,6 +258,7 @@ class ModelRunner {
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
   std::unique_ptr<vt::HostUpload> grammar_upload_, sample_params_upload_;  // made on first use
+  std::unique_ptr<vt::HostUpload> sample_mask_upload_;
   std::unique_ptr<vt::HostUpload> penalty_ids_upload_, penalty_params_upload_;
   std::optional<SpeculativeDecoding> speculative_;
   DraftPolicy draft_policy_;  // when speculative_ has no disable_by_batch_size

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 
 namespace vllm {
 namespace {
@@ -54,20 +55,29 @@ void MaskDisallowed(std::vector<float>& logits, const std::vector<int32_t>& allo
   logits.swap(allowed);
 }
 
+// Calls ban(t) for the last token t of every bad word whose other tokens end the
+// request's output (a one-token word always).
+template <typename Ban>
+void ForEachBannedToken(const Request& r, const Ban& ban) {
+  const std::vector<int32_t>& output = r.output_token_ids();
+  for (const std::vector<int32_t>& word : r.sampling_params.bad_words_token_ids) {
+    const size_t prefix = word.size() - 1;
+    if (prefix > output.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, output.end() - static_cast<std::ptrdiff_t>(prefix))) {
+      ban(word.back());
+    }
+  }
+}
+
 // logit_bias, allowed_token_ids and bad words (SamplingParams' logits processors).
 void ApplyLogitsProcessors(std::vector<float>& logits, const Request& r) {
   const SamplingParams& p = r.sampling_params;
   for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
   MaskDisallowed(logits, p.allowed_token_ids);
-  const std::vector<int32_t>& output = r.output_token_ids();
-  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
-    const size_t prefix = word.size() - 1;
-    if (prefix > output.size()) continue;
-    if (std::equal(word.begin(), word.end() - 1, output.end() - static_cast<std::ptrdiff_t>(prefix))) {
-      logits[word.back()] = kNegInf;
-    }
-  }
+  ForEachBannedToken(r, [&](int32_t t) { logits[t] = kNegInf; });
 }
+
+void ClearBit(std::span<uint32_t> words, int32_t t) { words[static_cast<size_t>(t) >> 5] &= ~(1u << (t & 31)); }
 
 int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -173,7 +183,34 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 bool Sampler::SamplesOnDevice(const Request& r) {
   const SamplingParams& p = r.sampling_params;
   const bool logprobs_fit = !p.logprobs || (*p.logprobs >= 0 && *p.logprobs <= vt::kMaxTopLogprobs);
-  return logprobs_fit && !MasksStopTokens(r) && !p.HasLogitsProcessors();
+  return logprobs_fit && p.logit_bias.empty();
+}
+
+bool Sampler::HasDeviceMask(const Request& r) {
+  const SamplingParams& p = r.sampling_params;
+  return !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() || MasksStopTokens(r);
+}
+
+void Sampler::ApplyDeviceMask(const Request& r, std::span<uint32_t> words, int64_t vocab) {
+  const SamplingParams& p = r.sampling_params;
+  for (int64_t t = vocab; t < static_cast<int64_t>(words.size()) * 32; ++t) ClearBit(words, static_cast<int32_t>(t));
+  if (!p.allowed_token_ids.empty()) {
+    std::vector<uint32_t> allowed(words.size(), 0);
+    for (int32_t t : p.allowed_token_ids) allowed[static_cast<size_t>(t) >> 5] |= 1u << (t & 31);
+    for (size_t w = 0; w < words.size(); ++w) words[w] &= allowed[w];
+  }
+  const std::vector<uint32_t> after_allowed(words.begin(), words.end());
+  ForEachBannedToken(r, [&](int32_t t) { ClearBit(words, t); });
+  if (MasksStopTokens(r)) {
+    if (!p.ignore_eos) {
+      for (int32_t t : r.eos_token_ids) ClearBit(words, t);
+    }
+    for (int32_t t : p.stop_token_ids) ClearBit(words, t);
+  }
+  // As ProcessedLogits: when the masks leave no token, only allowed_token_ids' holds.
+  if (std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; })) {
+    std::copy(after_allowed.begin(), after_allowed.end(), words.begin());
+  }
 }
 
 int Sampler::DeviceLogprobs(const Request& r) {
@@ -192,12 +229,12 @@ bool Sampler::HasPenalties(const Request& r) { return vllm::HasPenalties(r.sampl
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs;
+         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r);
 }
 
 bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
   return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs;
+         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r);
 }
 
 std::array<float, 3> Sampler::DevicePenalties(const Request& r) {

@@ -312,34 +312,62 @@ vt::HostUpload& ModelRunner::UploadFor(std::unique_ptr<vt::HostUpload>& upload, 
   return *upload;
 }
 
-vt::Tensor ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
-                                    const std::function<int64_t(size_t)>& row_of, vt::Device device) {
+vt::Tensor ModelRunner::BitmaskRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                                    int64_t vocab, const std::function<int64_t(size_t)>& row_of, bool request_masks,
+                                    std::unique_ptr<vt::HostUpload>& upload, vt::Device device) {
   std::span<uint32_t> bits;
-  const int64_t words = grammar.words_per_row();
+  const int64_t grammar_words = grammar.words_per_row();
+  const int64_t words = std::max(grammar_words, (vocab + 31) / 32);
   for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const Request& request = batch.requests[b].request();
     const int32_t row = grammar.RowOf(batch.requests[b].req_id());
-    const int64_t at = row < 0 ? -1 : row_of(b);
+    const bool masked = request_masks && Sampler::HasDeviceMask(request);
+    const int64_t at = row < 0 && !masked ? -1 : row_of(b);
     if (at < 0) continue;
     if (bits.empty()) {
-      bits = UploadFor(grammar_upload_, device).Stage<uint32_t>(static_cast<size_t>(num_rows * words));
+      bits = UploadFor(upload, device).Stage<uint32_t>(static_cast<size_t>(num_rows * words));
       std::fill(bits.begin(), bits.end(), ~uint32_t{0});
     }
-    std::memcpy(bits.data() + at * words, grammar.Row(row).data(), words * sizeof(uint32_t));
+    const std::span<uint32_t> mine = bits.subspan(static_cast<size_t>(at * words), static_cast<size_t>(words));
+    if (row >= 0) std::memcpy(mine.data(), grammar.Row(row).data(), grammar_words * sizeof(uint32_t));
+    if (masked) Sampler::ApplyDeviceMask(request, mine, vocab);
   }
   if (bits.empty()) return {};
   vt::Tensor allowed = vt::Tensor::Empty({num_rows, words}, vt::DType::kI32, device);
-  grammar_upload_->Upload(allowed);
+  upload->Upload(allowed);
   return allowed;
+}
+
+vt::Tensor ModelRunner::GrammarRows(const InputBatch& batch, const GrammarBitmask& grammar, int64_t num_rows,
+                                    const std::function<int64_t(size_t)>& row_of, vt::Device device) {
+  return BitmaskRows(batch, grammar, num_rows, model_.vocab_size(), row_of, false, grammar_upload_, device);
+}
+
+ModelRunner::DrawMasks ModelRunner::DrawMasksFor(const InputBatch& batch, const GrammarBitmask& grammar,
+                                                 int64_t num_rows, const std::function<int64_t(size_t)>& row_of,
+                                                 vt::Device device) {
+  DrawMasks masks;
+  masks.logprobs = GrammarRows(batch, grammar, num_rows, row_of, device);
+  masks.sample = masks.logprobs;
+  const bool any = std::ranges::any_of(batch.requests, [](const BatchRequest& s) {
+    return s.samples() && Sampler::HasDeviceMask(s.request());
+  });
+  if (!any) return masks;
+  masks.sample = BitmaskRows(batch, grammar, num_rows, model_.vocab_size(), row_of, true, sample_mask_upload_, device);
+  if (masks.sample.defined()) vt::reach::Hit("ModelRunner::SampleMasksOnDevice");
+  return masks;
 }
 
 vt::Tensor ModelRunner::GrammarRowsOnDevice(const InputBatch& batch, const std::vector<LogitsRows>& rows,
                                              const GrammarBitmask* grammar, const vt::Tensor& logits) {
   if (!grammar) return {};
-  vt::Tensor allowed = GrammarRows(batch, *grammar, logits.size(0), [&](size_t b) {
-    return rows[b].num_rows == 0 ? int64_t{-1} : rows[b].first_row + rows[b].num_rows - 1;
-  }, logits.device());
+  vt::Tensor allowed = GrammarRows(batch, *grammar, logits.size(0), LastRowOf(rows), logits.device());
   if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
   return allowed;
+}
+
+std::function<int64_t(size_t)> ModelRunner::LastRowOf(const std::vector<LogitsRows>& rows) {
+  return [&rows](size_t b) { return rows[b].num_rows == 0 ? int64_t{-1} : rows[b].first_row + rows[b].num_rows - 1; };
 }
 
 RunnerOutput ModelRunner::ExecuteGreedy(const InputBatch& batch, const GrammarBitmask* grammar) {
@@ -398,7 +426,11 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
     draw.logprobs[row] = Sampler::DeviceLogprobs(s.request());
   }
   DeviceDraws drawn;
-  if (N > 0) drawn = DrawOnDevice(logits, draw, GrammarRowsOnDevice(batch, step.rows, &grammar, logits));
+  if (N > 0) {
+    const DrawMasks masks = DrawMasksFor(batch, grammar, N, LastRowOf(step.rows), logits.device());
+    if (masks.logprobs.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskOnDevice");
+    drawn = DrawOnDevice(logits, draw, masks);
+  }
   RunnerOutput result;
   step.batch = std::move(batch);
   if (host_work) {
@@ -440,7 +472,7 @@ TokenLogprobs ModelRunner::DeviceDraws::Logprobs(int64_t row, int k) const {
 }
 
 ModelRunner::DeviceDraws ModelRunner::DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows,
-                                                   const vt::Tensor& allowed) {
+                                                   const DrawMasks& masks) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const int max_logprobs = rows.logprobs.empty() ? -1 : std::ranges::max(rows.logprobs);
   vt::Tensor raw = logits;  // the logits the logprobs are taken from
@@ -455,14 +487,14 @@ ModelRunner::DeviceDraws ModelRunner::DrawOnDevice(const vt::Tensor& logits, con
   std::ranges::copy(rows.params, upload.Stage<vt::SampleRow>(rows.params.size()).begin());  // Sample's words
   const vt::Tensor params = vt::Tensor::Empty({N, vt::kSampleRowWords}, vt::DType::kI32, logits.device());
   upload.Upload(params);
-  vt::Sample({.x = logits, .params = params, .out = ids, .allowed = allowed});
+  vt::Sample({.x = logits, .params = params, .out = ids, .allowed = masks.sample});
   DeviceDraws out;
   if (max_logprobs >= 0) {
     vt::reach::Hit("ModelRunner::LogprobsOnDevice");
     out.columns = 1 + std::min<int64_t>(max_logprobs, V);
     const vt::Tensor top_ids = vt::Tensor::Empty({N, out.columns}, vt::DType::kI32, logits.device());
     const vt::Tensor top_values = vt::Tensor::Empty({N, out.columns}, vt::DType::kF32, logits.device());
-    vt::TopLogprobs({.x = raw, .token = ids, .allowed = allowed, .ids = top_ids, .values = top_values});
+    vt::TopLogprobs({.x = raw, .token = ids, .allowed = masks.logprobs, .ids = top_ids, .values = top_values});
     out.logprob_ids = top_ids.ToIntVector();
     out.logprob_values = top_values.ToFloatVector();
   }
@@ -480,12 +512,12 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
     draw.penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
     draw.logprobs.push_back(Sampler::DeviceLogprobs(s.request()));
   }
-  // The grammar's rows of this batch's requests (all ones for the others), if any:
-  // filled by the host while the graph runs.
-  const vt::Tensor allowed = GrammarRows(
+  // The grammar's rows of this batch's requests (all ones for the others), if any,
+  // filled by the host while the graph runs, and the requests' own masks.
+  const DrawMasks masks = DrawMasksFor(
       batch, grammar, batch.size(), [](size_t b) { return static_cast<int64_t>(b); }, logits->device());
-  if (allowed.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
-  const DeviceDraws drawn = DrawOnDevice(*logits, draw, allowed);
+  if (masks.logprobs.defined()) vt::reach::Hit("ModelRunner::GrammarBitmaskInGraph");
+  const DeviceDraws drawn = DrawOnDevice(*logits, draw, masks);
   num_tokens_computed_ += batch.size();
   SaveStateSnapshots(batch);
   RunnerOutput result;

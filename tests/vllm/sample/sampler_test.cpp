@@ -345,9 +345,16 @@ TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
   SamplingParams bias = p;
   bias.logit_bias = {{1, 2.0f}};
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(bias)));
-  SamplingParams min_tokens = p;
+  SamplingParams min_tokens = p;  // EOS and stop tokens as cleared bits of vt::Sample's row
   min_tokens.min_tokens = 3;
-  EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(min_tokens, {0}, {1})));
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(min_tokens, {0}, {1})));
+  EXPECT_TRUE(Sampler::HasDeviceMask(MakeRequest(min_tokens, {0}, {1})));
+  SamplingParams allowed = p;  // likewise allowed_token_ids and bad words
+  allowed.allowed_token_ids = {1, 2};
+  allowed.bad_words_token_ids = {{3}};
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(allowed)));
+  EXPECT_TRUE(Sampler::HasDeviceMask(MakeRequest(allowed)));
+  EXPECT_FALSE(Sampler::HasDeviceMask(MakeRequest(p)));
 }
 
 // The device path's penalties (vt::Penalties on the rows ModelRunner uploads,
@@ -438,6 +445,89 @@ TEST(SamplerTest, DeviceLogprobsAreTheHosts) {
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(more)));
   more.logprobs = -1;  // the whole vocabulary
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(more)));
+}
+
+// The device path's masks (Sampler::ApplyDeviceMask on a row of ones, then vt::Sample
+// with that row as `allowed`) give the host Sampler's greedy token for requests with
+// allowed_token_ids, bad words (one and two tokens, matching the output or not) and
+// min_tokens (EOS and stop tokens masked), alone and together, over random logits;
+// sampled draws never take a token the host masks; when the masks leave nothing, only
+// allowed_token_ids' mask holds, as on the host.
+TEST(SamplerTest, DeviceMasksGiveTheHostsTokens) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> logit(-3.0f, 3.0f);
+  std::uniform_int_distribution<int32_t> token(0, 36);
+  const int64_t vocab = 37;  // two bitmask words, the second one partial
+  const int64_t words = 2;
+  Sampler sampler(0);
+  int masked_argmax = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    SamplingParams p = trial % 4 == 3 ? SamplingParams{} : Greedy();
+    if (trial % 3 == 0) {
+      for (int i = 0; i < 1 + trial % 7; ++i) p.allowed_token_ids.push_back(token(rng));
+    }
+    if (trial % 5 < 2) p.bad_words_token_ids = {{token(rng)}, {7, token(rng)}};
+    if (trial % 2 == 0) {
+      p.min_tokens = 3;
+      p.stop_token_ids = {token(rng)};
+    }
+    Request r = MakeRequest(p, {1, 2}, /*eos=*/{token(rng)});
+    for (int i = 0; i < trial % 4; ++i) r.AppendOutputToken(i == 0 ? 7 : token(rng));  // 7 starts a bad word
+    if (!Sampler::HasDeviceMask(r)) continue;
+    ASSERT_TRUE(Sampler::SamplesOnDevice(r));
+    ASSERT_FALSE(Sampler::IsPlainGreedy(r));
+    std::vector<float> logits(vocab);
+    for (float& v : logits) v = logit(rng);
+    std::vector<uint32_t> row(words, ~0u);
+    Sampler::ApplyDeviceMask(r, row, vocab);
+    std::vector<int32_t> row_words(row.begin(), row.end());
+    const vt::Tensor allowed = vt::Tensor::FromVector(row_words, {1, words});
+    const vt::Tensor x = vt::Tensor::FromVector(logits, {1, vocab});
+    if (p.IsGreedy()) {
+      const int32_t host = sampler.Sample(logits.data(), vocab, r).token_id;
+      const vt::Tensor id = vt::Tensor::Empty({1}, vt::DType::kI32);
+      vt::Sample({.x = x,
+                  .params = vt::Tensor::FromVector(vt::SampleRowWords({sampler.DeviceSampleRow(r)}),
+                                                   {1, vt::kSampleRowWords}),
+                  .out = id,
+                  .allowed = allowed});
+      EXPECT_EQ(id.ToIntVector()[0], host) << "trial " << trial;
+      masked_argmax += host != std::max_element(logits.begin(), logits.end()) - logits.begin();
+      continue;
+    }
+    // Sampled: the host's candidates are the unmasked tokens; every device draw is one.
+    std::vector<bool> host_allowed(vocab, false);
+    for (int seed = 0; seed < 20; ++seed) {
+      SamplingParams seeded = p;
+      seeded.seed = seed;
+      Request again = MakeRequest(seeded, {1, 2}, r.eos_token_ids);
+      for (int32_t t : r.output_token_ids()) again.AppendOutputToken(t);
+      host_allowed[sampler.Sample(logits.data(), vocab, again).token_id] = true;
+      const vt::Tensor id = vt::Tensor::Empty({1}, vt::DType::kI32);
+      vt::Sample({.x = x,
+                  .params = vt::Tensor::FromVector(vt::SampleRowWords({sampler.DeviceSampleRow(again)}),
+                                                   {1, vt::kSampleRowWords}),
+                  .out = id,
+                  .allowed = allowed});
+      const int64_t drawn = id.ToIntVector()[0];
+      EXPECT_TRUE((row[drawn >> 5] >> (drawn & 31)) & 1u) << "trial " << trial << " drew masked token " << drawn;
+    }
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (host_allowed[t]) {
+        EXPECT_TRUE((row[t >> 5] >> (t & 31)) & 1u) << "trial " << trial << " token " << t;
+      }
+    }
+  }
+  EXPECT_GT(masked_argmax, 40) << "the masks rarely moved the greedy token: the test is weak";
+  // Everything masked: allowed_token_ids {5} with the bad word {5} leaves only 5's mask.
+  SamplingParams all = Greedy();
+  all.allowed_token_ids = {5};
+  all.bad_words_token_ids = {{5}};
+  std::vector<uint32_t> row(words, ~0u);
+  Sampler::ApplyDeviceMask(MakeRequest(all), row, vocab);
+  EXPECT_EQ(row, (std::vector<uint32_t>{1u << 5, 0u}));
+  std::vector<float> logits(vocab, 0.0f);
+  EXPECT_EQ(sampler.Sample(logits.data(), vocab, MakeRequest(all)).token_id, 5);
 }
 
 }  // namespace

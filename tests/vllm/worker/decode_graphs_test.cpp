@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -256,7 +257,8 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
                                              size_t* captures_at_start = nullptr,
                                              std::optional<int64_t> max_capture_size = std::nullopt,
                                              bool penalized = false, int logprobs = -1,
-                                             std::vector<std::vector<TokenLogprobs>>* logprobs_out = nullptr) {
+                                             std::vector<std::vector<TokenLogprobs>>* logprobs_out = nullptr,
+                                             const std::function<void(SamplingParams&, size_t)>& edit = nullptr) {
   EngineConfig c;
   c.model = ModelDir(name) + "/hf";
   c.device = device;
@@ -284,6 +286,7 @@ std::vector<std::vector<int32_t>> RunPrompts(const std::string& name, vt::Device
       p.presence_penalty = 0.3;
     }
     if (logprobs >= 0) p.logprobs = logprobs;
+    if (edit) edit(p, i);
     p.max_tokens = 8 + 2 * static_cast<int64_t>(i);  // requests finish at different steps
     p.ignore_eos = true;
     engine.AddRequest("r" + std::to_string(i), prompts[i], p);
@@ -406,6 +409,44 @@ TEST_P(DecodeGraphEngineTest, PenalizedTokensEqualTheCpuEngine) {
   size_t differ = 0;
   for (size_t i = 0; i < prompts.size(); ++i) differ += plain[i] != cpu[i];
   EXPECT_GT(differ, 0u) << "the penalties changed no prompt's tokens: the test is weak";
+}
+
+// allowed_token_ids, bad words and min_tokens (its stop tokens masked) are cleared bits
+// of vt::Sample's rows on the device, in graph steps and eager ones: the CPU engine's
+// tokens (its host Sampler masks the logits), and not those of unmasked decoding.
+TEST_P(DecodeGraphEngineTest, MaskedRequestsEqualTheCpuEngine) {
+  const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
+  if (gpus.empty()) GTEST_SKIP() << "no GPU here";
+  const auto prompts = ReadIds(GetParam(), "prompt_ids");
+  const auto plain = RunPrompts(GetParam(), vt::kCpu, true, prompts);
+  const auto edit = [&plain](SamplingParams& p, size_t i) {
+    const std::vector<int32_t>& greedy = plain[i];
+    if (i % 3 == 0) {
+      p.bad_words_token_ids = {{greedy[0]}, {greedy[1], greedy[2]}};
+    } else if (i % 3 == 1) {
+      for (int32_t t = 0; t < 64; ++t) p.allowed_token_ids.push_back(t);
+    } else {
+      p.min_tokens = 6;
+      p.stop_token_ids = {greedy[0], greedy[3]};
+    }
+  };
+  const auto cpu = RunPrompts(GetParam(), vt::kCpu, true, prompts, false, nullptr, std::nullopt, false, -1, nullptr, edit);
+  size_t differ = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) differ += plain[i] != cpu[i];
+  EXPECT_GT(differ, 0u) << "the masks changed no prompt's tokens: the test is weak";
+  for (vt::Device device : gpus) {
+    for (bool eager : {true, false}) {
+      SCOPED_TRACE(device.ToString() + (eager ? " eager" : " graphs"));
+      vt::reach::Reset();
+      const auto got = RunPrompts(GetParam(), device, eager, prompts, false, nullptr, std::nullopt, false, -1, nullptr, edit);
+      EXPECT_GT(vt::reach::Count("ModelRunner::SampleMasksOnDevice"), 0u);
+      EXPECT_EQ(vt::reach::Count("ModelRunner::HostSampler"), 0u);
+      if (!eager) {
+        EXPECT_GT(vt::reach::Count("ModelRunner::DecodeGraph"), 0u);
+      }
+      for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], cpu[i]) << "prompt " << i;
+    }
+  }
 }
 
 // Logprobs (top 5 and the sampled token's) come from vt::TopLogprobs on the device, in
