@@ -126,10 +126,14 @@ class LLMEngine {
   // --speculative-config: the MTP head and its proposer (handed to the runner).
   void BuildProposer(const ModelOptions& options);
   void Log(const std::string& line) const;
-  // Advances the request's grammar by the step's tokens. The status to finish it with
-  // when the grammar has terminated (its stop token accepted under ignore_eos) or
-  // refused a token; nullopt while it goes on.
-  std::optional<RequestStatus> AdvanceGrammar(const RequestUpdate& update);
+  // Advances the grammar of every unfinished request of the step by its new tokens,
+  // all at once (StructuredOutputManager::AcceptTokensOfStep): whether each one took
+  // them, by request id (requests without a grammar are absent).
+  std::unordered_map<std::string, bool> AdvanceGrammars(const std::vector<RequestUpdate>& updates);
+  // The status to finish a request with when its grammar has terminated (its stop
+  // token accepted under ignore_eos) or refused a token; nullopt while it goes on.
+  std::optional<RequestStatus> GrammarEnd(const RequestUpdate& update,
+                                          const std::unordered_map<std::string, bool>& accepted);
 
   // Starts the tensor-parallel workers (before model_, which holds their group, and
   // destroyed after it); null for one rank.

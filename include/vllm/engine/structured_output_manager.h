@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "vllm/core/request.h"
@@ -101,12 +102,22 @@ class StructuredOutputManager {
   // `</think>` when reasoning ends among them). Returns false when the matcher
   // refused one (the mask allowed no token, or a stop string cut the output).
   bool AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids);
+  // AcceptTokens of every (request, its new tokens) of a step, the results in order;
+  // on the mask threads when there are at least kAcceptRowsPerThread requests a
+  // thread (a JSON schema's matcher takes ~5 us a token on the GPU machine's host: 64
+  // of them one after another were ~0.3 ms of a step that no forward hides). The
+  // requests are distinct.
+  using AcceptItem = std::pair<StructuredOutputRequest*, const std::vector<int32_t>*>;
+  static constexpr size_t kAcceptRowsPerThread = 4;
+  std::vector<bool> AcceptTokensOfStep(const std::vector<AcceptItem>& items);
 
   int64_t num_cached_grammars() const { return static_cast<int64_t>(cache_.size()); }
   const StructuredOutputStats& stats() const { return stats_; }
 
  private:
   std::shared_ptr<const structured_output::CompiledGrammar> Compile(const StructuredOutputsParams& spec);
+  // AcceptTokens without the stats: `accepted` counts the tokens the matcher took.
+  bool Advance(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids, int64_t& accepted) const;
   bool OpensReasoning(const std::vector<int32_t>& prompt_token_ids) const;
 
   const Tokenizer* tokenizer_;

@@ -324,13 +324,8 @@ void StructuredOutputManager::AwaitFill() {
   }
 }
 
-bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {
-  const auto start = std::chrono::steady_clock::now();
-  struct Timed {
-    StructuredOutputStats& stats;
-    std::chrono::steady_clock::time_point start;
-    ~Timed() { stats.accept_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-  } timed{stats_, start};
+bool StructuredOutputManager::Advance(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids,
+                                      int64_t& accepted) const {
   auto first = new_token_ids.begin();
   if (!request.reasoning_ended) {
     first = std::find(new_token_ids.begin(), new_token_ids.end(), *think_end_id_);
@@ -340,9 +335,51 @@ bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, con
   }
   for (auto it = first; it != new_token_ids.end(); ++it) {
     if (request.matcher.IsTerminated() || !request.matcher.AcceptToken(*it)) return false;
-    ++stats_.num_accepted_tokens;
+    ++accepted;
   }
   return true;
+}
+
+bool StructuredOutputManager::AcceptTokens(StructuredOutputRequest& request, const std::vector<int32_t>& new_token_ids) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool ok = Advance(request, new_token_ids, stats_.num_accepted_tokens);
+  stats_.accept_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ok;
+}
+
+std::vector<bool> StructuredOutputManager::AcceptTokensOfStep(const std::vector<AcceptItem>& items) {
+  const size_t threads = pool_ ? std::min(static_cast<size_t>(mask_threads_), items.size() / kAcceptRowsPerThread) : 0;
+  if (threads < 2) {
+    std::vector<bool> ok;
+    for (const auto& [request, tokens] : items) ok.push_back(AcceptTokens(*request, *tokens));
+    return ok;
+  }
+  if (pending_) AwaitFill();  // the pool's threads are the fill's until then
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<uint8_t> ok(items.size(), 0);           // bytes: threads write neighbours
+  std::vector<int64_t> accepted(threads * 16, 0);     // a counter a thread, a cache line apart
+  std::vector<std::exception_ptr> errors(threads);
+  const std::function<void(int)> work = [&](int t) {
+    try {
+      for (size_t i = static_cast<size_t>(t); i < items.size(); i += threads) {
+        ok[i] = Advance(*items[i].first, *items[i].second, accepted[static_cast<size_t>(t) * 16]) ? 1 : 0;
+      }
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  if (fill_during_forward_) {  // the workers alone (first_worker 0)
+    pool_->Start(static_cast<int>(threads), work);
+    pool_->Wait();
+  } else {
+    pool_->Run(static_cast<int>(threads), work);
+  }
+  for (size_t t = 0; t < threads; ++t) stats_.num_accepted_tokens += accepted[t * 16];
+  stats_.accept_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return {ok.begin(), ok.end()};
 }
 
 }  // namespace vllm

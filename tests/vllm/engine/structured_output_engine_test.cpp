@@ -301,6 +301,47 @@ TEST(StructuredOutputEngineTest, ARecycledBitmaskIsWhollyRewritten) {
   EXPECT_EQ(second.grammar_bitmask, expected.grammar_bitmask);
 }
 
+// A step's matchers advanced together on the mask threads (AcceptTokensOfStep, both
+// pool kinds) end where one-by-one AcceptTokens leaves them: the same results (a
+// refused token included), the same next masks, the same accepted-token count.
+TEST(StructuredOutputEngineTest, MatchersAdvancedTogetherEqualOneByOne) {
+  const Tokenizer tokenizer = Tokenizer::FromHfDirectory(std::string(VT_TEST_DATA_DIR) + "/openai_server/tokenizer");
+  const int32_t vocab = tokenizer.vocab_size();
+  const int64_t words = (vocab + 31) / 32;
+  StructuredOutputManager serial(&tokenizer, {0}, vocab, "", 1, false, false);
+  StructuredOutputManager sync(&tokenizer, {0}, vocab, "", 3, false, false);
+  StructuredOutputManager overlapped(&tokenizer, {0}, vocab, "", 4, false, true);
+  for (StructuredOutputManager* together : {&sync, &overlapped}) {
+    std::vector<std::shared_ptr<StructuredOutputRequest>> one, all;
+    std::vector<std::vector<int32_t>> tokens;
+    for (int i = 0; i < 24; ++i) {
+      const SamplingParams params = Constrained(i % 2 ? "[a-z]{5,20}-[0-9]{3,9}" : "(yes|no) [0-9]{2}", i);
+      const std::vector<int32_t> prompt = tokenizer.Encode("p");
+      one.push_back(serial.MakeRequest(params, prompt));
+      all.push_back(together->MakeRequest(params, prompt));
+      // Odd: letters the grammar takes; even: "yes" then, every fourth, "?" (refused).
+      tokens.push_back(tokenizer.Encode(i % 2 ? "abcdef" : (i % 4 == 0 ? "yes?" : "yes 4")));
+    }
+    std::vector<StructuredOutputManager::AcceptItem> items;
+    for (size_t i = 0; i < all.size(); ++i) items.emplace_back(all[i].get(), &tokens[i]);
+    const int64_t before = together->stats().num_accepted_tokens, serial_before = serial.stats().num_accepted_tokens;
+    const std::vector<bool> got = together->AcceptTokensOfStep(items);
+    ASSERT_EQ(got.size(), all.size());
+    int refused = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(got[i], serial.AcceptTokens(*one[i], tokens[i])) << "request " << i;
+      refused += !got[i];
+      if (!got[i]) continue;
+      std::vector<uint32_t> a(words), b(words);
+      one[i]->matcher.FillNextTokenBitmask(a);
+      all[i]->matcher.FillNextTokenBitmask(b);
+      EXPECT_EQ(a, b) << "request " << i;
+    }
+    EXPECT_EQ(refused, 6);
+    EXPECT_EQ(together->stats().num_accepted_tokens - before, serial.stats().num_accepted_tokens - serial_before);
+  }
+}
+
 TEST(StructuredOutputEngineTest, AGrammarThatEndsFinishesTheRequestUnderIgnoreEos) {
   LLMEngine engine(TestConfig());
   SamplingParams p = Constrained("(yes|no)", 1);
