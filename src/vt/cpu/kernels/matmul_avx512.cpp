@@ -14,6 +14,7 @@
 #include "matmul_float_x86.h"
 #include "matmul_int8_x86.h"
 #include "matmul_kquant_avx512.h"
+#include "matmul_q8_0_gemv_avx512.h"
 
 namespace vt::cpu::matmul {
 namespace {
@@ -209,8 +210,12 @@ void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
     case DType::kQ4_K: RunKQuantTiles512<Q4KPairs>(p, n_begin, n_end); return;
     case DType::kQ5_K: RunKQuantTiles512<Q5KPairs>(p, n_begin, n_end); return;
     case DType::kQ6_K: RunKQuantTiles512<Q6KPairs>(p, n_begin, n_end); return;
-    default: RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end); return;
+    case DType::kQ8_0:
+      if (p.m <= kGemvMaxRows) return RunQ8_0Gemv512(p, n_begin, n_end);
+      break;
+    default: break;
   }
+  RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end);
 }
 
 }  // namespace vt::cpu::matmul
