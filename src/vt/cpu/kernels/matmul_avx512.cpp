@@ -179,7 +179,8 @@ void RunBf16DequantizedPanels(const Problem& p, int64_t n_begin, int64_t n_end) 
 
 template <class Pairs>
 void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  RunGemvOrGemm<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
+  if (p.m <= kGemvMaxRows) return RunGemvInTwoStreams<KQuantTiles512<Pairs>>(p, n_begin, n_end);
+  RunTiles<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
 }
 
 }  // namespace

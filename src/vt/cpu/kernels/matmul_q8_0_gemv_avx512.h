@@ -31,9 +31,6 @@ namespace vt::cpu::matmul {
 namespace {
 
 struct Q8_0Gemv512 {
-  // Bytes ahead of the block being read whose weight lines each step prefetches.
-  static constexpr int64_t kPrefetchBytes = 2048;
-
   // out[m0 .. m0+RM, n0] for the single weight row of panel (RN == 1).
   template <int RM, int RN>
   static void Tile(const Problem& p, int64_t m0, int64_t n0, const WeightPanel& panel) {
@@ -54,7 +51,7 @@ struct Q8_0Gemv512 {
     int64_t b = 0;
     for (; b + 8 <= num_blocks; b += 8) {
       const char* here = reinterpret_cast<const char*>(w + b);
-      for (int line = 0; line < 8 * 34; line += 64) _mm_prefetch(here + kPrefetchBytes + line, _MM_HINT_T2);
+      for (int line = 0; line < 8 * 34; line += 64) _mm_prefetch(here + kGemvPrefetchBytes + line, _MM_HINT_T2);
       const __m256i d_words = _mm256_i32gather_epi32(reinterpret_cast<const int*>(here), scale_offsets, 1);
       const __m256 w_scales = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d_words));
       __m512 scales[RM];  // lanes 0..7: block b + lane's d_w d_x (upper 8 lanes unused)
@@ -93,11 +90,9 @@ struct Q8_0Gemv512 {
   }
 };
 
-// The Q8_0 GEMV over weight rows n_begin .. n_end, in address order.
+// The Q8_0 GEMV over weight rows n_begin .. n_end.
 [[gnu::noinline]] void RunQ8_0Gemv512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    TileWithRows<Q8_0Gemv512, kGemvMaxRows, 1>(static_cast<int>(p.m), p, 0, n, {p.WeightRow(n), p.w_row_bytes});
-  }
+  RunGemvInTwoStreams<Q8_0Gemv512>(p, n_begin, n_end);
 }
 
 }  // namespace
