@@ -134,7 +134,7 @@ struct KQuantTiles512 {
       }
       if constexpr (RN == 1) {  // the GEMV path: see kGemvPrefetchBytes
         const char* ahead = reinterpret_cast<const char*>(w[0]) + kGemvPrefetchBytes;
-        for (size_t line = 0; line < sizeof(Block); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T2);
+        for (size_t line = 0; line < sizeof(Block); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
       }
       const int8_t* x[RM];
       for (int i = 0; i < RM; ++i) x[i] = p.x.q + (m0 + i) * p.k + 256 * b;

@@ -51,7 +51,7 @@ struct Q8_0Gemv512 {
     int64_t b = 0;
     for (; b + 8 <= num_blocks; b += 8) {
       const char* here = reinterpret_cast<const char*>(w + b);
-      for (int line = 0; line < 8 * 34; line += 64) _mm_prefetch(here + kGemvPrefetchBytes + line, _MM_HINT_T2);
+      for (int line = 0; line < 8 * 34; line += 64) _mm_prefetch(here + kGemvPrefetchBytes + line, _MM_HINT_T0);
       const __m256i d_words = _mm256_i32gather_epi32(reinterpret_cast<const int*>(here), scale_offsets, 1);
       const __m256 w_scales = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d_words));
       __m512 scales[RM];  // lanes 0..7: block b + lane's d_w d_x (upper 8 lanes unused)

@@ -81,11 +81,14 @@ inline constexpr int64_t kGemvPrefetchRows = 2;
 
 // Kernels that prefetch from inside their block loop (the AVX-512 Q8_0 and K-quant
 // GEMVs) ask, every step, for the weight lines this many bytes ahead of the block they
-// read, into L2, a few lines a step rather than a row in a burst (a burst filled the
-// line fill buffers and stalled the loads of the row being computed). On the 2-core
-// Xeon VM with AMX (2026-12-08), a Q8_0 decode layer (6 GEMVs, 22.8 MB, huge pages),
-// 3 runs each: 1 KiB ahead 14.0-15.0 GB/s, 2 KiB 17.4-19.1, 3 KiB 17.6-19.2, 4 KiB
-// 17.3-18.2, 8 KiB 17.2-18.9; prefetcht0 at 2 KiB 18.5-20.1; prefetchnta 8.9-9.5.
+// read (prefetcht0), a few lines a step rather than a row in a burst (a burst filled
+// the line fill buffers and stalled the loads of the row being computed). On the
+// 2-core Xeon VM with AMX (2026-12-08), a Q8_0 decode layer (6 GEMVs, 22.8 MB, huge
+// pages, one stream), 3 runs each, prefetcht2: 1 KiB ahead 14.0-15.0 GB/s, 2 KiB
+// 17.4-19.1, 3 KiB 17.6-19.2, 4 KiB 17.3-18.2, 8 KiB 17.2-18.9; prefetcht0 at 2 KiB
+// 18.5-20.1; prefetchnta 8.9-9.5. With two streams (RunGemvInTwoStreams), 9 runs
+// each over three alternating rounds: prefetcht0 20.3-26.9 (Q4_K layer 16.7-21.1),
+// prefetcht2 21.1-24.1 (14.8-18.4).
 inline constexpr int64_t kGemvPrefetchBytes = 2048;
 
 // out[0..M, n_begin..n_end) with weights read in place.
