@@ -43,7 +43,7 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  static GgufFile Open(const std::string& path);
+  static GgufFile Open(const std::string& path, FileResidency residency = FileResidency::kMapped);
   static GgufFile Parse(std::shared_ptr<const MappedFile> file);
 
   const std::string& path() const { return file_->path(); }

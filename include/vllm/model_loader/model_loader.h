@@ -32,6 +32,7 @@
 
 #include "vllm/config/model_config.h"
 #include "vllm/model_loader/gguf_metadata.h"
+#include "vllm/model_loader/mapped_file.h"
 #include "vt/tensor.h"
 
 namespace vllm {
@@ -51,6 +52,9 @@ struct LoadOptions {
   // Also load the MTP module (speculative decoding): every weight of MtpWeightSpecs
   // must then be there; a model without one (mtp_num_hidden_layers 0) is an error.
   bool load_mtp = false;
+  // Where a GGUF's bytes live (mapped_file.h): the CPU engine asks for a huge-page
+  // copy when the file fits comfortably in memory (LLMEngine).
+  FileResidency weight_residency = FileResidency::kMapped;
   WarningSink on_warning;  // empty: warnings go to stderr
 };
 

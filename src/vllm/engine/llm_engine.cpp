@@ -84,6 +84,18 @@ std::string PrefixCachingReason(std::optional<bool> asked, bool attention_only, 
          " GiB)";
 }
 
+// A GGUF file (not a folder or an embedded file) of at most half the memory the OS
+// reports available: then the CPU engine reads it into huge pages (FileResidency)
+// rather than mapping it; a larger one stays mapped, so the OS can page it.
+bool FitsInMemoryTwice(const std::string& path) {
+  std::error_code error;
+  if (IsEmbeddedFile(path) || !std::filesystem::is_regular_file(path, error)) return false;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, error);
+  if (error) return false;
+  const auto available = vt::GetDeviceBackend(vt::DeviceType::kCPU).GetMemoryInfo(0).free_bytes;
+  return file_bytes <= static_cast<uintmax_t>(available) / 2;
+}
+
 int64_t CheckpointBytes(const LoadedModel& loaded) {
   int64_t bytes = 0;
   for (const auto& [name, t] : loaded.weights.all()) bytes += vt::BytesFor(t.dtype(), t.numel());
@@ -102,6 +114,9 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   if (on_progress) on_progress(0, 3);
   LoadOptions load_options = config.load_options;
   if (config.speculative_config) load_options.load_mtp = true;
+  if (config.device.type == vt::DeviceType::kCPU && FitsInMemoryTwice(config.model)) {
+    load_options.weight_residency = FileResidency::kHugePageCopy;
+  }
   loaded_ = LoadModel(config.model, load_options);
   CheckEosIds(loaded_.config, config.model);
   tokenizer_ = LoadTokenizer(config, loaded_);

@@ -109,7 +109,7 @@ LoadedModel LoadGgufFile(const std::string& path, const LoadOptions& options) {
   LoadedModel model;
   model.format = CheckpointFormat::kGguf;
   model.path = path;
-  const GgufFile file = GgufFile::Open(path);
+  const GgufFile file = GgufFile::Open(path, options.weight_residency);
   model.config = ModelConfigFromGguf(file, [&](const std::string& m) { detail::EmitWarning(model, options.on_warning, m); });
   ApplyValueHeadOrder(model.config, options.gdn_value_head_order);
   const std::vector<WeightSpec> specs = detail::WeightSpecsToLoad(model.config, options, path);

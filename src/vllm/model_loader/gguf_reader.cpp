@@ -252,7 +252,9 @@ const GgmlTypeInfo& GgufTensorInfo::Type() const {
   return *info;
 }
 
-GgufFile GgufFile::Open(const std::string& path) { return Parse(MappedFile::Open(path)); }
+GgufFile GgufFile::Open(const std::string& path, FileResidency residency) {
+  return Parse(MappedFile::Open(path, residency));
+}
 
 GgufFile GgufFile::Parse(std::shared_ptr<const MappedFile> file) {
   GgufFile g;

@@ -12,8 +12,41 @@
 #include "vt/error.h"
 
 namespace vllm {
+namespace {
 
-std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// `size` bytes of fd read into fresh anonymous memory, 2 MiB-aligned (a huge page
+// maps only an aligned 2 MiB range) and advised to use transparent huge pages, then
+// made read-only like the mapping it replaces. Returns the memory and its mapped
+// length, or nullptr where the kernel refuses (the caller then maps the file).
+const uint8_t* ReadIntoHugePages(int fd, size_t size, const std::string& path, size_t* mapped_bytes) {
+  const size_t length = (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* raw = ::mmap(nullptr, length + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > start) ::munmap(raw, aligned - start);
+  if (kHugePageBytes > aligned - start) ::munmap(reinterpret_cast<void*>(aligned + length), kHugePageBytes - (aligned - start));
+  auto* p = reinterpret_cast<uint8_t*>(aligned);
+  ::madvise(p, length, MADV_HUGEPAGE);  // a kernel without THP ignores or refuses it: small pages then
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::pread(fd, p + done, size - done, static_cast<off_t>(done));
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::munmap(p, length);
+      throw vt::Error(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::mprotect(p, length, PROT_READ);
+  *mapped_bytes = length;
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path, FileResidency residency) {
   if (const EmbeddedFile* embedded = FindEmbeddedFile(path)) {
     std::shared_ptr<MappedFile> file(new MappedFile());
     file->path_ = path;
@@ -32,7 +65,11 @@ std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
   file->size_ = static_cast<size_t>(st.st_size);
-  if (file->size_ > 0) {
+  if (file->size_ > 0 && residency == FileResidency::kHugePageCopy) {
+    file->data_ = ReadIntoHugePages(fd, file->size_, path, &file->mapped_bytes_);
+    file->mapped_ = file->data_ != nullptr;
+  }
+  if (file->size_ > 0 && !file->mapped_) {
     void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
@@ -41,6 +78,7 @@ std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
     }
     file->data_ = static_cast<const uint8_t*>(p);
     file->mapped_ = true;
+    file->mapped_bytes_ = file->size_;
   }
   ::close(fd);
   return file;
@@ -56,7 +94,7 @@ std::shared_ptr<const MappedFile> MappedFile::FromBytes(std::vector<uint8_t> byt
 }
 
 MappedFile::~MappedFile() {
-  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
 }
 
 }  // namespace vllm

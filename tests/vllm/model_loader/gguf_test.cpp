@@ -91,6 +91,22 @@ TEST(GgufTest, WriterAndReaderRoundTripEveryValueType) {
   EXPECT_EQ(file.FindTensor("b.weight")->offset % 64, 0u);
 }
 
+// The CPU engine's huge-page copy (FileResidency::kHugePageCopy) holds the file's
+// bytes exactly, 2 MiB-aligned, and parses to the same tensors as the mapping.
+TEST(GgufTest, HugePageCopyHoldsTheFileBytes) {
+  testing::TempDir dir;
+  const std::vector<uint8_t> bytes = ValidFile();
+  std::ofstream(dir.File("copy.gguf"), std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                                  static_cast<std::streamsize>(bytes.size()));
+  const auto copy = MappedFile::Open(dir.File("copy.gguf"), FileResidency::kHugePageCopy);
+  ASSERT_EQ(copy->size(), bytes.size());
+  EXPECT_EQ(std::memcmp(copy->data(), bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(copy->data()) % (uintptr_t{2} << 20), 0u);
+  const GgufFile mapped = GgufFile::Open(dir.File("copy.gguf"));
+  const GgufFile copied = GgufFile::Open(dir.File("copy.gguf"), FileResidency::kHugePageCopy);
+  EXPECT_EQ(copied.Tensor("t").ToFloatVector(), mapped.Tensor("t").ToFloatVector());
+}
+
 TEST(GgufTest, TensorsAreViewsIntoTheMappedFile) {
   const std::vector<uint8_t> bytes = ValidFile();
   auto mapped = MappedFile::FromBytes(bytes, "view.gguf");

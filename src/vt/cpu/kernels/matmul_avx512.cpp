@@ -14,6 +14,7 @@
 #include "matmul_float_x86.h"
 #include "matmul_int8_x86.h"
 #include "matmul_kquant_avx512.h"
+#include "matmul_q8_0_gemv_avx512.h"
 
 namespace vt::cpu::matmul {
 namespace {
@@ -178,7 +179,8 @@ void RunBf16DequantizedPanels(const Problem& p, int64_t n_begin, int64_t n_end) 
 
 template <class Pairs>
 void RunKQuantTiles512(const Problem& p, int64_t n_begin, int64_t n_end) {
-  RunGemvOrGemm<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
+  if (p.m <= kGemvMaxRows) return RunGemvInTwoStreams<KQuantTiles512<Pairs>>(p, n_begin, n_end);
+  RunTiles<KQuantTiles512<Pairs>, Int8Shape::kKQuantRows, Int8Shape::kKQuantCols>(p, n_begin, n_end);
 }
 
 }  // namespace
@@ -209,8 +211,12 @@ void MatMulRowsAvx512(const Problem& p, int64_t n_begin, int64_t n_end) {
     case DType::kQ4_K: RunKQuantTiles512<Q4KPairs>(p, n_begin, n_end); return;
     case DType::kQ5_K: RunKQuantTiles512<Q5KPairs>(p, n_begin, n_end); return;
     case DType::kQ6_K: RunKQuantTiles512<Q6KPairs>(p, n_begin, n_end); return;
-    default: RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end); return;
+    case DType::kQ8_0:
+      if (p.m <= kGemvMaxRows) return RunQ8_0Gemv512(p, n_begin, n_end);
+      break;
+    default: break;
   }
+  RunInt8Tiles<VnniInt8, Int8Shape>(p, n_begin, n_end);
 }
 
 }  // namespace vt::cpu::matmul

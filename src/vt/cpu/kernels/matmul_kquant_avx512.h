@@ -132,6 +132,10 @@ struct KQuantTiles512 {
         w[j] = reinterpret_cast<const Block*>(panel.Row(j)) + b;
         h[j] = Format::LoadHeader(*w[j]);
       }
+      if constexpr (RN == 1) {  // the GEMV path: see kGemvPrefetchBytes
+        const char* ahead = reinterpret_cast<const char*>(w[0]) + kGemvPrefetchBytes;
+        for (size_t line = 0; line < sizeof(Block); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+      }
       const int8_t* x[RM];
       for (int i = 0; i < RM; ++i) x[i] = p.x.q + (m0 + i) * p.k + 256 * b;
       __m512i isum[kChains<RM, RN>][RM][RN];
