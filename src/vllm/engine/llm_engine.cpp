@@ -114,7 +114,9 @@ LLMEngine::LLMEngine(const EngineConfig& config, const std::function<void(int64_
   if (on_progress) on_progress(0, 3);
   LoadOptions load_options = config.load_options;
   if (config.speculative_config) load_options.load_mtp = true;
-  if (config.device.type == vt::DeviceType::kCPU && FitsInMemoryTwice(config.model)) {
+  // One rank only: a tensor-parallel rank maps the file and touches only its shard.
+  const bool one_cpu_rank = config.device.type == vt::DeviceType::kCPU && config.tensor_parallel_size == 1;
+  if (one_cpu_rank && FitsInMemoryTwice(config.model)) {
     load_options.weight_residency = FileResidency::kHugePageCopy;
   }
   loaded_ = LoadModel(config.model, load_options);
