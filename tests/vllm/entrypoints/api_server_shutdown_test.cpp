@@ -187,6 +187,33 @@ TEST(ApiServerShutdownTest, ASecondSignalExitsAtOnce) {
 // On a terminal (a pseudo-terminal here) `serve` draws a loading bar that ends at
 // N/N, then the startup line naming the device, dtype, weight format, KV cache in
 // tokens and GiB, the maximum concurrency and prefix caching.
+// A stop that comes before Serve, or while it starts, is not lost: `vllm-cpp serve`'s
+// signal thread starts before Serve, and a SIGTERM just after the startup line once
+// left the server running (ServeOnATerminal... timed out in ctest).
+TEST(ApiServerShutdownTest, AStopBeforeOrAsServeStartsEndsIt) {
+  const EngineConfig engine = testing::ServerEngineConfig();
+  for (int delay_us : {-1, 0, 50, 500, 5000}) {
+    SCOPED_TRACE("delay " + std::to_string(delay_us) + " us");
+    std::vector<std::unique_ptr<LLMEngine>> replicas;
+    replicas.push_back(std::make_unique<LLMEngine>(engine));
+    openai::ApiServer server(std::move(replicas), testing::QuietServerConfig(), 0);
+    server.Bind();
+    if (delay_us < 0) server.Stop();  // strictly before: Serve returns at once
+    std::thread stopper([&] {
+      if (delay_us < 0) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      server.Shutdown();
+    });
+    auto served = std::async(std::launch::async, [&] { server.Serve(); });
+    EXPECT_EQ(served.wait_for(std::chrono::seconds(30)), std::future_status::ready) << "the stop was lost";
+    stopper.join();
+    if (served.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      server.Stop();  // a lost stop: end it anyway, so that the test fails instead of hanging
+      served.wait();
+    }
+  }
+}
+
 TEST(ApiServerShutdownTest, ServeOnATerminalShowsLoadingProgressAndTheStartupLine) {
   int terminal = -1;
   const pid_t pid = forkpty(&terminal, nullptr, nullptr, nullptr);

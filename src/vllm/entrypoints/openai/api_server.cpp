@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -138,6 +140,9 @@ struct ApiServer::Impl {
   ServingChat chat{context};
   ServingTokenization tokenization{context};
   HttpServer http;
+  // Stop() before the listener runs would do nothing (httplib stops only a running
+  // server): Serve and Stop tell each other (ApiServer::Serve).
+  std::atomic<bool> serve_entered{false}, stop_requested{false}, serve_ended{false};
   std::mutex log_mutex;
 
   Impl(std::vector<std::unique_ptr<LLMEngine>> replicas, ServerConfig server_config, int cpu_threads_per_replica)
@@ -408,9 +413,26 @@ int ApiServer::Bind() {
   return port;
 }
 
-void ApiServer::Serve() { impl_->http.listen_after_bind(); }
+// A stop can come before the listener runs: the serve command's signal thread starts
+// before Serve, and a SIGTERM just after the startup line was lost (the server ran on).
+// Serve announces itself, then listens unless a stop came first; a Stop that finds
+// Serve entered waits for the listener to run (or to end) so that httplib's stop()
+// has something to stop. Whichever of the two flags is set second sees the other.
+void ApiServer::Serve() {
+  impl_->serve_entered.store(true);
+  if (!impl_->stop_requested.load()) impl_->http.listen_after_bind();
+  impl_->serve_ended.store(true);
+}
 
-void ApiServer::Stop() { impl_->http.stop(); }
+void ApiServer::Stop() {
+  impl_->stop_requested.store(true);
+  if (impl_->serve_entered.load()) {
+    while (!impl_->http.is_running() && !impl_->serve_ended.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  impl_->http.stop();
+}
 
 std::optional<std::string> ApiServer::engine_dead() const {
   std::lock_guard lock(impl_->dead_mutex);
