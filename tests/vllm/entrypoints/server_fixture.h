@@ -64,7 +64,7 @@ class TestServer {
       : server_(Replicas(engine, data_parallel_size), config, data_parallel_size > 1 ? engine.num_threads : 0) {
     port_ = server_.Bind();
     thread_ = std::thread([this] { server_.Serve(); });
-    // Serving has begun once a request is answered (Stop() before that would be lost).
+    // Serving has begun once a request is answered.
     for (int attempt = 0; attempt < 500 && !Client().Get("/health"); ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
