@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "vllm/model_loader/embedded_files.h"
 #include "vt/error.h"
@@ -30,14 +34,37 @@ const uint8_t* ReadIntoHugePages(int fd, size_t size, const std::string& path, s
   if (kHugePageBytes > aligned - start) ::munmap(reinterpret_cast<void*>(aligned + length), kHugePageBytes - (aligned - start));
   auto* p = reinterpret_cast<uint8_t*>(aligned);
   ::madvise(p, length, MADV_HUGEPAGE);  // a kernel without THP ignores or refuses it: small pages then
-  for (size_t done = 0; done < size;) {
-    const ssize_t n = ::pread(fd, p + done, size - done, static_cast<off_t>(done));
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::munmap(p, length);
-      throw vt::Error(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(err));
+  // Chunks of 64 MiB on up to 8 threads: each fresh huge page is zeroed by the kernel
+  // on its first touch, which one thread did at ~0.3-2.5 GB/s on a 2-core VM.
+  constexpr size_t kChunk = size_t{64} << 20;
+  const size_t chunks = (size + kChunk - 1) / kChunk;
+  const size_t threads = std::min<size_t>({chunks, 8, std::max(1u, std::thread::hardware_concurrency())});
+  std::atomic<size_t> next{0};
+  std::vector<int> errors(threads, 0);
+  std::vector<size_t> failed_at(threads, 0);
+  const auto read_chunks = [&](size_t t) {
+    for (size_t c = next++; c < chunks && errors[t] == 0; c = next++) {
+      const size_t end = std::min(size, (c + 1) * kChunk);
+      for (size_t done = c * kChunk; done < end;) {
+        const ssize_t n = ::pread(fd, p + done, end - done, static_cast<off_t>(done));
+        if (n <= 0) {
+          errors[t] = n < 0 ? errno : EIO;
+          failed_at[t] = done;
+          break;
+        }
+        done += static_cast<size_t>(n);
+      }
     }
-    done += static_cast<size_t>(n);
+  };
+  {
+    std::vector<std::jthread> workers;
+    for (size_t t = 1; t < threads; ++t) workers.emplace_back(read_chunks, t);
+    read_chunks(0);
+  }  // joined
+  for (size_t t = 0; t < threads; ++t) {
+    if (errors[t] == 0) continue;
+    ::munmap(p, length);
+    throw vt::Error(path + ": read failed at byte " + std::to_string(failed_at[t]) + ": " + std::strerror(errors[t]));
   }
   ::mprotect(p, length, PROT_READ);
   *mapped_bytes = length;
