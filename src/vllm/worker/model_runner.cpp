@@ -329,7 +329,10 @@ vt::Tensor ModelRunner::BitmaskRows(const InputBatch& batch, const GrammarBitmas
       std::fill(bits.begin(), bits.end(), ~uint32_t{0});
     }
     const std::span<uint32_t> mine = bits.subspan(static_cast<size_t>(at * words), static_cast<size_t>(words));
-    if (row >= 0) std::memcpy(mine.data(), grammar.Row(row).data(), grammar_words * sizeof(uint32_t));
+    if (row >= 0) {  // tokens past the grammar's words are none it allows
+      std::memcpy(mine.data(), grammar.Row(row).data(), grammar_words * sizeof(uint32_t));
+      std::fill(mine.begin() + grammar_words, mine.end(), 0u);
+    }
     if (masked) Sampler::ApplyDeviceMask(request, mine, vocab);
   }
   if (bits.empty()) return {};
