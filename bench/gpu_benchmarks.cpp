@@ -279,6 +279,29 @@ Row RmsNormRow(Device device, int64_t rows, int64_t dim, std::mt19937& rng) {
   return {"RmsNorm [" + std::to_string(rows) + ", " + std::to_string(dim) + "] bf16", seconds, 4.0 * rows * dim, 0};
 }
 
+// The sampler's rows of a decode step: vt::Sample (temperature 1, top-p 0.9) and
+// vt::TopLogprobs (top 20) over [rows, 248320] f32 logits, each reading the logits
+// (Sample's top-p filter reads them several times: its bytes count one pass).
+Row SamplerRow(Device device, int64_t rows, bool logprobs, std::mt19937& rng) {
+  constexpr int64_t kVocab = 248320;
+  const Tensor x = Random({rows, kVocab}, DType::kF32, device, rng);
+  const Tensor token = Tensor::Zeros({rows}, DType::kI32).To(device);
+  const std::string shape = "[" + std::to_string(rows) + ", " + std::to_string(kVocab) + "] f32";
+  if (logprobs) {
+    const Tensor ids = Tensor::Empty({rows, 1 + kMaxTopLogprobs}, DType::kI32, device);
+    const Tensor values = Tensor::Empty({rows, 1 + kMaxTopLogprobs}, DType::kF32, device);
+    const double seconds = SecondsPerCall(device, 50, [&](int) {
+      TopLogprobs({.x = x, .token = token, .ids = ids, .values = values});
+    });
+    return {"TopLogprobs k=20 " + shape, seconds, 4.0 * rows * kVocab, 0};
+  }
+  std::vector<SampleRow> params(static_cast<size_t>(rows), SampleRow{.temperature = 1.0f, .top_p = 0.9f});
+  const Tensor words = Tensor::FromVector(SampleRowWords(params), {rows, kSampleRowWords}).To(device);
+  const Tensor out = Tensor::Empty({rows}, DType::kI32, device);
+  const double seconds = SecondsPerCall(device, 50, [&](int) { Sample({.x = x, .params = words, .out = out}); });
+  return {"Sample T=1 top_p=0.9 " + shape, seconds, 4.0 * rows * kVocab, 0};
+}
+
 int Run(int argc, char** argv) {
   LoadBackends();
   Device device{DeviceType::kCUDA, 0};
@@ -413,6 +436,10 @@ int Run(int argc, char** argv) {
       VT_BENCH_ROW(GdnDecodeRow(device, 256, rng, "whole_head")),
       VT_BENCH_ROW(GdnDecodeRow(device, 256, rng, "column_slices")),
       VT_BENCH_ROW(RmsNormRow(device, 512, 4096, rng)),
+      VT_BENCH_ROW(SamplerRow(device, 1, false, rng)),
+      VT_BENCH_ROW(SamplerRow(device, 64, false, rng)),
+      VT_BENCH_ROW(SamplerRow(device, 1, true, rng)),
+      VT_BENCH_ROW(SamplerRow(device, 64, true, rng)),
   };
 #undef VT_BENCH_ROW
   auto selected = [&](const std::string& call) {
