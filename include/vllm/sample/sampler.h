@@ -90,13 +90,18 @@ class Sampler {
   // the tokens the grammar's bitmask allows, which vt::Argmax takes on the device.
   static bool IsGreedyUnderGrammarOnly(const Request& request);
   // Whether vt::Sample draws this request's token the way Sample would (the same
-  // filters, other random numbers): no logit_bias, logprobs of at most
-  // vt::kMaxTopLogprobs entries (vt::TopLogprobs); a grammar's bitmask goes with it,
-  // allowed_token_ids, bad words and the min_tokens mask as cleared bits of the same
-  // row (ApplyDeviceMask), and penalties are vt::Penalties on the logits first
+  // filters, other random numbers): logprobs of at most vt::kMaxTopLogprobs entries
+  // (vt::TopLogprobs), no logit_bias together with a mask this step; a grammar's
+  // bitmask goes with it, allowed_token_ids, bad words and the min_tokens mask as
+  // cleared bits of the same row (ApplyDeviceMask), logit_bias as a row added to the
+  // logits first (DeviceBiasRow), and penalties are vt::Penalties after it
   // (DevicePenalties). The runner samples such requests on a GPU
   // (ModelRunner::ExecuteWithDeviceSampler, ExecuteGraph).
   static bool SamplesOnDevice(const Request& request);
+  // logit_bias set.
+  static bool HasDeviceBias(const Request& request);
+  // The request's logit_bias as a dense row of the [V] logits (0 elsewhere).
+  static void DeviceBiasRow(const Request& request, std::span<float> row);
   // Whether allowed_token_ids, a bad word or the min_tokens mask (EOS and stop tokens
   // before min_tokens outputs) takes tokens away this step.
   static bool HasDeviceMask(const Request& request);

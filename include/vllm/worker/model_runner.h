@@ -193,6 +193,7 @@ class ModelRunner {
     std::vector<vt::SampleRow> params;
     std::vector<const Request*> penalized;
     std::vector<int> logprobs;
+    std::vector<const Request*> biased;  // row n's logit_bias is added first (null: none)
   };
   // What a draw brings back: every row's token and, when a row asked for logprobs,
   // vt::TopLogprobs' ids and values [N, columns] (column 0 the token).
@@ -220,6 +221,9 @@ class ModelRunner {
   DeviceDraws DrawOnDevice(const vt::Tensor& logits, const DeviceDrawRows& rows, const DrawMasks& masks);
   // vt::Penalties on the rows of `penalized` (see DrawOnDevice); nothing when all are null.
   void PenalizeOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& penalized);
+  // Adds each request's logit_bias row (Sampler::DeviceBiasRow) to its row of `logits`
+  // (vt::Add, a [V] upload a biased row); nothing when all are null.
+  void BiasOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& biased);
   // Every sampling request drawn by vt::Sample (a decode graph's sampler; a grammar
   // as its bitmask), no drafts, no prompt logprobs.
   static bool SamplesOnDeviceOnly(const InputBatch& batch);
@@ -258,7 +262,7 @@ class ModelRunner {
   Sampler sampler_;
   std::unique_ptr<DecodeGraphs> decode_graphs_;  // null: every step runs eagerly
   std::unique_ptr<vt::HostUpload> grammar_upload_, sample_params_upload_;  // made on first use
-  std::unique_ptr<vt::HostUpload> sample_mask_upload_;
+  std::unique_ptr<vt::HostUpload> sample_mask_upload_, bias_upload_;
   std::unique_ptr<vt::HostUpload> penalty_ids_upload_, penalty_params_upload_;
   std::optional<SpeculativeDecoding> speculative_;
   DraftPolicy draft_policy_;  // when speculative_ has no disable_by_batch_size

@@ -183,7 +183,16 @@ std::mt19937_64& Sampler::RngFor(const Request& r) {
 bool Sampler::SamplesOnDevice(const Request& r) {
   const SamplingParams& p = r.sampling_params;
   const bool logprobs_fit = !p.logprobs || (*p.logprobs >= 0 && *p.logprobs <= vt::kMaxTopLogprobs);
-  return logprobs_fit && p.logit_bias.empty();
+  // logit_bias with a mask stays here: when the masks leave no token, Sample drops the
+  // bias with them (ProcessedLogits), which a bias added on the device cannot follow.
+  return logprobs_fit && (p.logit_bias.empty() || !HasDeviceMask(r));
+}
+
+bool Sampler::HasDeviceBias(const Request& r) { return !r.sampling_params.logit_bias.empty(); }
+
+void Sampler::DeviceBiasRow(const Request& r, std::span<float> row) {
+  std::fill(row.begin(), row.end(), 0.0f);
+  for (const auto& [id, bias] : r.sampling_params.logit_bias) row[static_cast<size_t>(id)] += bias;
 }
 
 bool Sampler::HasDeviceMask(const Request& r) {
@@ -229,12 +238,12 @@ bool Sampler::HasPenalties(const Request& r) { return vllm::HasPenalties(r.sampl
 
 bool Sampler::IsPlainGreedy(const Request& r) {
   return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r);
+         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r) && !HasDeviceBias(r);
 }
 
 bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
   return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r);
+         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r) && !HasDeviceBias(r);
 }
 
 std::array<float, 3> Sampler::DevicePenalties(const Request& r) {

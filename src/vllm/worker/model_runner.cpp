@@ -411,7 +411,8 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   // Rows no request samples from on the device stay greedy (their ids are dropped).
   DeviceDrawRows draw{.params = std::vector<vt::SampleRow>(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f}),
                       .penalized = std::vector<const Request*>(static_cast<size_t>(N), nullptr),
-                      .logprobs = std::vector<int>(static_cast<size_t>(N), -1)};
+                      .logprobs = std::vector<int>(static_cast<size_t>(N), -1),
+                      .biased = std::vector<const Request*>(static_cast<size_t>(N), nullptr)};
   std::vector<bool> on_device(batch.requests.size(), false);
   bool host_work = false;
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -427,6 +428,7 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
     draw.params[row] = sampler_.DeviceSampleRow(s.request());
     if (Sampler::HasPenalties(s.request())) draw.penalized[row] = &s.request();
     draw.logprobs[row] = Sampler::DeviceLogprobs(s.request());
+    if (Sampler::HasDeviceBias(s.request())) draw.biased[row] = &s.request();
   }
   DeviceDraws drawn;
   if (N > 0) {
@@ -470,6 +472,26 @@ void ModelRunner::PenalizeOnDevice(const vt::Tensor& logits, const std::vector<c
                  .params = params});
 }
 
+void ModelRunner::BiasOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& biased) {
+  std::vector<int64_t> rows;
+  for (size_t n = 0; n < biased.size(); ++n) {
+    if (biased[n] != nullptr) rows.push_back(static_cast<int64_t>(n));
+  }
+  if (rows.empty()) return;
+  vt::reach::Hit("ModelRunner::LogitBiasOnDevice");
+  const int64_t V = logits.size(1), B = static_cast<int64_t>(rows.size());
+  std::span<float> staged = UploadFor(bias_upload_, logits.device()).Stage<float>(static_cast<size_t>(B * V));
+  for (int64_t i = 0; i < B; ++i) {
+    Sampler::DeviceBiasRow(*biased[static_cast<size_t>(rows[i])], staged.subspan(static_cast<size_t>(i * V), static_cast<size_t>(V)));
+  }
+  const vt::Tensor bias = vt::Tensor::Empty({B, V}, vt::DType::kF32, logits.device());
+  bias_upload_->Upload(bias);
+  for (int64_t i = 0; i < B; ++i) {
+    const vt::Tensor row = logits.Slice(0, rows[i], rows[i] + 1);
+    vt::Add({.a = row, .b = bias.Slice(0, i, i + 1), .out = row});
+  }
+}
+
 TokenLogprobs ModelRunner::DeviceDraws::Logprobs(int64_t row, int k) const {
   return Sampler::LogprobsFromDeviceRow(logprob_ids.data() + row * columns, logprob_values.data() + row * columns, k);
 }
@@ -479,11 +501,14 @@ ModelRunner::DeviceDraws ModelRunner::DrawOnDevice(const vt::Tensor& logits, con
   const int64_t N = logits.size(0), V = logits.size(1);
   const int max_logprobs = rows.logprobs.empty() ? -1 : std::ranges::max(rows.logprobs);
   vt::Tensor raw = logits;  // the logits the logprobs are taken from
-  const bool penalized = std::ranges::any_of(rows.penalized, [](const Request* r) { return r != nullptr; });
-  if (max_logprobs >= 0 && penalized) {
+  const auto any = [](const std::vector<const Request*>& v) {
+    return std::ranges::any_of(v, [](const Request* r) { return r != nullptr; });
+  };
+  if (max_logprobs >= 0 && (any(rows.penalized) || any(rows.biased))) {
     raw = vt::Tensor::Empty(logits.shape(), vt::DType::kF32, logits.device());
     vt::Copy({.src = logits, .dst = raw});
   }
+  BiasOnDevice(logits, rows.biased);  // the host's order: logit_bias, then penalties
   PenalizeOnDevice(logits, rows.penalized);
   const vt::Tensor ids = vt::Tensor::Empty({N}, vt::DType::kI32, logits.device());
   vt::HostUpload& upload = UploadFor(sample_params_upload_, logits.device());
@@ -514,6 +539,7 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
     draw.params.push_back(sampler_.DeviceSampleRow(s.request()));
     draw.penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
     draw.logprobs.push_back(Sampler::DeviceLogprobs(s.request()));
+    draw.biased.push_back(Sampler::HasDeviceBias(s.request()) ? &s.request() : nullptr);
   }
   // The grammar's rows of this batch's requests (all ones for the others), if any,
   // filled by the host while the graph runs, and the requests' own masks.

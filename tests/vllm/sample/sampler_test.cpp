@@ -342,8 +342,13 @@ TEST(SamplerTest, SamplesOnDeviceExcludesWhatNeedsTheHost) {
   EXPECT_TRUE(Sampler::HasPenalties(MakeRequest(penalty)));
   penalty.temperature = 0;  // greedy, but not the raw logits' argmax
   EXPECT_FALSE(Sampler::IsPlainGreedy(MakeRequest(penalty)));
-  SamplingParams bias = p;
+  SamplingParams bias = p;  // a dense row added on the device (DeviceBiasRow)...
   bias.logit_bias = {{1, 2.0f}};
+  EXPECT_TRUE(Sampler::SamplesOnDevice(MakeRequest(bias)));
+  EXPECT_TRUE(Sampler::HasDeviceBias(MakeRequest(bias)));
+  bias.temperature = 0;
+  EXPECT_FALSE(Sampler::IsPlainGreedy(MakeRequest(bias)));
+  bias.bad_words_token_ids = {{3}};  // ...but not with a mask (Sample may drop both)
   EXPECT_FALSE(Sampler::SamplesOnDevice(MakeRequest(bias)));
   SamplingParams min_tokens = p;  // EOS and stop tokens as cleared bits of vt::Sample's row
   min_tokens.min_tokens = 3;
@@ -528,6 +533,46 @@ TEST(SamplerTest, DeviceMasksGiveTheHostsTokens) {
   EXPECT_EQ(row, (std::vector<uint32_t>{1u << 5, 0u}));
   std::vector<float> logits(vocab, 0.0f);
   EXPECT_EQ(sampler.Sample(logits.data(), vocab, MakeRequest(all)).token_id, 5);
+}
+
+// logit_bias on the device (Sampler::DeviceBiasRow added to the row, then vt::Sample)
+// gives the host Sampler's greedy token over random logits and biases of both signs,
+// with penalties after it as on the host (vt::Penalties on the biased row).
+TEST(SamplerTest, DeviceBiasGivesTheHostsTokens) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> logit(-3.0f, 3.0f), bias(-4.0f, 4.0f);
+  std::uniform_int_distribution<int32_t> token(0, 36);
+  const int64_t vocab = 37;
+  Sampler sampler(0);
+  int moved = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SamplingParams p = Greedy();
+    for (int i = 0; i < 1 + trial % 5; ++i) p.logit_bias.emplace_back(token(rng), bias(rng));  // repeats add up
+    if (trial % 3 == 0) p.presence_penalty = 0.7;
+    Request r = MakeRequest(p, {token(rng), token(rng)});
+    r.AppendOutputToken(token(rng));
+    ASSERT_TRUE(Sampler::SamplesOnDevice(r));
+    std::vector<float> logits(vocab);
+    for (float& v : logits) v = logit(rng);
+    const int32_t host = sampler.Sample(logits.data(), vocab, r).token_id;
+    std::vector<float> row(vocab);
+    Sampler::DeviceBiasRow(r, row);
+    const vt::Tensor x = vt::Tensor::FromVector(logits, {1, vocab});
+    vt::Add({.a = x, .b = vt::Tensor::FromVector(row, {1, vocab}), .out = x});
+    const Sampler::PenaltyRows penalties = Sampler::DevicePenaltyRows({Sampler::HasPenalties(r) ? &r : nullptr});
+    if (penalties.length > 0) {
+      const vt::Tensor ids = vt::Tensor::FromVector(penalties.ids, {penalties.length + 1});
+      vt::Penalties({.x = x,
+                     .token_ids = ids.Slice(0, 0, penalties.length).View({1, penalties.length}),
+                     .output_begin = ids.Slice(0, penalties.length, penalties.length + 1),
+                     .params = vt::Tensor::FromVector(penalties.params, {1, 3})});
+    }
+    const vt::Tensor id = vt::Tensor::Empty({1}, vt::DType::kI32);
+    vt::Argmax({.x = x, .out = id});
+    EXPECT_EQ(id.ToIntVector()[0], host) << "trial " << trial;
+    moved += host != std::max_element(logits.begin(), logits.end()) - logits.begin();
+  }
+  EXPECT_GT(moved, 30) << "the biases rarely moved the greedy token: the test is weak";
 }
 
 }  // namespace

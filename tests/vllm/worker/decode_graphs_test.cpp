@@ -412,8 +412,9 @@ TEST_P(DecodeGraphEngineTest, PenalizedTokensEqualTheCpuEngine) {
 }
 
 // allowed_token_ids, bad words and min_tokens (its stop tokens masked) are cleared bits
-// of vt::Sample's rows on the device, in graph steps and eager ones: the CPU engine's
-// tokens (its host Sampler masks the logits), and not those of unmasked decoding.
+// of vt::Sample's rows on the device, and logit_bias a row added to the logits, in
+// graph steps and eager ones: the CPU engine's tokens (its host Sampler adds and masks
+// on the host), and not those of plain decoding.
 TEST_P(DecodeGraphEngineTest, MaskedRequestsEqualTheCpuEngine) {
   const std::vector<vt::Device> gpus = vt::testing::GpuTestDevices();
   if (gpus.empty()) GTEST_SKIP() << "no GPU here";
@@ -421,13 +422,15 @@ TEST_P(DecodeGraphEngineTest, MaskedRequestsEqualTheCpuEngine) {
   const auto plain = RunPrompts(GetParam(), vt::kCpu, true, prompts);
   const auto edit = [&plain](SamplingParams& p, size_t i) {
     const std::vector<int32_t>& greedy = plain[i];
-    if (i % 3 == 0) {
+    if (i % 4 == 0) {
       p.bad_words_token_ids = {{greedy[0]}, {greedy[1], greedy[2]}};
-    } else if (i % 3 == 1) {
+    } else if (i % 4 == 1) {
       for (int32_t t = 0; t < 64; ++t) p.allowed_token_ids.push_back(t);
-    } else {
+    } else if (i % 4 == 2) {
       p.min_tokens = 6;
       p.stop_token_ids = {greedy[0], greedy[3]};
+    } else {  // logit_bias: a dense row added on the device
+      p.logit_bias = {{greedy[0], -50.0f}, {greedy[2], 5.0f}};
     }
   };
   const auto cpu = RunPrompts(GetParam(), vt::kCpu, true, prompts, false, nullptr, std::nullopt, false, -1, nullptr, edit);
