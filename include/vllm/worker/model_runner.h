@@ -190,6 +190,14 @@ class ModelRunner {
   // request whose penalties vt::Penalties applies to row n first; logprobs[n] the k
   // of row n's vt::TopLogprobs (-1: none). Empty penalized / logprobs: none at all.
   struct DeviceDrawRows {
+    // n rows, each greedy with nothing else until Set (a row no request samples from).
+    explicit DeviceDrawRows(int64_t n)
+        : params(static_cast<size_t>(n), vt::SampleRow{.temperature = 0.0f}),
+          penalized(static_cast<size_t>(n), nullptr),
+          logprobs(static_cast<size_t>(n), -1),
+          biased(static_cast<size_t>(n), nullptr) {}
+    // Row n draws request r's token with `sample` (Sampler::DeviceSampleRow).
+    void Set(int64_t n, const Request& r, const vt::SampleRow& sample);
     std::vector<vt::SampleRow> params;
     std::vector<const Request*> penalized;
     std::vector<int> logprobs;

@@ -409,10 +409,7 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
   const vt::Tensor logits = Forward(batch, step.rows);  // [N, V]
   const int64_t N = logits.size(0);
   // Rows no request samples from on the device stay greedy (their ids are dropped).
-  DeviceDrawRows draw{.params = std::vector<vt::SampleRow>(static_cast<size_t>(N), vt::SampleRow{.temperature = 0.0f}),
-                      .penalized = std::vector<const Request*>(static_cast<size_t>(N), nullptr),
-                      .logprobs = std::vector<int>(static_cast<size_t>(N), -1),
-                      .biased = std::vector<const Request*>(static_cast<size_t>(N), nullptr)};
+  DeviceDrawRows draw(N);
   std::vector<bool> on_device(batch.requests.size(), false);
   bool host_work = false;
   for (size_t b = 0; b < batch.requests.size(); ++b) {
@@ -424,11 +421,7 @@ RunnerOutput ModelRunner::ExecuteWithDeviceSampler(InputBatch batch, const Gramm
       continue;
     }
     on_device[b] = true;
-    const int64_t row = step.rows[b].first_row + step.rows[b].num_rows - 1;
-    draw.params[row] = sampler_.DeviceSampleRow(s.request());
-    if (Sampler::HasPenalties(s.request())) draw.penalized[row] = &s.request();
-    draw.logprobs[row] = Sampler::DeviceLogprobs(s.request());
-    if (Sampler::HasDeviceBias(s.request())) draw.biased[row] = &s.request();
+    draw.Set(step.rows[b].first_row + step.rows[b].num_rows - 1, s.request(), sampler_.DeviceSampleRow(s.request()));
   }
   DeviceDraws drawn;
   if (N > 0) {
@@ -472,6 +465,14 @@ void ModelRunner::PenalizeOnDevice(const vt::Tensor& logits, const std::vector<c
                  .params = params});
 }
 
+void ModelRunner::DeviceDrawRows::Set(int64_t n, const Request& r, const vt::SampleRow& sample) {
+  const auto i = static_cast<size_t>(n);
+  params[i] = sample;
+  penalized[i] = Sampler::HasPenalties(r) ? &r : nullptr;
+  logprobs[i] = Sampler::DeviceLogprobs(r);
+  biased[i] = Sampler::HasDeviceBias(r) ? &r : nullptr;
+}
+
 void ModelRunner::BiasOnDevice(const vt::Tensor& logits, const std::vector<const Request*>& biased) {
   std::vector<int64_t> rows;
   for (size_t n = 0; n < biased.size(); ++n) {
@@ -482,7 +483,8 @@ void ModelRunner::BiasOnDevice(const vt::Tensor& logits, const std::vector<const
   const int64_t V = logits.size(1), B = static_cast<int64_t>(rows.size());
   std::span<float> staged = UploadFor(bias_upload_, logits.device()).Stage<float>(static_cast<size_t>(B * V));
   for (int64_t i = 0; i < B; ++i) {
-    Sampler::DeviceBiasRow(*biased[static_cast<size_t>(rows[i])], staged.subspan(static_cast<size_t>(i * V), static_cast<size_t>(V)));
+    const std::span<float> row = staged.subspan(static_cast<size_t>(i * V), static_cast<size_t>(V));
+    Sampler::DeviceBiasRow(*biased[static_cast<size_t>(rows[i])], row);
   }
   const vt::Tensor bias = vt::Tensor::Empty({B, V}, vt::DType::kF32, logits.device());
   bias_upload_->Upload(bias);
@@ -534,12 +536,10 @@ std::optional<RunnerOutput> ModelRunner::ExecuteGraph(const InputBatch& batch, c
   const std::optional<vt::Tensor> logits = decode_graphs_->Run(batch);  // [B, V], queued
   if (!logits) return std::nullopt;
   vt::reach::Hit("ModelRunner::DecodeGraph");
-  DeviceDrawRows draw;
-  for (const BatchRequest& s : batch.requests) {
-    draw.params.push_back(sampler_.DeviceSampleRow(s.request()));
-    draw.penalized.push_back(Sampler::HasPenalties(s.request()) ? &s.request() : nullptr);
-    draw.logprobs.push_back(Sampler::DeviceLogprobs(s.request()));
-    draw.biased.push_back(Sampler::HasDeviceBias(s.request()) ? &s.request() : nullptr);
+  DeviceDrawRows draw(batch.size());
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const Request& r = batch.requests[b].request();
+    draw.Set(static_cast<int64_t>(b), r, sampler_.DeviceSampleRow(r));
   }
   // The grammar's rows of this batch's requests (all ones for the others), if any,
   // filled by the host while the graph runs, and the requests' own masks.
