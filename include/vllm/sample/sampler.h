@@ -140,6 +140,7 @@ class Sampler {
   }
 
  private:
+  static bool IsBareGreedy(const Request& request);
   std::mt19937_64& RngFor(const Request& request);
   // The raw logits after the logits processors, the min_tokens mask and penalties.
   static std::vector<float> ProcessedLogits(const float* raw_logits, int64_t vocab, const Request& request);

@@ -236,14 +236,17 @@ TokenLogprobs Sampler::LogprobsFromDeviceRow(const int64_t* ids, const float* va
 
 bool Sampler::HasPenalties(const Request& r) { return vllm::HasPenalties(r.sampling_params); }
 
-bool Sampler::IsPlainGreedy(const Request& r) {
-  return r.sampling_params.IsGreedy() && !r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r) && !HasDeviceBias(r);
+// Greedy with nothing but an argmax to take: no logprobs, penalties, masks or bias
+// (a grammar aside, which the two callers below tell apart).
+bool Sampler::IsBareGreedy(const Request& r) {
+  return r.sampling_params.IsGreedy() && SamplesOnDevice(r) && !HasPenalties(r) && !r.sampling_params.logprobs &&
+         !HasDeviceMask(r) && !HasDeviceBias(r);
 }
 
+bool Sampler::IsPlainGreedy(const Request& r) { return !r.sampling_params.structured_outputs && IsBareGreedy(r); }
+
 bool Sampler::IsGreedyUnderGrammarOnly(const Request& r) {
-  return r.sampling_params.IsGreedy() && r.sampling_params.structured_outputs && SamplesOnDevice(r) &&
-         !HasPenalties(r) && !r.sampling_params.logprobs && !HasDeviceMask(r) && !HasDeviceBias(r);
+  return r.sampling_params.structured_outputs && IsBareGreedy(r);
 }
 
 std::array<float, 3> Sampler::DevicePenalties(const Request& r) {
