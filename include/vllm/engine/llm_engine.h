@@ -127,13 +127,10 @@ class LLMEngine {
   void BuildProposer(const ModelOptions& options);
   void Log(const std::string& line) const;
   // Advances the grammar of every unfinished request of the step by its new tokens,
-  // all at once (StructuredOutputManager::AcceptTokensOfStep): whether each one took
-  // them, by request id (requests without a grammar are absent).
-  std::unordered_map<std::string, bool> AdvanceGrammars(const std::vector<RequestUpdate>& updates);
-  // The status to finish a request with when its grammar has terminated (its stop
-  // token accepted under ignore_eos) or refused a token; nullopt while it goes on.
-  std::optional<RequestStatus> GrammarEnd(const RequestUpdate& update,
-                                          const std::unordered_map<std::string, bool>& accepted);
+  // all at once (StructuredOutputManager::AcceptTokensOfStep). By request id, the
+  // status to finish those with whose grammar has terminated (its stop token accepted
+  // under ignore_eos) or refused a token; the others are absent.
+  std::unordered_map<std::string, RequestStatus> AdvanceGrammars(const std::vector<RequestUpdate>& updates);
 
   // Starts the tensor-parallel workers (before model_, which holds their group, and
   // destroyed after it); null for one rank.

@@ -468,7 +468,7 @@ std::vector<RequestOutput> LLMEngine::Step() {
   }
   const std::vector<RequestUpdate> updates = scheduler_->update_from_sampled_tokens(scheduled, sampled);
   scheduler_->update_draft_token_ids(ran.draft_token_ids);  // finished requests are skipped
-  const std::unordered_map<std::string, bool> grammar_accepted = AdvanceGrammars(updates);
+  const std::unordered_map<std::string, RequestStatus> grammar_ends = AdvanceGrammars(updates);
   for (const RequestUpdate& update : updates) {
     const std::vector<SampleResult>& list = step_results.at(update.req_id);
     std::optional<std::string> stop;
@@ -477,8 +477,10 @@ std::vector<RequestOutput> LLMEngine::Step() {
                                  list[i].logprobs.empty() ? nullptr : &list[i].logprobs);
     }
     std::string finish_reason = FinishReason(update.status);
-    const std::optional<RequestStatus> grammar_end =
-        stop || update.finished() ? std::nullopt : GrammarEnd(update, grammar_accepted);
+    const auto grammar_ended = grammar_ends.find(update.req_id);
+    const std::optional<RequestStatus> grammar_end = stop || grammar_ended == grammar_ends.end()
+                                                         ? std::nullopt
+                                                         : std::optional(grammar_ended->second);
     if (grammar_end) {
       scheduler_->finish_requests({update.req_id}, *grammar_end);
       finish_reason = FinishReason(*grammar_end);
@@ -497,34 +499,29 @@ std::vector<RequestOutput> LLMEngine::Step() {
   return results;
 }
 
-std::unordered_map<std::string, bool> LLMEngine::AdvanceGrammars(const std::vector<RequestUpdate>& updates) {
-  std::vector<std::string> ids;
+std::unordered_map<std::string, RequestStatus> LLMEngine::AdvanceGrammars(const std::vector<RequestUpdate>& updates) {
+  std::vector<const RequestUpdate*> advanced;
   std::vector<StructuredOutputManager::AcceptItem> items;
   for (const RequestUpdate& update : updates) {
     if (update.finished()) continue;  // its grammar is done with
     const Request* request = scheduler_->get_request(update.req_id);
     if (request == nullptr || !request->structured_output_request) continue;
-    ids.push_back(update.req_id);
+    advanced.push_back(&update);
     items.emplace_back(request->structured_output_request.get(), &update.new_token_ids);
   }
-  std::unordered_map<std::string, bool> accepted;
-  if (items.empty()) return accepted;
-  const std::vector<bool> ok = structured_outputs_->AcceptTokensOfStep(items);
-  for (size_t i = 0; i < ids.size(); ++i) accepted.emplace(ids[i], ok[i]);
-  return accepted;
-}
-
-std::optional<RequestStatus> LLMEngine::GrammarEnd(const RequestUpdate& update,
-                                                   const std::unordered_map<std::string, bool>& accepted) {
-  const auto it = accepted.find(update.req_id);
-  if (it == accepted.end()) return std::nullopt;  // no grammar
-  // A refused token means the mask allowed none (no token spells the next byte); the
-  // request cannot go on inside its grammar.
-  if (!it->second) return RequestStatus::kFinishedAborted;
-  if (scheduler_->get_request(update.req_id)->structured_output_request->matcher.IsTerminated()) {
-    return RequestStatus::kFinishedStopped;
+  std::unordered_map<std::string, RequestStatus> ends;
+  if (items.empty()) return ends;
+  const std::vector<bool> accepted = structured_outputs_->AcceptTokensOfStep(items);
+  for (size_t i = 0; i < items.size(); ++i) {
+    // A refused token means the mask allowed none (no token spells the next byte); the
+    // request cannot go on inside its grammar.
+    if (!accepted[i]) {
+      ends.emplace(advanced[i]->req_id, RequestStatus::kFinishedAborted);
+    } else if (items[i].first->matcher.IsTerminated()) {
+      ends.emplace(advanced[i]->req_id, RequestStatus::kFinishedStopped);
+    }
   }
-  return std::nullopt;
+  return ends;
 }
 
 EngineStats LLMEngine::stats() const {
